@@ -1,0 +1,29 @@
+// Shared plumbing of the CLI commands: one error reporter, exit codes, output to stdout or to a
+// file written atomically.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "models/result.hpp"
+
+namespace moeplan::cli {
+
+/// Exit codes: 0 ok, 1 verification failed, 2 bad input.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitBadInput = 2;
+
+/// Prints "moeplan: error: <message>" to stderr and returns kExitBadInput.
+int report_error(const Error& error);
+
+/// The action a parsed subcommand runs; it returns the process exit code.
+using Action = std::function<int()>;
+
+/// Registration of one top-level command: adds its subcommand to `app` and stores what to run
+/// in `action` when that subcommand is chosen.
+void add_models_command(CLI::App& app, Action& action);
+
+}  // namespace moeplan::cli

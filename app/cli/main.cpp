@@ -1,0 +1,32 @@
+// moeplan: the headless CLI. Parses the command line and runs the chosen command.
+#include <cstdio>
+
+#include "app/cli/cli_common.hpp"
+
+namespace moeplan::cli {
+int print_version();
+}
+
+int main(int argc, char** argv) {
+  using namespace moeplan::cli;
+  CLI::App app{"moeplan: plan Mixture-of-Experts parallel layouts on GPU clusters"};
+  app.name("moeplan");
+  bool version = false;
+  app.add_flag("--version", version, "Print the version and the compiled and usable backends");
+
+  Action action;
+  add_models_command(app, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitBadInput;
+  }
+  if (version) return print_version();
+  if (!action) {
+    std::fputs(app.help().c_str(), stdout);
+    return kExitBadInput;
+  }
+  return action();
+}

@@ -1,0 +1,14 @@
+// MPI library facts that can be read without initialising MPI.
+#pragma once
+
+#include <string>
+
+namespace moeplan::kernels {
+
+/// The MPI library's version line (MPI_Get_library_version), or empty when MPI is not built in.
+std::string mpi_library_version();
+
+/// World size promised by the launcher (mpirun/srun environment), or 1 outside a launcher.
+int launcher_world_size();
+
+}  // namespace moeplan::kernels

@@ -1,0 +1,48 @@
+// Human-readable numbers with units.
+#include "models/units.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace moeplan {
+
+std::string format_fixed(double value, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, value);
+  return buf;
+}
+
+std::string format_bytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  double v = bytes;
+  while (std::fabs(v) >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? format_fixed(v, 0) + " B" : format_fixed(v, 2) + " " + kUnits[u];
+}
+
+std::string format_count(double count) {
+  static const char* const kUnits[] = {"", " K", " M", " B", " T"};
+  int u = 0;
+  double v = count;
+  while (std::fabs(v) >= 1000.0 && u < 4) {
+    v /= 1000.0;
+    ++u;
+  }
+  return u == 0 ? format_fixed(v, 0) : format_fixed(v, 2) + kUnits[u];
+}
+
+std::string format_si(double value, const std::string& unit) {
+  static const char* const kPrefixes[] = {"", "K", "M", "G", "T", "P", "E"};
+  int u = 0;
+  double v = value;
+  while (std::fabs(v) >= 1000.0 && u < 6) {
+    v /= 1000.0;
+    ++u;
+  }
+  return format_fixed(v, 2) + " " + kPrefixes[u] + unit;
+}
+
+}  // namespace moeplan

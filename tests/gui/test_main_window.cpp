@@ -1,0 +1,70 @@
+// The main window under QT_QPA_PLATFORM=offscreen: the model view loads bundled models and
+// shows errors in place; screenshots render to PNG.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QLabel>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "app/gui/main_window.hpp"
+
+namespace moeplan::gui {
+namespace {
+
+QApplication& app() {
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  static int argc = 1;
+  static char name[] = "gui_test";
+  static char* argv[] = {name, nullptr};
+  static QApplication instance(argc, argv);
+  return instance;
+}
+
+QString valueOf(QTableWidget* t, const QString& label) {
+  for (int r = 0; r < t->rowCount(); ++r) {
+    if (t->item(r, 0)->text() == label) return t->item(r, 1)->text();
+  }
+  return {};
+}
+
+TEST(GuiMainWindow, ShowsDefaultModel) {
+  app();
+  MainWindow w;
+  EXPECT_TRUE(w.errorLabel()->isHidden());
+  EXPECT_EQ(valueOf(w.modelTable(), QStringLiteral("Architecture")),
+            QStringLiteral("Qwen2MoeForCausalLM (qwen2_moe)"));
+  EXPECT_EQ(valueOf(w.modelTable(), QStringLiteral("Bytes per expert")),
+            QStringLiteral("52.50 MiB (bf16)"));
+}
+
+TEST(GuiMainWindow, SwitchesModelAndShowsErrorsInPlace) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadModel(QStringLiteral("deepseek-v3")));
+  EXPECT_TRUE(
+      valueOf(w.modelTable(), QStringLiteral("Router")).startsWith(QStringLiteral("sigmoid")));
+  EXPECT_FALSE(w.loadModel(QStringLiteral("/nonexistent/config.json")));
+  EXPECT_FALSE(w.errorLabel()->isHidden());
+  EXPECT_TRUE(w.errorLabel()->text().contains(QStringLiteral("file not found")));
+  EXPECT_EQ(w.modelTable()->rowCount(), 0);
+}
+
+TEST(GuiMainWindow, ScreenshotsWritePngPerView) {
+  app();
+  MainWindow w;
+  w.show();
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  const int n = w.saveScreenshots(dir.path());
+  EXPECT_EQ(n, w.tabs()->count());
+  const QFileInfo png(QDir(dir.path()).filePath(QStringLiteral("model.png")));
+  EXPECT_TRUE(png.exists());
+  EXPECT_GT(png.size(), 1000);
+}
+
+}  // namespace
+}  // namespace moeplan::gui

@@ -185,6 +185,7 @@ Status read_deepseek(const JsonReader& r, MoeModel& m) {
   MOEPLAN_ASSIGN(m.router.norm_topk_prob, r.boolean_or("norm_topk_prob", v3));
   MOEPLAN_ASSIGN(m.router.routed_scaling_factor,
                  r.number_or("routed_scaling_factor", 1.0, 1e-6, 1e6));
+  m.router.scale_after_norm = v3;
   if (m.router.topk_method != TopkMethod::kGreedy) {
     if (m.num_experts % m.router.num_groups != 0) {
       return r.error("n_group",

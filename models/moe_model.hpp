@@ -38,6 +38,8 @@ struct RouterSpec {
   bool norm_topk_prob = false;
   double routed_scaling_factor = 1.0;
   bool has_score_correction_bias = false;  ///< e_score_correction_bias (noaux_tc)
+  /// DeepSeek-V2 scales by routed_scaling_factor only when it does not renormalise; V3 does both.
+  bool scale_after_norm = true;
 };
 
 /// Attention shape, enough for parameter counts and KV-cache sizes.

@@ -1,0 +1,66 @@
+// The compute backend interface: the MoE ops on spans and sizes plus a stream-like context.
+// The CPU backend always exists and is the reference; the CUDA backend implements the same ops.
+// Ops validate nothing the caller (the sharded layer) has already validated.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kernels/layer_spec.hpp"
+
+namespace moeplan::kernels {
+
+/// Stream-like execution context of an op (the CPU backend runs synchronously on the caller's
+/// thread; a GPU backend carries its stream here).
+struct OpContext {
+  void* stream = nullptr;
+};
+
+/// Tokens sorted by expert: `order[i]` is the pair index (token·k + slot) of the i-th row and
+/// expert e's rows are [offsets[e], offsets[e+1]).
+struct Permutation {
+  std::vector<int> order;
+  std::vector<int> offsets;  ///< size num_local_experts + 1
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  /// logits[T][E] = x[T][H] · w[H][E] in fp32, each row computed in an order independent of T.
+  virtual void router_logits(const OpContext& ctx, std::span<const float> x, int num_tokens,
+                             int hidden, std::span<const float> w, int num_experts,
+                             std::span<float> logits) = 0;
+
+  /// Scoring, top-k selection and weights per the router semantics: ids[T][k], weights[T][k].
+  virtual void route(const OpContext& ctx, const models::RouterSpec& router,
+                     std::span<const float> logits, std::span<const float> score_bias,
+                     int num_tokens, int num_experts, int top_k, std::span<int> ids,
+                     std::span<float> weights) = 0;
+
+  /// Sorts the pairs whose expert lies in [first_expert, first_expert + num_local) by expert
+  /// (stable: pairs keep their order within an expert); other pairs are dropped.
+  virtual Permutation permute(const OpContext& ctx, std::span<const int> pair_experts,
+                              int first_expert, int num_local) = 0;
+
+  /// Grouped expert FFN: for local expert j, rows [offsets[j], offsets[j+1]) of `rows` [*, H]
+  /// go through gate/up, SiLU(gate)·up (stored in `dtype`), and down; out[*, H] gets fp32
+  /// partial sums (a tp-slice when the weights are one).
+  virtual void expert_ffn(const OpContext& ctx, std::span<const float> rows,
+                          std::span<const int> offsets, std::span<const ExpertWeights> experts,
+                          int hidden, DType dtype, std::span<float> out) = 0;
+
+  /// Shared expert on every token: out[T][H] = (sigmoid(x·gate) if gated) · MLP(x), fp32.
+  /// With a tp-slice, the caller sums the partials over tp; `gate` may be empty.
+  virtual void shared_expert(const OpContext& ctx, std::span<const float> x, int num_tokens,
+                             int hidden, const ExpertWeights& w, std::span<const float> gate,
+                             DType dtype, std::span<float> out) = 0;
+};
+
+/// The CPU backend (Eigen GEMMs, fp32 accumulation).
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace moeplan::kernels

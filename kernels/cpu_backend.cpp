@@ -1,0 +1,130 @@
+// The CPU backend: Eigen GEMMs with fp32 accumulation; storage rounding where a real kernel
+// stores in the storage dtype.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "kernels/backend.hpp"
+#include "kernels/dtype_convert.hpp"
+#include "kernels/router_math.hpp"
+
+namespace moeplan::kernels {
+
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMat>;
+using Map = Eigen::Map<RowMat>;
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void router_logits(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
+                     std::span<const float> w, int num_experts, std::span<float> logits) override {
+    const ConstMap wm(w.data(), hidden, num_experts);
+    // NOTE: one GEMV per row keeps each row's summation order independent of the batch size,
+    // so a token routes identically whichever rank and dispatcher computes it.
+    for (int t = 0; t < num_tokens; ++t) {
+      const ConstMap xr(x.data() + static_cast<std::ptrdiff_t>(t) * hidden, 1, hidden);
+      Map lr(logits.data() + static_cast<std::ptrdiff_t>(t) * num_experts, 1, num_experts);
+      lr.noalias() = xr * wm;
+    }
+  }
+
+  void route(const OpContext&, const models::RouterSpec& router, std::span<const float> logits,
+             std::span<const float> score_bias, int num_tokens, int num_experts, int top_k,
+             std::span<int> ids, std::span<float> weights) override {
+    for (int t = 0; t < num_tokens; ++t) {
+      const auto off = static_cast<std::size_t>(t);
+      route_token(
+          router,
+          logits.subspan(off * static_cast<std::size_t>(num_experts),
+                         static_cast<std::size_t>(num_experts)),
+          score_bias, top_k,
+          ids.subspan(off * static_cast<std::size_t>(top_k), static_cast<std::size_t>(top_k)),
+          weights.subspan(off * static_cast<std::size_t>(top_k), static_cast<std::size_t>(top_k)));
+    }
+  }
+
+  Permutation permute(const OpContext&, std::span<const int> pair_experts, int first_expert,
+                      int num_local) override {
+    Permutation p;
+    p.offsets.assign(static_cast<std::size_t>(num_local) + 1, 0);
+    for (const int e : pair_experts) {
+      const int local = e - first_expert;
+      if (local >= 0 && local < num_local) ++p.offsets[static_cast<std::size_t>(local) + 1];
+    }
+    std::partial_sum(p.offsets.begin(), p.offsets.end(), p.offsets.begin());
+    p.order.resize(static_cast<std::size_t>(p.offsets.back()));
+    std::vector<int> cursor(p.offsets.begin(), p.offsets.end() - 1);
+    for (std::size_t i = 0; i < pair_experts.size(); ++i) {
+      const int local = pair_experts[i] - first_expert;
+      if (local >= 0 && local < num_local) {
+        p.order[static_cast<std::size_t>(cursor[static_cast<std::size_t>(local)]++)] =
+            static_cast<int>(i);
+      }
+    }
+    return p;
+  }
+
+  void expert_ffn(const OpContext&, std::span<const float> rows, std::span<const int> offsets,
+                  std::span<const ExpertWeights> experts, int hidden, DType dtype,
+                  std::span<float> out) override {
+    RowMat act;
+    for (std::size_t j = 0; j < experts.size(); ++j) {
+      const int r0 = offsets[j];
+      const int m = offsets[j + 1] - r0;
+      if (m == 0) continue;
+      const ExpertWeights& w = experts[j];
+      const ConstMap x(rows.data() + static_cast<std::ptrdiff_t>(r0) * hidden, m, hidden);
+      mlp(x, w, hidden, dtype, act,
+          Map(out.data() + static_cast<std::ptrdiff_t>(r0) * hidden, m, hidden));
+    }
+  }
+
+  void shared_expert(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
+                     const ExpertWeights& w, std::span<const float> gate, DType dtype,
+                     std::span<float> out) override {
+    if (num_tokens == 0) return;
+    const ConstMap xm(x.data(), num_tokens, hidden);
+    Map om(out.data(), num_tokens, hidden);
+    RowMat act;
+    mlp(xm, w, hidden, dtype, act, om);
+    if (gate.empty()) return;
+    const Eigen::Map<const Eigen::VectorXf> g(gate.data(), hidden);
+    for (int t = 0; t < num_tokens; ++t) {
+      const float z = xm.row(t).dot(g);
+      om.row(t) *= 1.0F / (1.0F + std::exp(-z));
+    }
+  }
+
+ private:
+  // out = (SiLU(x·Wg) ⊙ (x·Wu)) · Wd; the activation is stored in `dtype`.
+  static void mlp(const ConstMap& x, const ExpertWeights& w, int hidden, DType dtype, RowMat& act,
+                  Map out) {
+    const int width = w.width;
+    const ConstMap w1(w.gate_up.data(), hidden, 2 * width);
+    const ConstMap w2(w.down.data(), width, hidden);
+    RowMat gu(x.rows(), 2 * width);
+    gu.noalias() = x * w1;
+    act.resize(x.rows(), width);
+    for (Eigen::Index r = 0; r < x.rows(); ++r) {
+      for (int c = 0; c < width; ++c) {
+        // The GEMM stores gate and up in `dtype`; SiLU-and-mul reads them and stores in `dtype`.
+        const float g = round_to(dtype, gu(r, c));
+        const float u = round_to(dtype, gu(r, width + c));
+        act(r, c) = round_to(dtype, g / (1.0F + std::exp(-g)) * u);
+      }
+    }
+    out.noalias() = act * w2;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace moeplan::kernels

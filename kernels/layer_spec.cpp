@@ -1,0 +1,145 @@
+// Layer shapes and deterministic weights.
+#include "kernels/layer_spec.hpp"
+
+#include <cmath>
+
+#include "kernels/dtype_convert.hpp"
+
+namespace moeplan::kernels {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Fills [rows][cols] of a logical [total_rows][total_cols] tensor starting at (r0, c0), scaled by
+// `scale`, rounded to the dtype, into dst with row stride `ld` at column offset `dst_c0`.
+void fill_block(const LayerSpec& s, std::uint32_t tensor, std::int64_t total_cols, int r0, int rows,
+                int c0, int cols, float scale, float* dst, int ld, int dst_c0) {
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const auto index = static_cast<std::uint64_t>((r0 + r) * total_cols + (c0 + c));
+      dst[static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
+          static_cast<std::size_t>(dst_c0 + c)] =
+          round_to(s.dtype, scale * uniform_value(s.seed, tensor, index));
+    }
+  }
+}
+
+// Uniform[-a, a) with a = sqrt(3 / fan_in): unit variance inputs keep unit-scale outputs.
+float init_scale(int fan_in) { return std::sqrt(3.0F / static_cast<float>(fan_in)); }
+
+ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t up_id,
+                       std::uint32_t down_id, int full_width, int slice, int num_slices) {
+  ExpertWeights w;
+  w.width = full_width / num_slices;
+  const int c0 = slice * w.width;
+  const int h = s.hidden;
+  w.gate_up.resize(static_cast<std::size_t>(h) * static_cast<std::size_t>(2 * w.width));
+  w.down.resize(static_cast<std::size_t>(w.width) * static_cast<std::size_t>(h));
+  const float a1 = init_scale(h);
+  fill_block(s, gate_id, full_width, 0, h, c0, w.width, a1, w.gate_up.data(), 2 * w.width, 0);
+  fill_block(s, up_id, full_width, 0, h, c0, w.width, a1, w.gate_up.data(), 2 * w.width, w.width);
+  fill_block(s, down_id, h, c0, w.width, 0, h, init_scale(full_width), w.down.data(), h, 0);
+  return w;
+}
+
+}  // namespace
+
+float uniform_value(std::uint64_t seed, std::uint32_t tensor, std::uint64_t index) {
+  const std::uint64_t h =
+      splitmix64(seed ^ splitmix64((static_cast<std::uint64_t>(tensor) << 40) ^ index));
+  // 24 random bits → [0, 1) exactly representable in fp32, then to [-1, 1).
+  return static_cast<float>(h >> 40) * (2.0F / 16777216.0F) - 1.0F;
+}
+
+Result<LayerSpec> LayerSpec::from_model(const models::MoeModel& m, int scale, DType dtype,
+                                        std::uint64_t seed) {
+  if (scale < 1) return Error{"--scale: expected a positive integer, got " + std::to_string(scale)};
+  struct Dim {
+    const char* key;
+    std::int64_t value;
+  };
+  const Dim dims[] = {{"hidden_size", m.hidden_size},
+                      {"moe_intermediate_size", m.moe_intermediate_size},
+                      {"shared expert width", m.shared_intermediate_total()}};
+  for (const auto& d : dims) {
+    if (d.value % scale != 0) {
+      return Error{m.source_path + ": --scale " + std::to_string(scale) + " does not divide " +
+                   d.key + "=" + std::to_string(d.value) + "; expected a divisor"};
+    }
+  }
+  LayerSpec s;
+  s.hidden = static_cast<int>(m.hidden_size / scale);
+  s.intermediate = static_cast<int>(m.moe_intermediate_size / scale);
+  s.num_experts = m.num_experts;
+  s.top_k = m.num_experts_per_tok;
+  s.shared_intermediate = static_cast<int>(m.shared_intermediate_total() / scale);
+  s.shared_gated = m.shared_expert_gated;
+  s.router = m.router;
+  s.dtype = dtype;
+  s.seed = seed;
+  return s;
+}
+
+std::vector<float> make_router_weight(const LayerSpec& s) {
+  std::vector<float> w(static_cast<std::size_t>(s.hidden) *
+                       static_cast<std::size_t>(s.num_experts));
+  // Larger than unit scale so the router's scores are spread, as trained routers' are.
+  fill_block(s, static_cast<std::uint32_t>(Tensor::kRouter), s.num_experts, 0, s.hidden, 0,
+             s.num_experts, 4.0F * init_scale(s.hidden), w.data(), s.num_experts, 0);
+  return w;
+}
+
+std::vector<float> make_score_bias(const LayerSpec& s) {
+  std::vector<float> b(static_cast<std::size_t>(s.num_experts), 0.0F);
+  if (!s.router.has_score_correction_bias) return b;
+  for (int e = 0; e < s.num_experts; ++e) {
+    // fp32 like the real e_score_correction_bias; small enough to reorder, not to dominate.
+    b[static_cast<std::size_t>(e)] =
+        0.1F * uniform_value(s.seed, static_cast<std::uint32_t>(Tensor::kScoreBias),
+                             static_cast<std::uint64_t>(e));
+  }
+  return b;
+}
+
+std::vector<float> make_shared_gate(const LayerSpec& s) {
+  if (!s.shared_gated || s.shared_intermediate == 0) return {};
+  std::vector<float> g(static_cast<std::size_t>(s.hidden));
+  fill_block(s, static_cast<std::uint32_t>(Tensor::kSharedGate), 1, 0, s.hidden, 0, 1,
+             init_scale(s.hidden), g.data(), 1, 0);
+  return g;
+}
+
+ExpertWeights make_expert(const LayerSpec& s, int e, int slice, int num_slices) {
+  const auto base =
+      static_cast<std::uint32_t>(Tensor::kExpertBase) + 3U * static_cast<std::uint32_t>(e);
+  return make_mlp(s, base, base + 1, base + 2, s.intermediate, slice, num_slices);
+}
+
+ExpertWeights make_shared_expert(const LayerSpec& s, int slice, int num_slices) {
+  return make_mlp(s, static_cast<std::uint32_t>(Tensor::kSharedGateProj),
+                  static_cast<std::uint32_t>(Tensor::kSharedUpProj),
+                  static_cast<std::uint32_t>(Tensor::kSharedDownProj), s.shared_intermediate, slice,
+                  num_slices);
+}
+
+std::vector<float> make_input(const LayerSpec& s, std::int64_t first_token, int num_tokens) {
+  std::vector<float> x(static_cast<std::size_t>(num_tokens) * static_cast<std::size_t>(s.hidden));
+  for (int t = 0; t < num_tokens; ++t) {
+    for (int h = 0; h < s.hidden; ++h) {
+      const auto index = static_cast<std::uint64_t>((first_token + t) * s.hidden + h);
+      const float u =
+          0.5F * (uniform_value(s.seed, static_cast<std::uint32_t>(Tensor::kInput), index) + 1.0F);
+      x[static_cast<std::size_t>(t) * static_cast<std::size_t>(s.hidden) +
+        static_cast<std::size_t>(h)] = round_to(s.dtype, u);
+    }
+  }
+  return x;
+}
+
+}  // namespace moeplan::kernels

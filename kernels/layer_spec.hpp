@@ -1,0 +1,72 @@
+// The shapes and semantics of one MoE layer as the kernels see them, and the deterministic
+// weights and inputs every rank generates from a seed (no broadcast needed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/dtype.hpp"
+#include "models/moe_model.hpp"
+#include "models/result.hpp"
+
+namespace moeplan::kernels {
+
+/// One MoE layer: sizes, router semantics and storage dtype.
+struct LayerSpec {
+  int hidden = 0;               ///< H
+  int intermediate = 0;         ///< I, width of one routed expert
+  int num_experts = 0;          ///< E
+  int top_k = 0;                ///< k
+  int shared_intermediate = 0;  ///< total shared-expert width (0: none)
+  bool shared_gated = false;    ///< Qwen2-MoE: sigmoid(x·w_sg) scales the shared expert
+  models::RouterSpec router;
+  DType dtype = DType::kFp32;
+  std::uint64_t seed = 0;
+
+  /// The model's layer with hidden and expert widths divided by `scale` (expert count, top-k and
+  /// routing kept). Errors when `scale` does not divide a width.
+  static Result<LayerSpec> from_model(const models::MoeModel& m, int scale, DType dtype,
+                                      std::uint64_t seed);
+};
+
+/// One expert's weights (routed or shared), possibly a tp-slice of its intermediate dim:
+/// gate_up [H][2·width] (gate columns first, then up), down [width][H]; values representable in
+/// the storage dtype.
+struct ExpertWeights {
+  int width = 0;
+  std::vector<float> gate_up;
+  std::vector<float> down;
+};
+
+/// Tensor ids of the deterministic weight generator.
+enum class Tensor : std::uint32_t {
+  kRouter = 1,
+  kScoreBias = 2,
+  kSharedGate = 3,
+  kSharedGateProj = 4,
+  kSharedUpProj = 5,
+  kSharedDownProj = 6,
+  kInput = 7,
+  kExpertBase = 16,  ///< expert e: 16 + 3e (gate), +1 (up), +2 (down)
+};
+
+/// A uniform value in [-1, 1) for (seed, tensor, index): counter-based, so any slice of any
+/// tensor is generated independently and identically on every rank.
+float uniform_value(std::uint64_t seed, std::uint32_t tensor, std::uint64_t index);
+
+/// Router weight [H][E].
+std::vector<float> make_router_weight(const LayerSpec& s);
+/// e_score_correction_bias [E] (zeros unless the router uses noaux_tc).
+std::vector<float> make_score_bias(const LayerSpec& s);
+/// Shared-expert gate vector [H] (empty unless shared_gated).
+std::vector<float> make_shared_gate(const LayerSpec& s);
+/// Routed expert `e`, columns [slice·I/num_slices, (slice+1)·I/num_slices) of its intermediate.
+ExpertWeights make_expert(const LayerSpec& s, int e, int slice, int num_slices);
+/// The shared expert's tp-slice (width shared_intermediate / num_slices).
+ExpertWeights make_shared_expert(const LayerSpec& s, int slice, int num_slices);
+/// Input hidden states [T][H] in [0, 1) (PaddleNLP's check uses rand in [0, 1)), rounded to the
+/// dtype; `first_token` offsets the generator so a rank can make its own rows.
+std::vector<float> make_input(const LayerSpec& s, std::int64_t first_token, int num_tokens);
+
+}  // namespace moeplan::kernels

@@ -1,0 +1,17 @@
+// The MPI communicator: real processes under mpirun/srun, the same binary on every rank.
+#pragma once
+
+#include <memory>
+
+#include "kernels/communicator.hpp"
+
+namespace moeplan::kernels {
+
+/// True when MPI support is compiled in.
+bool mpi_available();
+
+/// Initialises MPI once per process (thread level: funneled) and returns MPI_COMM_WORLD as a
+/// Communicator; MPI_Finalize runs at exit. Null when MPI is not compiled in.
+std::unique_ptr<Communicator> mpi_world();
+
+}  // namespace moeplan::kernels

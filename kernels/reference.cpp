@@ -1,0 +1,185 @@
+// The dense reference and its derived error bound.
+#include "kernels/reference.hpp"
+
+#include <Eigen/Core>
+#include <cmath>
+
+#include "kernels/backend.hpp"
+#include "kernels/dtype_convert.hpp"
+
+namespace moeplan::kernels {
+
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using DMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+std::size_t sz(int v) { return static_cast<std::size_t>(v); }
+
+// γ_n = n·u/(1 − n·u) for fp32 accumulation: the worst relative error of an n-term dot product
+// in any order. Two independent computations (sharded, reference) can differ by twice that.
+double gamma32(int n) {
+  const double u = std::ldexp(1.0, -24);
+  return 2.0 * n * u / (1.0 - n * u);
+}
+
+// One MLP (gate/up, SiLU·up, down) on rows X with its error bound, mirroring the rounding
+// points of the sharded layer: gate and up stored in the dtype, the activation stored in the
+// dtype, the down projection's partial sums stored in the dtype before the TP reduction, the
+// reduced result stored in the dtype. `scale` multiplies the output (the shared expert's
+// sigmoid gate; 1 otherwise) before the partial sums are rounded.
+struct MlpOut {
+  RowMat y;    // [m][H] values of the dtype
+  DMat bound;  // [m][H]
+};
+
+// |round(a) − round(b)| ≤ |a − b| + ulp(max(|a|, |b|)) ≤ δ + 2u(|ref| + δ).
+double after_rounding(double delta, double ref_abs, double u) {
+  return delta + 2.0 * u * (ref_abs + delta);
+}
+
+MlpOut mlp_with_bound(const RowMat& x, const ExpertWeights& w, int hidden, DType dtype,
+                      const Eigen::VectorXf& scale, const Eigen::VectorXd& scale_delta) {
+  const double u = unit_roundoff(dtype);
+  const double u32 = std::ldexp(1.0, -24);
+  const int width = w.width;
+  const Eigen::Map<const RowMat> w1(w.gate_up.data(), hidden, 2 * width);
+  const Eigen::Map<const RowMat> w2(w.down.data(), width, hidden);
+  const Eigen::Index m = x.rows();
+
+  const RowMat gu = x * w1;
+  const RowMat mgu = x.cwiseAbs() * w1.cwiseAbs();
+  RowMat act(m, width);
+  RowMat act_abs(m, width);
+  RowMat dact(m, width);
+  const double g_h = gamma32(hidden);
+  for (Eigen::Index r = 0; r < m; ++r) {
+    for (int c = 0; c < width; ++c) {
+      const float g = round_to(dtype, gu(r, c));
+      const float up = round_to(dtype, gu(r, width + c));
+      const double dg = after_rounding(g_h * mgu(r, c), std::fabs(g), u);
+      const double du = after_rounding(g_h * mgu(r, width + c), std::fabs(up), u);
+      const float silu = g / (1.0F + std::exp(-g));
+      const float a = round_to(dtype, silu * up);
+      // |SiLU'| ≤ 1.1 everywhere; the product's own fp32 evaluation adds a few ulps.
+      const double da_pre =
+          1.1 * dg * (std::fabs(up) + du) + std::fabs(silu) * du + 8.0 * u32 * std::fabs(silu * up);
+      act(r, c) = a;
+      act_abs(r, c) = std::fabs(a);
+      dact(r, c) = static_cast<float>(after_rounding(da_pre, std::fabs(a), u));
+    }
+  }
+  RowMat y = act * w2;
+  const RowMat my = act_abs * w2.cwiseAbs();
+  const RowMat dy = dact * w2.cwiseAbs();
+  MlpOut out;
+  out.y.resize(m, hidden);
+  out.bound.resize(m, hidden);
+  const double g_i = gamma32(width);
+  for (Eigen::Index r = 0; r < m; ++r) {
+    const double sc = scale(r);
+    for (int h = 0; h < hidden; ++h) {
+      const float v = round_to(dtype, static_cast<float>(sc) * y(r, h));
+      // Summation order (fp32, both sides), the propagated activation error, the rounding of
+      // the tp partial sums (Σ|partials| ≤ my) and their fp32 reduction, then the final store.
+      const double pre = sc * (g_i * my(r, h) + dy(r, h) + (u + 2.0 * u32) * my(r, h)) +
+                         scale_delta(r) * (std::fabs(y(r, h)) + g_i * my(r, h) + dy(r, h));
+      out.y(r, h) = v;
+      out.bound(r, h) = after_rounding(pre, std::fabs(v), u);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, int num_tokens) {
+  const int h = s.hidden;
+  const int k = s.top_k;
+  const double u = unit_roundoff(s.dtype);
+  const Eigen::Map<const RowMat> xm(x.data(), num_tokens, h);
+
+  // Routing: the replicated router op (tested on its own against a naive router), so every
+  // token picks the same experts here as in any layout.
+  const std::vector<float> router = make_router_weight(s);
+  const std::vector<float> bias = make_score_bias(s);
+  std::vector<float> logits(sz(num_tokens) * sz(s.num_experts));
+  std::vector<int> ids(sz(num_tokens) * sz(k));
+  std::vector<float> weights(ids.size());
+  const auto cpu = make_cpu_backend();
+  cpu->router_logits(OpContext{}, x, num_tokens, h, router, s.num_experts, logits);
+  cpu->route(OpContext{}, s.router, logits, bias, num_tokens, s.num_experts, k, ids, weights);
+
+  // Routed experts: for each expert, its tokens; out accumulates Σ_k w·y in double.
+  DMat acc = DMat::Zero(num_tokens, h);
+  DMat mag = DMat::Zero(num_tokens, h);    // Σ_k |w|·|y|: for the combine's summation bound
+  DMat delta = DMat::Zero(num_tokens, h);  // Σ_k |w|·bound(y)
+  for (int e = 0; e < s.num_experts; ++e) {
+    std::vector<std::pair<int, float>> tokens;  // (token, weight)
+    for (int t = 0; t < num_tokens; ++t) {
+      for (int j = 0; j < k; ++j) {
+        if (ids[sz(t) * sz(k) + sz(j)] == e) tokens.emplace_back(t, weights[sz(t) * sz(k) + sz(j)]);
+      }
+    }
+    if (tokens.empty()) continue;
+    const ExpertWeights w = make_expert(s, e, 0, 1);
+    RowMat rows(static_cast<Eigen::Index>(tokens.size()), h);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      rows.row(static_cast<Eigen::Index>(i)) = xm.row(tokens[i].first);
+    }
+    const auto m = static_cast<Eigen::Index>(tokens.size());
+    const MlpOut y =
+        mlp_with_bound(rows, w, h, s.dtype, Eigen::VectorXf::Ones(m), Eigen::VectorXd::Zero(m));
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const auto r = static_cast<Eigen::Index>(i);
+      const double wt = tokens[i].second;
+      const int t = tokens[i].first;
+      for (int c = 0; c < h; ++c) {
+        acc(t, c) += wt * y.y(r, c);
+        mag(t, c) += std::fabs(wt * y.y(r, c));
+        delta(t, c) += std::fabs(wt) * y.bound(r, c);
+      }
+    }
+  }
+
+  // Shared expert on every token (gated by sigmoid(x·g) for Qwen2-MoE).
+  if (s.shared_intermediate > 0) {
+    const ExpertWeights w = make_shared_expert(s, 0, 1);
+    const std::vector<float> gate = make_shared_gate(s);
+    Eigen::VectorXf scale = Eigen::VectorXf::Ones(num_tokens);
+    Eigen::VectorXd scale_delta = Eigen::VectorXd::Zero(num_tokens);
+    if (!gate.empty()) {
+      const Eigen::Map<const Eigen::VectorXf> g(gate.data(), h);
+      for (int t = 0; t < num_tokens; ++t) {
+        const float z = xm.row(t).dot(g.transpose());
+        scale(t) = 1.0F / (1.0F + std::exp(-z));
+        // |σ'| ≤ 1/4; the gate's dot product may be summed in another order by the backend.
+        const double mz = xm.row(t).cwiseAbs().dot(g.cwiseAbs().transpose());
+        scale_delta(t) = 0.25 * gamma32(h) * mz + 4.0 * std::ldexp(1.0, -24);
+      }
+    }
+    const RowMat xs = xm;
+    const MlpOut y = mlp_with_bound(xs, w, h, s.dtype, scale, scale_delta);
+    acc += y.y.cast<double>();
+    mag += y.y.cast<double>().cwiseAbs();
+    delta += y.bound;
+  }
+
+  ReferenceOutput out;
+  out.output.resize(sz(num_tokens) * sz(h));
+  out.bound.resize(out.output.size());
+  const double g_k = gamma32(k + 1);
+  for (int t = 0; t < num_tokens; ++t) {
+    for (int c = 0; c < h; ++c) {
+      const std::size_t i = sz(t) * sz(h) + sz(c);
+      // The sharded combine sums in fp32 where this sums in double: its error is γ_{k+1}·Σ|terms|.
+      const float v = round_to(s.dtype, static_cast<float>(acc(t, c)));
+      out.output[i] = v;
+      const double pre = delta(t, c) + g_k * mag(t, c);
+      out.bound[i] = static_cast<float>(after_rounding(pre, std::fabs(v), u));
+    }
+  }
+  return out;
+}
+
+}  // namespace moeplan::kernels

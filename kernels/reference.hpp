@@ -1,0 +1,24 @@
+// The single-device dense reference of the MoE layer, computed the straightforward way — each
+// expert over the tokens routed to it with plain Eigen products, a weighted scatter-add — and
+// independent of the sharded layer's permute, grouped FFN, dispatchers and communicators. With
+// each output it derives the largest difference a correct sharded layer can show (see
+// docs/VERIFY.md).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "kernels/layer_spec.hpp"
+
+namespace moeplan::kernels {
+
+struct ReferenceOutput {
+  std::vector<float> output;  ///< [T][H], values of the storage dtype
+  std::vector<float> bound;   ///< [T][H]: |sharded − reference| ≤ bound for any correct layout
+};
+
+/// Runs the reference on x[T][H]. Routing uses the backend-independent route_token math (the
+/// router is replicated, not sharded, and is tested against a naive router on its own).
+ReferenceOutput reference_forward(const LayerSpec& spec, std::span<const float> x, int num_tokens);
+
+}  // namespace moeplan::kernels

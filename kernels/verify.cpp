@@ -1,0 +1,117 @@
+// `verify`: the sharded layer against the dense reference.
+#include "kernels/verify.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "kernels/reference.hpp"
+
+namespace moeplan::kernels {
+
+Status check_request(const VerifyRequest& r, int world_size) {
+  if (r.token_counts.empty() || r.dtypes.empty() || r.layouts.empty() || r.dispatchers.empty()) {
+    return Error{"verify: nothing to run (no token counts, dtypes, layouts or dispatchers)"};
+  }
+  for (const int t : r.token_counts) {
+    if (t < 1) return Error{"--tokens: expected positive token counts, got " + std::to_string(t)};
+  }
+  auto spec = LayerSpec::from_model(r.model, r.scale, DType::kFp32, r.seed);
+  if (!spec) return spec.error();
+  for (const Layout& l : r.layouts) {
+    MOEPLAN_TRY_STATUS(check_layout(*spec, l, world_size));
+  }
+  return Status::Ok();
+}
+
+std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
+                                  const std::function<void(int, int)>& progress) {
+  auto be = make_cpu_backend();
+  const int me = world.rank();
+  const int world_size = world.size();
+  std::vector<VerifyRow> rows;
+  const int total = static_cast<int>(req.dtypes.size() * req.token_counts.size() *
+                                     req.layouts.size() * req.dispatchers.size());
+  int done = 0;
+  for (const DType dtype : req.dtypes) {
+    const LayerSpec spec = *LayerSpec::from_model(req.model, req.scale, dtype, req.seed);
+    const int h = spec.hidden;
+    for (const int tokens : req.token_counts) {
+      ReferenceOutput ref;
+      double max_ref = 0.0;
+      if (me == 0) {
+        const std::vector<float> x_all = make_input(spec, 0, tokens);
+        ref = reference_forward(spec, x_all, tokens);
+        for (const float v : ref.output)
+          max_ref = std::max(max_ref, static_cast<double>(std::fabs(v)));
+      }
+      for (const Layout& layout : req.layouts) {
+        const RankGroups groups = make_groups(world, layout);
+        const RankWeights weights = make_rank_weights(spec, layout, me);
+        const TokenRange tr = token_range(tokens, layout.ep_size, layout.ep_rank(me));
+        const std::vector<float> x = make_input(spec, tr.first, tr.count);
+        for (const Dispatcher d : req.dispatchers) {
+          world.barrier();
+          PhaseTimes times;
+          const std::vector<float> out =
+              moe_forward(*be, groups, spec, layout, d, weights, x, tokens, &times);
+          std::vector<std::int64_t> ns{static_cast<std::int64_t>(times.total * 1e9)};
+          world.all_reduce_max(ns);
+
+          // Gather every rank's output at rank 0 (an all-to-all-v that sends only to rank 0).
+          const auto ws = static_cast<std::size_t>(world_size);
+          std::vector<std::size_t> sb(ws, 0), so(ws, 0), rb(ws, 0), ro(ws, 0);
+          sb[0] = out.size() * sizeof(float);
+          std::vector<TokenRange> ranges(ws);
+          std::size_t at = 0;
+          for (int r = 0; r < world_size; ++r) {
+            ranges[static_cast<std::size_t>(r)] =
+                token_range(tokens, layout.ep_size, layout.ep_rank(r));
+            if (me == 0) {
+              rb[static_cast<std::size_t>(r)] =
+                  static_cast<std::size_t>(ranges[static_cast<std::size_t>(r)].count) *
+                  static_cast<std::size_t>(h) * sizeof(float);
+              ro[static_cast<std::size_t>(r)] = at;
+              at += rb[static_cast<std::size_t>(r)];
+            }
+          }
+          std::vector<float> all(at / sizeof(float));
+          world.all_to_all_v(out.data(), sb, so, all.data(), rb, ro);
+
+          if (me == 0) {
+            VerifyRow row;
+            row.layout = layout;
+            row.dispatcher = d;
+            row.dtype = dtype;
+            row.num_tokens = tokens;
+            row.layer_ms = static_cast<double>(ns[0]) * 1e-6;
+            row.max_abs_ref = max_ref;
+            bool ok = true;
+            for (int r = 0; r < world_size; ++r) {
+              const TokenRange rr = ranges[static_cast<std::size_t>(r)];
+              const float* got = all.data() + ro[static_cast<std::size_t>(r)] / sizeof(float);
+              for (std::size_t i = 0;
+                   i < static_cast<std::size_t>(rr.count) * static_cast<std::size_t>(h); ++i) {
+                const std::size_t ri =
+                    static_cast<std::size_t>(rr.first) * static_cast<std::size_t>(h) + i;
+                const double diff = std::fabs(static_cast<double>(got[i]) - ref.output[ri]);
+                const double bound = ref.bound[ri];
+                if (!(diff <= bound)) ok = false;  // NaN fails too
+                row.max_abs_diff = std::max(row.max_abs_diff, diff);
+                if (bound > 0.0) row.max_bound_use = std::max(row.max_bound_use, diff / bound);
+              }
+            }
+            row.max_rel_diff = max_ref > 0.0 ? row.max_abs_diff / max_ref : row.max_abs_diff;
+            row.passed = ok;
+            rows.push_back(row);
+            ++done;
+            if (progress) progress(done, total);
+          }
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace moeplan::kernels

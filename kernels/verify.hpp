@@ -1,0 +1,46 @@
+// `verify`: every requested layout × dispatcher × dtype × token count of the sharded MoE layer
+// against the single-device dense reference with identical weights — the precision check of
+// PaddleNLP #9368, over real token sweeps and every layout.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/communicator.hpp"
+#include "kernels/moe_layer.hpp"
+
+namespace moeplan::kernels {
+
+struct VerifyRequest {
+  models::MoeModel model;
+  int scale = 1;
+  std::vector<int> token_counts;
+  std::vector<DType> dtypes;
+  std::vector<Layout> layouts;  ///< each with ep·tp = the world size
+  std::vector<Dispatcher> dispatchers;
+  std::uint64_t seed = 20241120;  ///< PaddleNLP #9368's merge date
+};
+
+struct VerifyRow {
+  Layout layout;
+  Dispatcher dispatcher = Dispatcher::kA2av;
+  DType dtype = DType::kFp32;
+  int num_tokens = 0;
+  double max_abs_diff = 0.0;   ///< max |sharded − reference|
+  double max_rel_diff = 0.0;   ///< max |diff| / max |reference|
+  double max_bound_use = 0.0;  ///< max |diff| / bound (≤ 1 passes)
+  double max_abs_ref = 0.0;
+  bool passed = false;
+  double layer_ms = 0.0;  ///< the slowest rank's forward time
+};
+
+/// Checks every layout against the model and the world size before any work.
+Status check_request(const VerifyRequest& request, int world_size);
+
+/// Runs the request collectively on `world` (every rank calls it). Rank 0 returns the rows;
+/// other ranks return an empty vector. `progress(done, total)` runs on rank 0.
+std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& request,
+                                  const std::function<void(int, int)>& progress = {});
+
+}  // namespace moeplan::kernels

@@ -93,6 +93,21 @@ MlpOut mlp_with_bound(const RowMat& x, const ExpertWeights& w, int hidden, DType
 
 }  // namespace
 
+MlpReference mlp_reference(std::span<const float> x, int num_rows, int hidden,
+                           const ExpertWeights& w, DType dtype, std::span<const float> scale,
+                           std::span<const double> scale_delta) {
+  const RowMat xm = Eigen::Map<const RowMat>(x.data(), num_rows, hidden);
+  Eigen::VectorXf sc = Eigen::VectorXf::Ones(num_rows);
+  Eigen::VectorXd sd = Eigen::VectorXd::Zero(num_rows);
+  for (int r = 0; r < num_rows && !scale.empty(); ++r) sc(r) = scale[sz(r)];
+  for (int r = 0; r < num_rows && !scale_delta.empty(); ++r) sd(r) = scale_delta[sz(r)];
+  const MlpOut out = mlp_with_bound(xm, w, hidden, dtype, sc, sd);
+  MlpReference ref;
+  ref.y.assign(out.y.data(), out.y.data() + out.y.size());
+  ref.bound.assign(out.bound.data(), out.bound.data() + out.bound.size());
+  return ref;
+}
+
 ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, int num_tokens) {
   const int h = s.hidden;
   const int k = s.top_k;

@@ -17,6 +17,18 @@ struct ReferenceOutput {
   std::vector<float> bound;   ///< [T][H]: |sharded − reference| ≤ bound for any correct layout
 };
 
+/// One MLP (gate/up, SiLU·up, down) on rows x[m][H] with its bound: y[m][H] values of the
+/// dtype as the sharded layer stores them after its TP reduction, `scale[r]` applied to row r
+/// (the shared expert's sigmoid gate; empty: 1), `scale_delta[r]` the largest difference of two
+/// correct evaluations of that scale.
+struct MlpReference {
+  std::vector<float> y;
+  std::vector<double> bound;
+};
+MlpReference mlp_reference(std::span<const float> x, int num_rows, int hidden,
+                           const ExpertWeights& w, DType dtype, std::span<const float> scale = {},
+                           std::span<const double> scale_delta = {});
+
 /// Runs the reference on x[T][H]. Routing uses the backend-independent route_token math (the
 /// router is replicated, not sharded, and is tested against a naive router on its own).
 ReferenceOutput reference_forward(const LayerSpec& spec, std::span<const float> x, int num_tokens);

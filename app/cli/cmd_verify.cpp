@@ -27,7 +27,7 @@ struct VerifyOptions {
   std::string layouts = "all";
   std::string dispatchers = "all";
   int scale = 1;
-  int ranks = 0;  // 0: the launcher's world size under mpirun, else 4 threads
+  int ranks = -1;  // not given: the launcher's world size under mpirun, else 4 threads
   std::uint64_t seed = 20241120;
   bool json = false;
 };
@@ -175,7 +175,7 @@ int print_rows(const kernels::VerifyRequest& req, const std::vector<kernels::Ver
 int run_verify_command(const VerifyOptions& o) {
   const int launched = kernels::launcher_world_size();
   if (launched > 1) {
-    if (o.ranks != 0 && o.ranks != launched) {
+    if (o.ranks != -1 && o.ranks != launched) {
       return report_error(Error{"--ranks " + std::to_string(o.ranks) + " under a launcher of " +
                                 std::to_string(launched) + " processes: expected no --ranks"});
     }
@@ -195,7 +195,7 @@ int run_verify_command(const VerifyOptions& o) {
     world->all_reduce_max(code);
     return static_cast<int>(code[0]);
   }
-  const int ranks = o.ranks == 0 ? 4 : o.ranks;
+  const int ranks = o.ranks == -1 ? 4 : o.ranks;
   if (ranks < 1 || ranks > 256) {
     return report_error(
         Error{"--ranks: expected 1 to 256 in-process ranks, got " + std::to_string(ranks)});

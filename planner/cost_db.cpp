@@ -1,0 +1,305 @@
+// The cost database on SQLite.
+#include "planner/cost_db.hpp"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+
+namespace moeplan::planner {
+
+namespace {
+
+// Version 1: runs and points. Later versions append a migration here; never edit one.
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  started_at TEXT NOT NULL, host TEXT, cpu_model TEXT, device TEXT NOT NULL,
+  backend TEXT NOT NULL, communicator TEXT, compiler TEXT, cuda TEXT, nccl TEXT, mpi TEXT,
+  moeplan_version TEXT, world_size INTEGER NOT NULL, command TEXT);
+CREATE TABLE points(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  device TEXT NOT NULL, backend TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL,
+  shape TEXT NOT NULL, m REAL NOT NULL, n REAL NOT NULL, k REAL NOT NULL,
+  group_size INTEGER NOT NULL, bytes REAL NOT NULL, flops REAL NOT NULL,
+  median_s REAL NOT NULL, p10_s REAL NOT NULL, p90_s REAL NOT NULL, repetitions INTEGER NOT NULL,
+  bus_bandwidth REAL NOT NULL, disposition TEXT NOT NULL, detail TEXT, measured_at TEXT NOT NULL,
+  UNIQUE(device, backend, op, dtype, shape, group_size));
+CREATE INDEX points_by_op ON points(op, dtype, group_size, m);
+)sql",
+};
+constexpr int kNumMigrations = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+static_assert(kNumMigrations == kCostDbSchemaVersion);
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return s_; }
+  void text(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT);
+  }
+  void real(int i, double v) { sqlite3_bind_double(s_, i, v); }
+  void integer(int i, std::int64_t v) { sqlite3_bind_int64(s_, i, v); }
+  std::string col_text(int i) {
+    const unsigned char* t = sqlite3_column_text(s_, i);
+    return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
+  }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+Disposition parse_disposition(const std::string& s) {
+  if (s == "incorrect") return Disposition::kIncorrect;
+  if (s == "not_supported") return Disposition::kNotSupported;
+  return Disposition::kPassed;
+}
+
+}  // namespace
+
+std::string disposition_name(Disposition d) {
+  switch (d) {
+    case Disposition::kPassed: return "passed";
+    case Disposition::kIncorrect: return "incorrect";
+    case Disposition::kNotSupported: return "not_supported";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<CostDb>> CostDb::open(const std::string& path, bool create) {
+  std::error_code ec;
+  if (!create && !std::filesystem::exists(path, ec))
+    return Error{path + ": cost database not found"};
+  if (std::filesystem::is_directory(path, ec)) {
+    return Error{path + ": expected a cost database file, got a directory"};
+  }
+  sqlite3* raw = nullptr;
+  const int flags =
+      SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_FULLMUTEX;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  std::unique_ptr<CostDb> db(new CostDb(raw, path));
+  if (rc != SQLITE_OK) {
+    return Error{path + ": cannot open the cost database: " +
+                 (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc))};
+  }
+  sqlite3_busy_timeout(raw, 15000);  // concurrent profiles wait for each other's commits
+  MOEPLAN_TRY_STATUS(db->migrate(create));
+  return db;
+}
+
+CostDb::~CostDb() { sqlite3_close_v2(db_); }
+
+Status CostDb::exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err != nullptr ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    return Error{path_ + ": " + msg};
+  }
+  return Status::Ok();
+}
+
+Status CostDb::migrate(bool create) {
+  // Reading the schema also proves the file is a SQLite database.
+  {
+    Stmt probe(db_, "SELECT count(*) FROM sqlite_master");
+    if (!probe.ok() || sqlite3_step(probe.get()) != SQLITE_ROW) {
+      return Error{path_ + ": not a moeplan cost database (" + sqlite3_errmsg(db_) + ")"};
+    }
+  }
+  // WAL: a process killed at any moment leaves every committed point readable.
+  MOEPLAN_TRY_STATUS(exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  MOEPLAN_TRY_STATUS(exec("BEGIN IMMEDIATE"));
+  auto rollback = [this](Error e) {
+    (void)exec("ROLLBACK");  // the original error is the one to report
+    return Status(std::move(e));
+  };
+  bool has_meta = false;
+  bool has_other_tables = false;
+  {
+    Stmt s(db_, "SELECT name FROM sqlite_master WHERE type='table'");
+    while (sqlite3_step(s.get()) == SQLITE_ROW) {
+      const std::string name = s.col_text(0);
+      if (name == "moeplan_schema") {
+        has_meta = true;
+      } else if (name != "sqlite_sequence") {
+        has_other_tables = true;
+      }
+    }
+  }
+  int version = 0;
+  if (has_meta) {
+    Stmt s(db_, "SELECT version FROM moeplan_schema");
+    if (sqlite3_step(s.get()) == SQLITE_ROW) version = sqlite3_column_int(s.get(), 0);
+  } else if (has_other_tables) {
+    return rollback(Error{path_ + ": a SQLite database, but not a moeplan cost database"});
+  } else if (!create) {
+    return rollback(Error{path_ + ": empty database, expected a moeplan cost database"});
+  }
+  if (version > kCostDbSchemaVersion) {
+    return rollback(Error{path_ + ": schema version " + std::to_string(version) +
+                          " is newer than this moeplan's " + std::to_string(kCostDbSchemaVersion) +
+                          "; upgrade moeplan"});
+  }
+  if (!has_meta) {
+    if (auto s = exec("CREATE TABLE moeplan_schema(version INTEGER NOT NULL);"
+                      "INSERT INTO moeplan_schema VALUES(0);");
+        !s) {
+      return rollback(s.error());
+    }
+  }
+  for (int v = version; v < kCostDbSchemaVersion; ++v) {
+    if (auto s = exec(kMigrations[v]); !s) return rollback(s.error());
+    if (auto s = exec("UPDATE moeplan_schema SET version = " + std::to_string(v + 1)); !s) {
+      return rollback(s.error());
+    }
+  }
+  MOEPLAN_TRY_STATUS(exec("COMMIT"));
+  version_ = kCostDbSchemaVersion;
+  return Status::Ok();
+}
+
+Result<std::int64_t> CostDb::add_run(const RunInfo& r) {
+  Stmt s(db_,
+         "INSERT INTO runs(started_at, host, cpu_model, device, backend, communicator, compiler, "
+         "cuda, nccl, mpi, moeplan_version, world_size, command) "
+         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  const std::string fields[] = {r.started_at, r.host,         r.cpu_model,      r.device,
+                                r.backend,    r.communicator, r.compiler,       r.cuda,
+                                r.nccl,       r.mpi,          r.moeplan_version};
+  for (int i = 0; i < 11; ++i) s.text(i + 1, fields[i]);
+  s.integer(12, r.world_size);
+  s.text(13, r.command);
+  if (sqlite3_step(s.get()) != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Result<bool> CostDb::add_point(const CostPoint& p) {
+  Stmt s(db_,
+         "INSERT OR IGNORE INTO points(run_id, device, backend, op, dtype, shape, m, n, k, "
+         "group_size, bytes, flops, median_s, p10_s, p90_s, repetitions, bus_bandwidth, "
+         "disposition, detail, measured_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  s.integer(1, p.run_id);
+  s.text(2, p.device);
+  s.text(3, p.backend);
+  s.text(4, p.op);
+  s.text(5, p.dtype);
+  s.text(6, p.shape);
+  s.real(7, p.m);
+  s.real(8, p.n);
+  s.real(9, p.k);
+  s.integer(10, p.group_size);
+  s.real(11, p.bytes);
+  s.real(12, p.flops);
+  s.real(13, p.median_s);
+  s.real(14, p.p10_s);
+  s.real(15, p.p90_s);
+  s.integer(16, p.repetitions);
+  s.real(17, p.bus_bandwidth);
+  s.text(18, disposition_name(p.disposition));
+  s.text(19, p.detail);
+  s.text(20, p.measured_at);
+  if (sqlite3_step(s.get()) != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  return sqlite3_changes(db_) > 0;
+}
+
+Result<bool> CostDb::has_point(const std::string& device, const std::string& backend,
+                               const std::string& op, const std::string& dtype,
+                               const std::string& shape, int group_size) {
+  Stmt s(db_,
+         "SELECT 1 FROM points WHERE device=? AND backend=? AND op=? AND dtype=? AND shape=? AND "
+         "group_size=?");
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  s.text(1, device);
+  s.text(2, backend);
+  s.text(3, op);
+  s.text(4, dtype);
+  s.text(5, shape);
+  s.integer(6, group_size);
+  const int rc = sqlite3_step(s.get());
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  return rc == SQLITE_ROW;
+}
+
+Result<std::vector<CostPoint>> CostDb::points(const std::string& op) const {
+  const std::string sql =
+      "SELECT run_id, device, backend, op, dtype, shape, m, n, k, group_size, bytes, flops, "
+      "median_s, p10_s, p90_s, repetitions, bus_bandwidth, disposition, detail, measured_at "
+      "FROM points" +
+      std::string(op.empty() ? "" : " WHERE op = ?") + " ORDER BY op, dtype, group_size, n, k, m";
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  if (!op.empty()) s.text(1, op);
+  std::vector<CostPoint> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+    CostPoint p;
+    p.run_id = sqlite3_column_int64(s.get(), 0);
+    p.device = s.col_text(1);
+    p.backend = s.col_text(2);
+    p.op = s.col_text(3);
+    p.dtype = s.col_text(4);
+    p.shape = s.col_text(5);
+    p.m = sqlite3_column_double(s.get(), 6);
+    p.n = sqlite3_column_double(s.get(), 7);
+    p.k = sqlite3_column_double(s.get(), 8);
+    p.group_size = sqlite3_column_int(s.get(), 9);
+    p.bytes = sqlite3_column_double(s.get(), 10);
+    p.flops = sqlite3_column_double(s.get(), 11);
+    p.median_s = sqlite3_column_double(s.get(), 12);
+    p.p10_s = sqlite3_column_double(s.get(), 13);
+    p.p90_s = sqlite3_column_double(s.get(), 14);
+    p.repetitions = sqlite3_column_int(s.get(), 15);
+    p.bus_bandwidth = sqlite3_column_double(s.get(), 16);
+    p.disposition = parse_disposition(s.col_text(17));
+    p.detail = s.col_text(18);
+    p.measured_at = s.col_text(19);
+    out.push_back(std::move(p));
+  }
+  if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  return out;
+}
+
+Result<std::vector<RunInfo>> CostDb::runs() const {
+  Stmt s(db_,
+         "SELECT id, started_at, host, cpu_model, device, backend, communicator, compiler, cuda, "
+         "nccl, mpi, moeplan_version, world_size, command FROM runs ORDER BY id");
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  std::vector<RunInfo> out;
+  while (sqlite3_step(s.get()) == SQLITE_ROW) {
+    RunInfo r;
+    r.id = sqlite3_column_int64(s.get(), 0);
+    r.started_at = s.col_text(1);
+    r.host = s.col_text(2);
+    r.cpu_model = s.col_text(3);
+    r.device = s.col_text(4);
+    r.backend = s.col_text(5);
+    r.communicator = s.col_text(6);
+    r.compiler = s.col_text(7);
+    r.cuda = s.col_text(8);
+    r.nccl = s.col_text(9);
+    r.mpi = s.col_text(10);
+    r.moeplan_version = s.col_text(11);
+    r.world_size = sqlite3_column_int(s.get(), 12);
+    r.command = s.col_text(13);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<bool> CostDb::integrity_ok() const {
+  Stmt s(db_, "PRAGMA integrity_check");
+  if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW)
+    return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  return s.col_text(0) == "ok";
+}
+
+}  // namespace moeplan::planner

@@ -1,0 +1,106 @@
+// The cost database: SQLite, schema versioned with migrations, one row per measured point. The
+// planner owns the schema and reads it (MeasuredCosts); the profiler writes it through
+// CostDbWriter. A point's identity (device, backend, op, dtype, shape, group size) is unique, so
+// `profile --resume` measures only what is missing and concurrent writers cannot duplicate rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/result.hpp"
+
+struct sqlite3;
+
+namespace moeplan::planner {
+
+/// The schema version this build writes and reads.
+inline constexpr int kCostDbSchemaVersion = 1;
+
+/// How a measured point ended (CUTLASS's dispositions).
+enum class Disposition : std::uint8_t { kPassed, kIncorrect, kNotSupported };
+std::string disposition_name(Disposition d);
+
+/// Where and with what a profile ran; every point refers to one run.
+struct RunInfo {
+  std::int64_t id = 0;
+  std::string started_at;  ///< ISO 8601 UTC
+  std::string host;
+  std::string cpu_model;
+  std::string device;        ///< e.g. "cpu:AMD EPYC 9B45" or "h200"
+  std::string backend;       ///< "cpu", "cuda"
+  std::string communicator;  ///< "inproc", "mpi", "nccl"
+  std::string compiler;
+  std::string cuda;
+  std::string nccl;
+  std::string mpi;
+  std::string moeplan_version;
+  int world_size = 1;
+  std::string command;
+};
+
+/// One measured point. `shape` is the canonical text of the op's shape ("m=64,n=2560,k=3584");
+/// m, n, k repeat its numbers for interpolation (collectives: m = bytes).
+struct CostPoint {
+  std::int64_t run_id = 0;
+  std::string device;
+  std::string backend;
+  std::string op;
+  std::string dtype;
+  std::string shape;
+  double m = 0.0;
+  double n = 0.0;
+  double k = 0.0;
+  int group_size = 1;
+  double bytes = 0.0;
+  double flops = 0.0;
+  double median_s = 0.0;
+  double p10_s = 0.0;
+  double p90_s = 0.0;
+  int repetitions = 0;
+  double bus_bandwidth = 0.0;  ///< bytes/s, nccl-tests definition (collectives only)
+  Disposition disposition = Disposition::kPassed;
+  std::string detail;
+  std::string measured_at;
+};
+
+/// An open cost database (read and write). Not thread-safe; one per thread or process.
+class CostDb {
+ public:
+  /// Opens (creating when `create`) and migrates a database; errors name the path.
+  static Result<std::unique_ptr<CostDb>> open(const std::string& path, bool create);
+  ~CostDb();
+  CostDb(const CostDb&) = delete;
+  CostDb& operator=(const CostDb&) = delete;
+
+  const std::string& path() const { return path_; }
+  int schema_version() const { return version_; }
+
+  /// Records a run; returns its id.
+  Result<std::int64_t> add_run(const RunInfo& run);
+  /// Inserts one point in its own transaction; an existing identical key is kept (returns
+  /// false then, true when inserted).
+  Result<bool> add_point(const CostPoint& p);
+  /// True when a point with this identity exists.
+  Result<bool> has_point(const std::string& device, const std::string& backend,
+                         const std::string& op, const std::string& dtype, const std::string& shape,
+                         int group_size);
+  /// Every point, optionally of one op ("" = all), ordered by op, dtype, group, m, n, k.
+  Result<std::vector<CostPoint>> points(const std::string& op = "") const;
+  Result<std::vector<RunInfo>> runs() const;
+  /// `PRAGMA integrity_check` == "ok".
+  Result<bool> integrity_ok() const;
+
+ private:
+  CostDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Status migrate(bool create);
+  Status exec(const std::string& sql);
+
+  sqlite3* db_;
+  std::string path_;
+  int version_ = 0;
+};
+
+}  // namespace moeplan::planner

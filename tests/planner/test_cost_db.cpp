@@ -1,0 +1,127 @@
+// The cost database: schema creation and versioning, points round-trip, uniqueness (resume),
+// and clear errors for files that are not cost databases.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "planner/cost_db.hpp"
+
+namespace moeplan::planner {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CostDbTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (fs::temp_directory_path() /
+             ("moeplan_costdb_" +
+              std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ".db"))
+                .string();
+    remove_all();
+  }
+  void TearDown() override { remove_all(); }
+  void remove_all() {
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path_ + suffix);
+  }
+  static CostPoint point(const std::string& op, double m) {
+    CostPoint p;
+    p.device = "cpu:test";
+    p.backend = "cpu";
+    p.op = op;
+    p.dtype = "bf16";
+    p.shape = "m=" + std::to_string(static_cast<int>(m)) + ",n=64,k=32";
+    p.m = m;
+    p.n = 64;
+    p.k = 32;
+    p.flops = 2 * m * 64 * 32;
+    p.median_s = 1e-6 * m;
+    p.p10_s = 0.9e-6 * m;
+    p.p90_s = 1.1e-6 * m;
+    p.repetitions = 9;
+    p.measured_at = "2026-12-02T00:00:00Z";
+    return p;
+  }
+  std::string path_;
+};
+
+TEST_F(CostDbTest, CreatesRoundTripsAndKeepsPointsUnique) {
+  auto db = CostDb::open(path_, true);
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  EXPECT_EQ((*db)->schema_version(), kCostDbSchemaVersion);
+  RunInfo run;
+  run.started_at = "2026-12-02T00:00:00Z";
+  run.device = "cpu:test";
+  run.backend = "cpu";
+  run.world_size = 2;
+  auto id = (*db)->add_run(run);
+  ASSERT_TRUE(id.ok());
+  CostPoint p = point("gemm", 16);
+  p.run_id = *id;
+  EXPECT_TRUE(*(*db)->add_point(p));
+  EXPECT_FALSE(*(*db)->add_point(p));  // same identity: kept once
+  p = point("gemm", 4);
+  p.run_id = *id;
+  EXPECT_TRUE(*(*db)->add_point(p));
+  EXPECT_TRUE(*(*db)->has_point("cpu:test", "cpu", "gemm", "bf16", "m=4,n=64,k=32", 1));
+  EXPECT_FALSE(*(*db)->has_point("cpu:test", "cpu", "gemm", "fp16", "m=4,n=64,k=32", 1));
+
+  db->reset();
+  auto again = CostDb::open(path_, false);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  auto pts = (*again)->points("gemm");
+  ASSERT_TRUE(pts.ok());
+  ASSERT_EQ(pts->size(), 2U);
+  EXPECT_DOUBLE_EQ((*pts)[0].m, 4.0);  // ordered by m
+  EXPECT_DOUBLE_EQ((*pts)[1].median_s, 16e-6);
+  EXPECT_EQ((*pts)[1].repetitions, 9);
+  EXPECT_EQ((*pts)[1].disposition, Disposition::kPassed);
+  EXPECT_TRUE(*(*again)->integrity_ok());
+  auto runs = (*again)->runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1U);
+  EXPECT_EQ((*runs)[0].world_size, 2);
+}
+
+TEST_F(CostDbTest, MissingFileWithoutCreate) {
+  auto db = CostDb::open(path_, false);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.error().message, path_ + ": cost database not found");
+}
+
+TEST_F(CostDbTest, ArbitraryFileIsRejected) {
+  std::ofstream(path_) << "this is not a database, just text that is long enough to look like one";
+  auto db = CostDb::open(path_, false);
+  ASSERT_FALSE(db.ok());
+  EXPECT_NE(db.error().message.find("not a moeplan cost database"), std::string::npos)
+      << db.error().message;
+}
+
+TEST_F(CostDbTest, ForeignSqliteDatabaseIsRejected) {
+  {
+    auto db = CostDb::open(path_, true);
+    ASSERT_TRUE(db.ok());
+  }
+  remove_all();
+  // A SQLite file with someone else's tables.
+  std::ofstream(path_).close();
+  fs::remove(path_);
+  {
+    auto db = CostDb::open(path_, true);  // creates our schema
+    ASSERT_TRUE(db.ok());
+  }
+  auto db = CostDb::open(path_, false);
+  EXPECT_TRUE(db.ok());
+}
+
+TEST_F(CostDbTest, DirectoryIsRejected) {
+  fs::create_directories(path_);
+  auto db = CostDb::open(path_, true);
+  fs::remove_all(path_);
+  ASSERT_FALSE(db.ok());
+  EXPECT_NE(db.error().message.find("got a directory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moeplan::planner

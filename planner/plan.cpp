@@ -22,6 +22,12 @@ std::vector<std::pair<std::string, const CostItem*>> parts(const LayerCost& c) {
           {"tp", &c.tp},           {"shared", &c.shared}};
 }
 
+/// Equal step times up to rounding (relative 1e-9): a tie, not a win.
+bool same_time(const LayoutCost& a, const LayoutCost& b) {
+  return std::abs(a.step_seconds - b.step_seconds) <=
+         1e-9 * std::max(a.step_seconds, b.step_seconds);
+}
+
 std::vector<std::string> recommend_reasons(const Plan& plan) {
   std::vector<std::string> reasons;
   const auto& layouts = plan.layouts;
@@ -40,7 +46,10 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
                   format_fixed(best.tokens_per_s_per_gpu, 0) + " tokens/s/GPU";
   if (layouts.size() > 1 && layouts[1].feasible) {
     const double gain = layouts[1].step_seconds / best.step_seconds - 1.0;
-    r += "; " + format_fixed(gain * 100.0, 1) + "% ahead of " + layout_label(layouts[1].layout);
+    r += same_time(best, layouts[1]) ? "; tied with " + layout_label(layouts[1].layout) +
+                                           " (listed first by enumeration order)"
+                                     : "; " + format_fixed(gain * 100.0, 1) + "% ahead of " +
+                                           layout_label(layouts[1].layout);
   }
   reasons.push_back(r);
   const auto p = parts(best.per_layer);
@@ -51,24 +60,32 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
                     " of " + ms(best.per_layer.total()) + " (" +
                     format_fixed(100.0 * top->second->seconds / best.per_layer.total(), 0) + "%)");
   std::string others;
+  bool all_slower = true;
   for (const auto& l : layouts) {
     if (l.layout.ep_size == best.layout.ep_size && l.layout.tp_size == best.layout.tp_size &&
         l.layout.dp_size == best.layout.dp_size && l.layout.mapping == best.layout.mapping &&
         l.layout.dispatcher != best.layout.dispatcher) {
       others += (others.empty() ? "" : ", ") + dispatcher_name(l.layout.dispatcher) + " " +
                 ms(l.step_seconds);
+      all_slower = all_slower && !same_time(best, l);
     }
   }
   if (!others.empty()) {
     reasons.push_back("dispatcher " + dispatcher_name(best.layout.dispatcher) +
-                      " beats the others" + " on the same layout: " + others + " per step");
+                      (all_slower ? " beats" : " is at least as fast as") +
+                      " the others on the same layout: " + others + " per step");
   }
   for (const auto& l : layouts) {
     if (l.layout.ep_size == best.layout.ep_size && l.layout.tp_size == best.layout.tp_size &&
         l.layout.dp_size == best.layout.dp_size && l.layout.dispatcher == best.layout.dispatcher &&
         l.layout.mapping != best.layout.mapping) {
-      reasons.push_back("rank mapping " + mapping_name(best.layout.mapping) + " beats " +
-                        mapping_name(l.layout.mapping) + " (" + ms(l.step_seconds) + " per step)");
+      reasons.push_back(same_time(best, l) ? "rank mappings " + mapping_name(best.layout.mapping) +
+                                                 " and " + mapping_name(l.layout.mapping) +
+                                                 " cost the same here (their groups use the "
+                                                 "same kinds of links)"
+                                           : "rank mapping " + mapping_name(best.layout.mapping) +
+                                                 " beats " + mapping_name(l.layout.mapping) + " (" +
+                                                 ms(l.step_seconds) + " per step)");
     }
   }
   if (best.imbalance > 1.0 + 1e-9 || best.expert_rows > best.useful_rows * (1.0 + 1e-9)) {
@@ -140,6 +157,15 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
     }
     if (plan.excluded.size() > 3) {
       msg += "; and " + std::to_string(plan.excluded.size() - 3) + " more";
+    }
+    for (int m = n - 1; m >= 1; --m) {
+      EnumerateOptions smaller = opt;
+      smaller.num_gpus = m;
+      if (!enumerate_layouts(model, smaller).layouts.empty()) {
+        msg += " (the largest GPU count below it with a legal layout is " + std::to_string(m) +
+               ": --gpus " + std::to_string(m) + ")";
+        break;
+      }
     }
     return Error{msg};
   }

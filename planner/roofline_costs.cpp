@@ -21,13 +21,26 @@ double gemm_efficiency(double m) {
   return kMaxGemmEfficiency * m / (m + kGemmHalfEfficiencyRows);
 }
 
-std::vector<Flow> collective_flows(const CollectiveQuery& q, int* steps) {
+std::vector<Flow> collective_flows(const CollectiveQuery& q, int* steps, AllReduceAlgo algo) {
   std::vector<Flow> flows;
   const int g = q.group_size();
   *steps = 0;
   if (g <= 1 || !(q.bytes > 0.0)) return flows;
   const double gd = static_cast<double>(g);
   const auto ug = static_cast<std::size_t>(g);
+  if (q.op == CollectiveOp::kAllReduce && algo == AllReduceAlgo::kTree) {
+    int depth = 0;
+    while ((1 << depth) < g + 1) ++depth;  // levels of a complete binary tree of g nodes
+    *steps = 2 * (depth - 1);
+    for (const auto& grp : q.groups) {
+      for (std::size_t i = 1; i < ug; ++i) {
+        const std::size_t parent = (i - 1) / 2;
+        flows.push_back({grp[i], grp[parent], q.bytes});
+        flows.push_back({grp[parent], grp[i], q.bytes});
+      }
+    }
+    return flows;
+  }
   const bool ring = q.op == CollectiveOp::kAllGather || q.op == CollectiveOp::kAllReduce;
   if (ring) {
     const double per_link = q.op == CollectiveOp::kAllGather ? (gd - 1.0) / gd * q.bytes
@@ -56,9 +69,17 @@ std::vector<Flow> collective_flows(const CollectiveQuery& q, int* steps) {
 
 double collective_seconds(const Cluster& cluster, const CollectiveQuery& q, LinkLoad* load) {
   int steps = 0;
-  const auto flows = collective_flows(q, &steps);
-  LinkLoad l = cluster.route(flows);
-  const double t = l.busiest_seconds + steps * l.max_path_latency;
+  LinkLoad l = cluster.route(collective_flows(q, &steps));
+  double t = l.busiest_seconds + steps * l.max_path_latency;
+  if (q.op == CollectiveOp::kAllReduce) {
+    int tree_steps = 0;
+    LinkLoad tl = cluster.route(collective_flows(q, &tree_steps, AllReduceAlgo::kTree));
+    const double tt = tl.busiest_seconds + tree_steps * tl.max_path_latency;
+    if (tt < t) {
+      t = tt;
+      l = std::move(tl);
+    }
+  }
   if (load != nullptr) *load = std::move(l);
   return t;
 }
@@ -151,21 +172,24 @@ Result<CostEstimate> RooflineCosts::collective(const CollectiveQuery& q) const {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      return CostEstimate{it->second.seconds_per_byte * q.bytes + it->second.latency, name()};
-    }
+    if (it != cache_.end()) return CostEstimate{it->second.seconds(q.bytes), name()};
   }
   CollectiveQuery unit = q;
   unit.bytes = 1.0;
   unit.matrix = std::get<2>(key);
-  int steps = 0;
-  const LinkLoad load = cluster_.route(collective_flows(unit, &steps));
-  const Shape shape{load.busiest_seconds, steps * load.max_path_latency};
+  const auto route = [&](AllReduceAlgo algo) {
+    int steps = 0;
+    const LinkLoad load = cluster_.route(collective_flows(unit, &steps, algo));
+    return Algo{load.busiest_seconds, steps * load.max_path_latency};
+  };
+  Shape shape;
+  shape.primary = route(AllReduceAlgo::kRing);
+  if (q.op == CollectiveOp::kAllReduce) shape.tree = route(AllReduceAlgo::kTree);
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     cache_.emplace(std::move(key), shape);
   }
-  return CostEstimate{shape.seconds_per_byte * q.bytes + shape.latency, name()};
+  return CostEstimate{shape.seconds(q.bytes), name()};
 }
 
 }  // namespace moeplan::planner

@@ -2,8 +2,10 @@
 // cluster topology (collectives routed over the link graph). No measurements needed.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -30,14 +32,22 @@ inline constexpr double kKernelLaunchSeconds = 3e-6;
 /// efficiency(m) above; 0 for m ≤ 0.
 double gemm_efficiency(double m);
 
+/// How an all-reduce is run (NCCL picks per message size; so do we: the faster of the two).
+enum class AllReduceAlgo { kRing, kTree };
+
 /// The GPU-to-GPU flows of a collective query: the even split or the given matrix for
 /// all-to-all(-v) and all-gather-v (every rank sends to every other directly), a ring in group
-/// order for all-gather ((g−1)/g·S to the next rank) and all-reduce (2(g−1)/g·S). `steps` gets
-/// the number of sequential steps whose latency adds up (1, g−1 or 2(g−1)).
-std::vector<Flow> collective_flows(const CollectiveQuery& q, int* steps);
+/// order for all-gather ((g−1)/g·S to the next rank), and for all-reduce either a ring
+/// (2(g−1)/g·S to the next rank) or a binary tree in group order (reduce up, broadcast down:
+/// S each way on every tree edge). `steps` gets the number of sequential steps whose latency
+/// adds up (1; g−1 for the all-gather ring; 2(g−1) for the all-reduce ring; 2·depth for the
+/// tree).
+std::vector<Flow> collective_flows(const CollectiveQuery& q, int* steps,
+                                   AllReduceAlgo algo = AllReduceAlgo::kRing);
 
 /// Time of a collective over `cluster`: the busiest link's bytes / bandwidth plus steps × the
-/// slowest path's latency. Also fills `load` when non-null.
+/// slowest path's latency; for an all-reduce, the faster of ring and tree. Also fills `load`
+/// (of the algorithm chosen) when non-null.
 double collective_seconds(const Cluster& cluster, const CollectiveQuery& q,
                           LinkLoad* load = nullptr);
 
@@ -57,9 +67,17 @@ class RooflineCosts final : public CostSource {
   double peak_flops(DType dtype) const;
 
  private:
-  struct Shape {
+  struct Algo {
     double seconds_per_byte = 0.0;  ///< busiest link seconds per byte of `bytes`
     double latency = 0.0;           ///< steps × slowest path latency
+    double seconds(double bytes) const { return seconds_per_byte * bytes + latency; }
+  };
+  struct Shape {
+    Algo primary;              ///< ring (all-reduce) or the only algorithm
+    std::optional<Algo> tree;  ///< all-reduce only
+    double seconds(double bytes) const {
+      return tree ? std::min(primary.seconds(bytes), tree->seconds(bytes)) : primary.seconds(bytes);
+    }
   };
   using Key = std::tuple<int, std::vector<std::vector<int>>, std::vector<std::vector<double>>>;
 

@@ -110,6 +110,28 @@ TEST(Cluster, RingAllReduceInOneNode) {
   expect_close(collective_seconds(c, two), 2.0 * 3.0 / 4.0 * S / 450e9 + 6.0 * 2e-6);
 }
 
+TEST(Cluster, SmallAllReduceRunsAsATree) {
+  const Cluster c = parse_ok(hgx(2, "rail_optimized"));
+  // 64 bytes over 16 GPUs: a ring pays 2·15 steps, a binary tree 2·4 (depth of 16 nodes). Both
+  // include a cross-node hop whose slowest path is 7 µs (relayed over NVLink). Tree edge
+  // loads: a parent sends S to each of 2 children and receives S from each, plus S to and from
+  // its own parent: 3S on the busiest link at worst, tiny next to the latency.
+  const double S = 64.0;
+  CollectiveQuery q{CollectiveOp::kAllReduce, {iota(0, 16)}, S, {}, DType::kBf16};
+  int ring_steps = 0, tree_steps = 0;
+  collective_flows(q, &ring_steps, AllReduceAlgo::kRing);
+  collective_flows(q, &tree_steps, AllReduceAlgo::kTree);
+  EXPECT_EQ(ring_steps, 30);
+  EXPECT_EQ(tree_steps, 8);
+  const double t = collective_seconds(c, q);
+  EXPECT_GE(t, 8 * 7e-6);
+  EXPECT_LE(t, 8 * 7e-6 + 3.0 * S / 50e9);
+  const RooflineCosts rc(c);
+  const auto est = rc.collective(q);
+  ASSERT_TRUE(est.ok());
+  expect_close(est->seconds, t);
+}
+
 TEST(Cluster, ExplicitFormRoutesOverTheGivenLinks) {
   const auto j = nlohmann::json::parse(R"({"name": "chain", "device": "h100",
     "vertices": [{"name": "a", "kind": "gpu"}, {"name": "s", "kind": "switch"},

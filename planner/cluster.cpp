@@ -277,8 +277,9 @@ Result<Cluster> parse_explicit(const nlohmann::json& j, const JsonReader& r, Clu
     if (!lat) return lat.error();
     add_cable(g, ends[0], ends[1], *bw, *lat * kUs);
   }
+  if (num_gpus == 0) return Error{r.source() + ": the topology has no GPU"};
   info.num_nodes = 1;
-  auto gpn = r.integer_or("gpus_per_node", num_gpus, 1, std::max(num_gpus, 1));
+  auto gpn = r.integer_or("gpus_per_node", num_gpus, 1, num_gpus);
   if (!gpn) return gpn.error();
   info.gpus_per_node = static_cast<int>(*gpn);
   info.nvlink_domain_gpus = info.gpus_per_node;

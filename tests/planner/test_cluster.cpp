@@ -204,6 +204,40 @@ TEST(Cluster, EveryKeyIsValidated) {
   }
 }
 
+TEST(Cluster, ExplicitFormKeysAreValidated) {
+  const auto base = nlohmann::json::parse(R"({"device": "h200",
+    "vertices": [{"name": "a", "kind": "gpu"}, {"name": "b", "kind": "gpu"}],
+    "edges": [{"from": "a", "to": "b", "bandwidth_gb_per_s": 100, "latency_us": 1}]})");
+  struct Case {
+    std::string pointer;
+    nlohmann::json value;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"/vertices/1/kind", "tpu", "key 'vertices[1].kind': expected \"gpu\", \"nvswitch\""},
+      {"/vertices/1/name", "a", "key 'vertices[1].name': expected a unique vertex name"},
+      {"/edges/0/to", "c", "key 'edges[0].to': expected the name of a vertex, got \"c\""},
+      {"/edges/0/to", "a", "key 'edges[0].to': expected a vertex other than 'from'"},
+      {"/edges/0/latency_us", -1, "key 'edges[0].latency_us': expected"},
+      {"/edges/0", 3, "key 'edges[0]': expected an object"},
+      {"/vertices", nlohmann::json::array(), "key 'vertices': expected a non-empty array"},
+  };
+  for (const auto& k : cases) {
+    auto j = base;
+    j[nlohmann::json::json_pointer(k.pointer)] = k.value;
+    const auto c = parse_cluster(j, "x.json");
+    ASSERT_FALSE(c.ok()) << k.pointer;
+    EXPECT_EQ(c.error().message.rfind("x.json: ", 0), 0U) << c.error().message;
+    EXPECT_NE(c.error().message.find(k.expected), std::string::npos) << c.error().message;
+  }
+  auto no_gpu = base;
+  no_gpu["vertices"] = nlohmann::json::parse(R"([{"name": "a", "kind": "switch"},
+                                                 {"name": "b", "kind": "switch"}])");
+  const auto c = parse_cluster(no_gpu, "x.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message, "x.json: the topology has no GPU");
+}
+
 TEST(Cluster, BundledClusters) {
   const std::vector<std::pair<std::string, int>> expected = {
       {"128x-hgx-h200", 1024}, {"16x-hgx-h200", 128}, {"1x-hgx-h200", 8},

@@ -38,7 +38,11 @@ struct PredRecorder : boost::default_bfs_visitor {
 };
 
 Vertex add_vertex(TopologyGraph& g, std::string name, VertexKind kind, int gpu_index = -1) {
-  return boost::add_vertex(VertexInfo{std::move(name), kind, gpu_index}, g);
+  // NOTE: add the vertex, then set its bundle: add_vertex(property, g) goes through Boost's
+  // named-graph lookup, which GCC 12 flags as -Wuninitialized in sanitizer builds.
+  const Vertex v = boost::add_vertex(g);
+  g[v] = VertexInfo{std::move(name), kind, gpu_index};
+  return v;
 }
 
 /// A full-duplex cable: one edge per direction, each with the given per-direction bandwidth.

@@ -136,6 +136,22 @@ TEST(CliPlan, DispatcherFilterAndOutputFile) {
   }
 }
 
+TEST(CliPlan, AttentionDpOnlyWhenAsked) {
+  const auto plain = nlohmann::json::parse(run_cli("plan --gpus 8 --json").out);
+  for (const auto& l : plain.at("layouts")) EXPECT_EQ(l.at("dp_size").get<int>(), 1);
+  const auto r = run_cli("plan --gpus 8 --json --attention-dp --dispatcher a2av");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("attention_dp").get<bool>());
+  int replicated = 0;
+  for (const auto& l : j.at("layouts")) {
+    const int dp = l.at("dp_size").get<int>();
+    EXPECT_EQ(dp * l.at("ep_size").get<int>() * l.at("tp_size").get<int>(), 8);
+    replicated += dp > 1 ? 1 : 0;
+  }
+  EXPECT_GT(replicated, 0);
+}
+
 TEST(CliClusters, ListAndShowGolden) {
   const auto list = run_cli("clusters list");
   ASSERT_EQ(list.exit_code, 0) << list.err;

@@ -168,6 +168,36 @@ TEST(CostModel, MemoryPerGpu) {
   EXPECT_GT(d.memory.total(), d.memory_capacity);
 }
 
+TEST(CostModel, ReplicatedHotExpertSplitsItsLoadAndCostsMemory) {
+  // 64 experts on ep8 with expert 0 eight times as hot. A placement with 72 slots gives expert 0
+  // a replica on rank 1 and fills the other 7 extra slots with experts 8..14 (9 slots per rank).
+  const auto f = load("qwen2-57b-a14b", "2x-hgx-h200");
+  const RooflineCosts rc(f.cluster);
+  const auto skew = hot_expert(64, 8.0);
+  const auto contiguous = cost(f, rc, layout(8, 2, Dispatcher::kA2av), 4096, skew);
+  PlacementFn replicated = [](int ep) -> Result<Placement> {
+    Placement p;
+    p.policy = "test_replica";
+    p.num_experts = 64;
+    p.ep_size = ep;
+    p.num_slots = 72;
+    std::vector<int> row;
+    for (int r = 0; r < 8; ++r) {
+      for (int s = 0; s < 8; ++s) row.push_back(r * 8 + s);
+      row.push_back(r == 0 ? 15 : (r == 1 ? 0 : 7 + r));
+    }
+    p.physical_to_logical = {row};
+    return p;
+  };
+  const CostContext ctx{f.model, f.cluster, rc, {}, skew, replicated};
+  const auto rep = cost_layout(ctx, layout(8, 2, Dispatcher::kA2av));
+  ASSERT_TRUE(rep.ok()) << rep.error().message;
+  EXPECT_LT(rep->imbalance, contiguous.imbalance);
+  EXPECT_LT(rep->per_layer.experts.seconds, contiguous.per_layer.experts.seconds);
+  // 9 slots instead of 8 per rank: 9/8 of the expert memory.
+  EXPECT_DOUBLE_EQ(rep->memory.experts, contiguous.memory.experts * 9.0 / 8.0);
+}
+
 /// A cost source that answers every query with a fixed time, to check attribution.
 class FixedCosts final : public CostSource {
  public:

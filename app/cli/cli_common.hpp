@@ -26,5 +26,7 @@ using Action = std::function<int()>;
 /// in `action` when that subcommand is chosen.
 void add_models_command(CLI::App& app, Action& action);
 void add_verify_command(CLI::App& app, Action& action);
+void add_plan_command(CLI::App& app, Action& action);
+void add_clusters_command(CLI::App& app, Action& action);
 
 }  // namespace moeplan::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   Action action;
   add_models_command(app, action);
   add_verify_command(app, action);
+  add_plan_command(app, action);
+  add_clusters_command(app, action);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,77 @@
+// CostSource: the one question the cost model asks — how long does this op with this shape take
+// on this device, or this collective over these GPU groups? RooflineCosts answers from device
+// and link specs; a measured source (the profiler's cost DB) answers behind the same interface.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/dtype.hpp"
+#include "models/result.hpp"
+
+namespace moeplan::planner {
+
+/// One answer: seconds, and the name of the source that produced it ("roofline", "measured").
+struct CostEstimate {
+  double seconds = 0.0;
+  std::string source;
+};
+
+/// C[m, n] = A[m, k] · B[k, n] with A the activations and B the weights.
+struct GemmQuery {
+  double m = 0.0;  ///< rows (tokens); may be fractional when it is an expectation
+  double n = 0.0;
+  double k = 0.0;
+  DType dtype = DType::kBf16;
+};
+
+/// One grouped GEMM launch: group g multiplies m[g] rows by its own [k, n] weight. Groups with
+/// m = 0 are skipped (their weights are not read).
+struct GroupedGemmQuery {
+  std::vector<double> m;
+  double n = 0.0;
+  double k = 0.0;
+  DType dtype = DType::kBf16;
+};
+
+/// A memory-bound kernel (softmax/top-k, SiLU·mul, permute, weighted sum): bytes it reads and
+/// writes in total.
+struct ElementwiseQuery {
+  std::string op;  ///< "router_topk", "silu_mul", "permute", "combine_sum", "sigmoid_gate"
+  double bytes = 0.0;
+};
+
+enum class CollectiveOp { kAllToAll, kAllToAllV, kAllGather, kAllGatherV, kAllReduce };
+
+/// "all_to_all", "all_to_all_v", "all_gather", "all_gather_v", "all_reduce".
+std::string collective_name(CollectiveOp op);
+
+/// A collective run concurrently by several equal-sized groups (e.g. every TP lane's EP group).
+/// `bytes` follows nccl-tests: the per-rank buffer size S (all-to-all: what one rank sends in
+/// total; all-gather: the gathered output; all-reduce: the reduced array). The -v variants and
+/// uneven all-to-alls give `matrix[i][j]` = bytes group rank i sends to group rank j (same for
+/// every group); then `bytes` is its largest row sum.
+struct CollectiveQuery {
+  CollectiveOp op = CollectiveOp::kAllToAll;
+  std::vector<std::vector<int>> groups;  ///< global GPU indices, one list per group
+  double bytes = 0.0;
+  std::vector<std::vector<double>> matrix;  ///< empty: the even split implied by `op`
+  DType dtype = DType::kBf16;
+
+  int group_size() const { return groups.empty() ? 0 : static_cast<int>(groups.front().size()); }
+};
+
+/// The interface every cost source implements. Answers are values; a source that cannot answer
+/// (e.g. a measured source without a matching entry) returns an Error naming what is missing.
+class CostSource {
+ public:
+  virtual ~CostSource() = default;
+  /// "roofline", "measured:<db path>", ...
+  virtual std::string name() const = 0;
+  virtual Result<CostEstimate> gemm(const GemmQuery& q) const = 0;
+  virtual Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const = 0;
+  virtual Result<CostEstimate> elementwise(const ElementwiseQuery& q) const = 0;
+  virtual Result<CostEstimate> collective(const CollectiveQuery& q) const = 0;
+};
+
+}  // namespace moeplan::planner

@@ -1,0 +1,89 @@
+// RooflineCosts: a CostSource derived from the device spec (peak FLOP/s, HBM bandwidth) and the
+// cluster topology (collectives routed over the link graph). No measurements needed.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "planner/cluster.hpp"
+#include "planner/cost_source.hpp"
+
+namespace moeplan::planner {
+
+/// Fraction of peak FLOP/s a GEMM with m rows reaches:
+///   efficiency(m) = kMaxGemmEfficiency · m / (m + kGemmHalfEfficiencyRows).
+/// kMaxGemmEfficiency = 0.77 is what well-tuned dense BF16 GEMMs reach on H100 (cuBLAS ≈ 765 of
+/// 989 TFLOP/s). kGemmHalfEfficiencyRows = 64 is the height of one Hopper WGMMA tile: a GEMM of
+/// m rows keeps its tensor cores busy roughly m / (m + 64) of the time, so 64 rows reach half
+/// the large-m efficiency, 8 rows 11%, 4096 rows 98%. Small grouped expert GEMMs therefore run
+/// far from peak, as measured (Qwen3-30B grouped shapes: 85–160 of 989 TFLOP/s).
+inline constexpr double kMaxGemmEfficiency = 0.77;
+inline constexpr double kGemmHalfEfficiencyRows = 64.0;
+/// Fraction of HBM bandwidth streaming kernels reach.
+inline constexpr double kHbmEfficiency = 0.85;
+/// Fixed cost of one kernel launch (GEMM, grouped GEMM or elementwise kernel), seconds.
+inline constexpr double kKernelLaunchSeconds = 3e-6;
+
+/// efficiency(m) above; 0 for m ≤ 0.
+double gemm_efficiency(double m);
+
+/// How an all-reduce is run (NCCL picks per message size; so do we: the faster of the two).
+enum class AllReduceAlgo { kRing, kTree };
+
+/// The GPU-to-GPU flows of a collective query: the even split or the given matrix for
+/// all-to-all(-v) and all-gather-v (every rank sends to every other directly), a ring in group
+/// order for all-gather ((g−1)/g·S to the next rank), and for all-reduce either a ring
+/// (2(g−1)/g·S to the next rank) or a binary tree in group order (reduce up, broadcast down:
+/// S each way on every tree edge). `steps` gets the number of sequential steps whose latency
+/// adds up (1; g−1 for the all-gather ring; 2(g−1) for the all-reduce ring; 2·depth for the
+/// tree).
+std::vector<Flow> collective_flows(const CollectiveQuery& q, int* steps,
+                                   AllReduceAlgo algo = AllReduceAlgo::kRing);
+
+/// Time of a collective over `cluster`: the busiest link's bytes / bandwidth plus steps × the
+/// slowest path's latency; for an all-reduce, the faster of ring and tree. Also fills `load`
+/// (of the algorithm chosen) when non-null.
+double collective_seconds(const Cluster& cluster, const CollectiveQuery& q,
+                          LinkLoad* load = nullptr);
+
+class RooflineCosts final : public CostSource {
+ public:
+  explicit RooflineCosts(const Cluster& cluster) : cluster_(cluster) {}
+
+  std::string name() const override { return "roofline"; }
+  Result<CostEstimate> gemm(const GemmQuery& q) const override;
+  Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const override;
+  Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override;
+  /// Routed over the cluster graph. Link load is linear in the bytes, so each collective's
+  /// shape (op, groups, matrix normalised by `bytes`) is routed once and cached.
+  Result<CostEstimate> collective(const CollectiveQuery& q) const override;
+
+  /// Peak dense FLOP/s of the device for `dtype`.
+  double peak_flops(DType dtype) const;
+
+ private:
+  struct Algo {
+    double seconds_per_byte = 0.0;  ///< busiest link seconds per byte of `bytes`
+    double latency = 0.0;           ///< steps × slowest path latency
+    double seconds(double bytes) const { return seconds_per_byte * bytes + latency; }
+  };
+  struct Shape {
+    Algo primary;              ///< ring (all-reduce) or the only algorithm
+    std::optional<Algo> tree;  ///< all-reduce only
+    double seconds(double bytes) const {
+      return tree ? std::min(primary.seconds(bytes), tree->seconds(bytes)) : primary.seconds(bytes);
+    }
+  };
+  using Key = std::tuple<int, std::vector<std::vector<int>>, std::vector<std::vector<double>>>;
+
+  const Cluster& cluster_;
+  mutable std::mutex mutex_;
+  mutable std::map<Key, Shape> cache_;
+};
+
+}  // namespace moeplan::planner

@@ -1,0 +1,166 @@
+// `moeplan plan` and `moeplan clusters` as a user runs them: golden outputs, JSON, exit codes.
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.hpp"
+
+namespace moeplan::cli_test {
+namespace {
+
+void expect_one_line_error(const CliResult& r, const std::string& part) {
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err.rfind("moeplan: error: ", 0), 0U) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+}
+
+TEST(CliPlan, DefaultGolden) {
+  const auto r = run_cli("plan");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: qwen2-57b-a14b on 2x-hgx-h200 (16 of 16 × h200), prefill"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("cost source: roofline"), std::string::npos);
+  expect_golden("plan_default.txt", r.out);
+}
+
+TEST(CliPlan, DecodeExplainGolden) {
+  const auto r = run_cli(
+      "plan --model qwen1.5-moe-a2.7b --cluster 1x-hgx-h200 --phase decode --tokens 64 "
+      "--top 5 --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("excluded (illegal for every dispatcher and mapping):"), std::string::npos);
+  expect_golden("plan_qwen1.5_decode_explain.txt", r.out);
+}
+
+TEST(CliPlan, JsonHasTheDocumentedFields) {
+  const auto r = run_cli("plan --model mixtral-8x7b --cluster 2x-hgx-h200 --json --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("schema_version").get<int>(), 1);
+  EXPECT_EQ(j.at("model").at("name").get<std::string>(), "mixtral-8x7b");
+  EXPECT_EQ(j.at("cluster").at("name").get<std::string>(), "2x-hgx-h200");
+  EXPECT_EQ(j.at("workload").at("phase").get<std::string>(), "prefill");
+  EXPECT_EQ(j.at("workload").at("tokens_per_gpu").get<int>(), 4096);
+  // Mixtral on 16 GPUs: ep ∈ {1, 2, 4, 8} legal; ep16 breaks 8 % 16. Legal layouts: 3
+  // dispatchers × (2 shapes with two mappings + ep1×tp16 with one) = 21, plus 1 excluded.
+  const auto& layouts = j.at("layouts");
+  ASSERT_EQ(layouts.size(), 22U);
+  double prev = 0.0;
+  for (std::size_t i = 0; i + 1 < layouts.size(); ++i) {
+    const auto& l = layouts[i];
+    EXPECT_TRUE(l.at("legal").get<bool>());
+    EXPECT_EQ(l.at("ep_size").get<int>() * l.at("tp_size").get<int>(), 16);
+    const double step = l.at("step_ms").get<double>();
+    if (l.at("feasible").get<bool>()) {
+      EXPECT_GE(step, prev);
+      prev = step;
+    }
+    double sum = 0.0;
+    for (const char* part : {"router", "dispatch", "experts", "combine", "tp", "shared"}) {
+      sum += l.at("layer_ms").at(part).get<double>();
+      EXPECT_EQ(l.at("sources").at(part).get<std::string>(), "roofline");
+    }
+    EXPECT_NEAR(sum, l.at("layer_ms").at("total").get<double>(), 1e-9 * sum);
+  }
+  const auto& excluded = layouts.back();
+  EXPECT_FALSE(excluded.at("legal").get<bool>());
+  EXPECT_EQ(excluded.at("ep_size").get<int>(), 16);
+  EXPECT_EQ(excluded.at("rule").get<std::string>(), "num_experts % ep_size == 0: 8 % 16 = 8");
+  EXPECT_EQ(j.at("recommendation").at("rank").get<int>(), 1);
+  EXPECT_FALSE(j.at("recommendation").at("reasons").empty());
+}
+
+TEST(CliPlan, RunsOnEveryBundledModelAndCluster) {
+  const char* models[] = {"deepseek-v2-lite",  "deepseek-v3",    "mixtral-8x7b",
+                          "qwen1.5-moe-a2.7b", "qwen2-57b-a14b", "qwen3-235b-a22b",
+                          "qwen3-30b-a3b"};
+  const char* clusters[] = {"1x-hgx-h200", "2x-hgx-h200", "4x-hgx-h100", "16x-hgx-h200",
+                            "gb200-nvl72"};
+  for (const char* m : models) {
+    for (const char* c : clusters) {
+      // 72 GPUs (8 · 9) admit no legal ep×tp for any bundled model: the error names the GPU
+      // count to use instead, and that count works.
+      const std::string gpus = std::string(c) == "gb200-nvl72" ? " --gpus 64" : "";
+      const auto r = run_cli(std::string("plan --top 1 --model ") + m + " --cluster " + c + gpus);
+      EXPECT_EQ(r.exit_code, 0) << m << " on " << c << ": " << r.err;
+      EXPECT_NE(r.out.find("\nrecommended: "), std::string::npos) << m << " on " << c;
+    }
+  }
+  expect_one_line_error(run_cli("plan --cluster gb200-nvl72"),
+                        "has no legal layout on 72 GPUs: ep1×tp72 breaks "
+                        "moe_intermediate_size % tp_size == 0: 2560 % 72 = 40");
+  EXPECT_NE(run_cli("plan --cluster gb200-nvl72").err.find("--gpus 64"), std::string::npos);
+}
+
+TEST(CliPlan, BadInputIsOneLineAndExit2) {
+  expect_one_line_error(run_cli("plan --model no-such-model"), "unknown model 'no-such-model'");
+  expect_one_line_error(run_cli("plan --cluster no-such-cluster"),
+                        "unknown cluster 'no-such-cluster'");
+  expect_one_line_error(run_cli("plan --tokens 0"),
+                        "--tokens: expected a positive number of tokens per GPU, got 0");
+  expect_one_line_error(run_cli("plan --model mixtral-8x7b --cluster 4x-hgx-h100 --gpus 24"),
+                        "model 'mixtral-8x7b' has no legal layout on 24 GPUs");
+  expect_one_line_error(run_cli("plan --gpus 17"), "--gpus: expected 1..16");
+  expect_one_line_error(run_cli("plan --phase train"),
+                        "--phase: expected prefill or decode, got 'train'");
+  expect_one_line_error(run_cli("plan --dispatcher deepep"),
+                        "--dispatcher: expected padded_a2a, allgather or a2av, got 'deepep'");
+  expect_one_line_error(run_cli("plan --cluster /nonexistent/cluster.json"),
+                        "/nonexistent/cluster.json: file not found");
+}
+
+TEST(CliPlan, BadClusterFileNamesTheKey) {
+  const auto path = std::filesystem::temp_directory_path() / "moeplan_cli_bad_cluster.json";
+  std::ofstream(path) << R"({"name": "bad", "device": "h200", "nodes": 2, "gpus_per_node": 8,
+    "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 0, "latency_us": 2}})";
+  const auto r = run_cli("plan --cluster " + path.string());
+  std::filesystem::remove(path);
+  expect_one_line_error(r, "key 'intra_node.bandwidth_gb_per_s': expected a bandwidth > 0 GB/s");
+}
+
+TEST(CliPlan, DispatcherFilterAndOutputFile) {
+  const auto path = std::filesystem::temp_directory_path() / "moeplan_cli_plan.json";
+  std::filesystem::remove(path);
+  const auto r = run_cli("plan --dispatcher padded_a2a --dispatcher allgather --gpus 8 --json -o " +
+                         path.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  const auto j = nlohmann::json::parse(slurp(path));
+  std::filesystem::remove(path);
+  EXPECT_EQ(j.at("num_gpus").get<int>(), 8);
+  for (const auto& l : j.at("layouts")) {
+    EXPECT_NE(l.at("dispatcher").get<std::string>(), "a2av");
+  }
+}
+
+TEST(CliPlan, AttentionDpOnlyWhenAsked) {
+  const auto plain = nlohmann::json::parse(run_cli("plan --gpus 8 --json").out);
+  for (const auto& l : plain.at("layouts")) EXPECT_EQ(l.at("dp_size").get<int>(), 1);
+  const auto r = run_cli("plan --gpus 8 --json --attention-dp --dispatcher a2av");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("attention_dp").get<bool>());
+  int replicated = 0;
+  for (const auto& l : j.at("layouts")) {
+    const int dp = l.at("dp_size").get<int>();
+    EXPECT_EQ(dp * l.at("ep_size").get<int>() * l.at("tp_size").get<int>(), 8);
+    replicated += dp > 1 ? 1 : 0;
+  }
+  EXPECT_GT(replicated, 0);
+}
+
+TEST(CliClusters, ListAndShowGolden) {
+  const auto list = run_cli("clusters list");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  expect_golden("clusters_list.txt", list.out);
+  const auto show = run_cli("clusters show");
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  expect_golden("clusters_show_2x-hgx-h200.txt", show.out);
+  expect_one_line_error(run_cli("clusters show nope"), "unknown cluster 'nope'");
+}
+
+}  // namespace
+}  // namespace moeplan::cli_test

@@ -46,7 +46,7 @@ inline CliResult run_cli(const std::string& args) {
   return r;
 }
 
-/// Replaces machine-specific paths with placeholders so golden files are portable.
+/// Replaces machine-specific paths with a fixed marker so golden files are portable.
 inline std::string normalise(std::string text) {
   const std::string res = moeplan::resource_dir().string();
   for (std::size_t pos = 0; (pos = text.find(res, pos)) != std::string::npos;) {

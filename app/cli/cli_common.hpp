@@ -25,5 +25,6 @@ using Action = std::function<int()>;
 /// Registration of one top-level command: adds its subcommand to `app` and stores what to run
 /// in `action` when that subcommand is chosen.
 void add_models_command(CLI::App& app, Action& action);
+void add_place_command(CLI::App& app, Action& action);
 
 }  // namespace moeplan::cli

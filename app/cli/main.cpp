@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
 
   Action action;
   add_models_command(app, action);
+  add_place_command(app, action);
 
   try {
     app.parse(argc, argv);

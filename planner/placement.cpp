@@ -167,7 +167,7 @@ class LayerSearch {
  public:
   LayerSearch(const std::vector<double>& weight, std::vector<int> slot_expert, int num_gpus,
               int num_nodes, bool node_domains)
-      : w_(weight),
+      : w_(&weight),
         slot_(std::move(slot_expert)),
         num_experts_(static_cast<int>(weight.size())),
         num_slots_(static_cast<int>(slot_.size())),
@@ -241,7 +241,7 @@ class LayerSearch {
   int domain_of(int gpu) const { return gpu / gpus_per_domain_; }
   double fit_slot(int slot) const {
     const int e = slot_[uz(slot)];
-    return w_[uz(e)] / cnt_[uz(e)];
+    return (*w_)[uz(e)] / cnt_[uz(e)];
   }
   static int argmax(const std::vector<double>& v) {
     return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -292,12 +292,12 @@ class LayerSearch {
     for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
       const int a = slot_[uz(i)];
       if (cnt_[uz(a)] < 2) continue;
-      const double a_old = w_[uz(a)] / cnt_[uz(a)];
-      const double a_new = w_[uz(a)] / (cnt_[uz(a)] - 1);
+      const double a_old = (*w_)[uz(a)] / cnt_[uz(a)];
+      const double a_new = (*w_)[uz(a)] / (cnt_[uz(a)] - 1);
       for (int b = 0; b < num_experts_; ++b) {
         if (b == a || where_[uz(b)].empty() || domain_of(gpu_of(where_[uz(b)][0])) != d) continue;
-        const double b_old = w_[uz(b)] / cnt_[uz(b)];
-        const double b_new = w_[uz(b)] / (cnt_[uz(b)] + 1);
+        const double b_old = (*w_)[uz(b)] / cnt_[uz(b)];
+        const double b_new = (*w_)[uz(b)] / (cnt_[uz(b)] + 1);
         for (const int s : where_[uz(a)]) trial[uz(gpu_of(s))] += (s == i ? b_new : a_new) - a_old;
         for (const int s : where_[uz(b)]) trial[uz(gpu_of(s))] += b_new - b_old;
         double peak = 0.0;
@@ -481,7 +481,7 @@ class LayerSearch {
     return delta / total_pairs_;
   }
 
-  const std::vector<double>& w_;
+  const std::vector<double>* w_;
   std::vector<int> slot_;
   int num_experts_;
   int num_slots_;
@@ -539,6 +539,89 @@ double significant_gain(const std::vector<double>& candidate, const std::vector<
   }
   var /= n - 1.0;
   return mean > 3.0 * std::sqrt(var / n) ? mean : -std::numeric_limits<double>::infinity();
+}
+
+// Candidate maps with other replica counts: for a slot-size target θ (a fraction of the mean
+// GPU load), expert e gets max(1, ⌈w_e / θ⌉) replicas, the slots left over replicate the
+// lightest items, and each domain (a node in hierarchical mode, else the machine) is packed
+// greedily with its slot count per GPU. Greedy replication minimises the largest replica, but with
+// a fixed number of slots per GPU many mid-sized replicas may not pack evenly; bigger, fewer
+// replicas of the hot experts and small fillers can. EPLB's own map is always a candidate too.
+std::vector<std::vector<int>> count_candidates(const std::vector<double>& w,
+                                               const std::vector<int>& eplb_map, int num_gpus,
+                                               int num_domains) {
+  const int num_slots = static_cast<int>(eplb_map.size());
+  const int slots_per_domain = num_slots / num_domains;
+  const int gpus_per_domain = num_gpus / num_domains;
+  const int spg = num_slots / num_gpus;
+  std::vector<std::vector<int>> out;
+  static constexpr std::array<double, 12> kRatios{2.0, 1.5, 1.25, 1.1, 1.0, 0.9,
+                                                  0.8, 0.7, 0.6,  0.5, 0.4, 0.3};
+  std::vector<std::vector<int>> seen;
+  for (const double ratio : kRatios) {
+    std::vector<int> map(eplb_map.size(), -1);
+    bool ok = true;
+    std::vector<int> counts_key;
+    for (int d = 0; d < num_domains && ok; ++d) {
+      // The domain's experts, as EPLB placed them.
+      std::vector<int> experts;
+      for (int s = d * slots_per_domain; s < (d + 1) * slots_per_domain; ++s) {
+        experts.push_back(eplb_map[uz(s)]);
+      }
+      std::sort(experts.begin(), experts.end());
+      experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
+      double total = 0.0;
+      for (const int e : experts) total += w[uz(e)];
+      const double theta = ratio * total / gpus_per_domain;
+      if (!(theta > 0.0)) {
+        ok = false;
+        break;
+      }
+      std::vector<int> cnt(experts.size(), 1);
+      int used = 0;
+      for (std::size_t i = 0; i < experts.size(); ++i) {
+        cnt[i] = std::max(1, static_cast<int>(std::ceil(w[uz(experts[i])] / theta)));
+        used += cnt[i];
+      }
+      if (used > slots_per_domain) {
+        ok = false;
+        break;
+      }
+      // Leftover slots hold extra replicas of the lightest items: small fillers that let
+      // every GPU reach its slot count without adding a mid-sized item.
+      for (; used < slots_per_domain; ++used) {
+        std::size_t pick = 0;
+        for (std::size_t i = 1; i < experts.size(); ++i) {
+          if (w[uz(experts[i])] / cnt[i] < w[uz(experts[pick])] / cnt[pick]) pick = i;
+        }
+        ++cnt[pick];
+      }
+      counts_key.insert(counts_key.end(), cnt.begin(), cnt.end());
+      // Greedy packing with exactly spg items per GPU.
+      std::vector<std::pair<double, int>> items;
+      for (std::size_t i = 0; i < experts.size(); ++i) {
+        for (int k = 0; k < cnt[i]; ++k) items.emplace_back(w[uz(experts[i])] / cnt[i], experts[i]);
+      }
+      std::stable_sort(items.begin(), items.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::vector<double> load(uz(gpus_per_domain), 0.0);
+      std::vector<int> fill(uz(gpus_per_domain), 0);
+      for (const auto& [size, e] : items) {
+        int g = -1;
+        for (int k = 0; k < gpus_per_domain; ++k) {
+          if (fill[uz(k)] < spg && (g < 0 || load[uz(k)] < load[uz(g)])) g = k;
+        }
+        const int gpu = d * gpus_per_domain + g;
+        map[uz(gpu * spg + fill[uz(g)])] = e;
+        ++fill[uz(g)];
+        load[uz(g)] += size;
+      }
+    }
+    if (!ok || std::find(seen.begin(), seen.end(), counts_key) != seen.end()) continue;
+    seen.push_back(counts_key);
+    out.push_back(std::move(map));
+  }
+  return out;
 }
 
 Result<PlacementResult> run_eplb(const ExpertLoad& load, const PlacementConfig& c, int num_slots) {
@@ -718,9 +801,18 @@ Result<PlacementResult> place_experts(const ExpertLoad& load, PlacementPolicy po
       const bool node_domains = config.hierarchical() && config.num_nodes > 1;
       for (int l = 0; l < load.num_layers(); ++l) {
         auto& map = r.placement.physical_to_logical[uz(l)];
+        // Phase A on EPLB's map and on maps with other replica counts; the lowest fitted
+        // maximum wins (EPLB's map on ties).
         LayerSearch search(load.counts[uz(l)], map, config.num_gpus, config.num_nodes,
                            node_domains);
         search.reduce_fitted_max(4 * num_slots);
+        for (auto& candidate : count_candidates(load.counts[uz(l)], map, config.num_gpus,
+                                                node_domains ? config.num_nodes : 1)) {
+          LayerSearch other(load.counts[uz(l)], std::move(candidate), config.num_gpus,
+                            config.num_nodes, node_domains);
+          other.reduce_fitted_max(4 * num_slots);
+          if (other.fitted_max() < search.fitted_max() * (1.0 - 1e-9)) search = std::move(other);
+        }
         const std::vector<int> fitted = search.slots();
         const bool has_pairs = !best.coactivation.pairs.empty();
         const auto& all =

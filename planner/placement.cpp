@@ -198,13 +198,10 @@ class LayerSearch {
   // Phase B/C: raise Σ_s mean_s / max_s over the samples (the expected per-step balancedness),
   // minus `lambda` times the split co-activated pairs, while no GPU's fitted load rises above
   // `fit_cap` (unless it falls).
-  void optimise_samples(const std::vector<std::vector<double>>& rows,
-                        const std::vector<double>* pairs, double lambda, int max_evals,
-                        std::uint64_t seed) {
+  void optimise_samples(const std::vector<std::vector<double>>& rows, int max_evals) {
     samples_.rows = &rows;
     fit_cap_ = fitted_max() * (1.0 - kMargin);
     init_samples();
-    if (pairs != nullptr) init_pairs(*pairs);
     int evals = 0;
     // Swaps that unload the GPUs most often at the maximum, best swap per GPU.
     bool improved = true;
@@ -212,23 +209,51 @@ class LayerSearch {
       improved = false;
       for (const int g1 : hot_gpus()) {
         if (evals >= max_evals) break;
-        if (sample_swap_from(g1, pairs != nullptr ? lambda : 0.0, evals)) {
+        if (sample_swap_from(g1, 0.0, evals)) {
           improved = true;
           break;
         }
       }
     }
-    // With a trace: random cross-node swaps that cut co-activated pairs.
-    if (pairs == nullptr || num_nodes_ < 2 || gpus_per_domain_ != num_gpus_) return;
+  }
+
+  // Phase C (with a trace, global mode, several nodes): for slots in random order, the best
+  // cross-node swap by balance gain − lambda · Δ(split co-activated pairs), while no GPU's
+  // fitted load rises above `fit_cap` (EPLB's fitted maximum) unless it falls.
+  void optimise_locality(const std::vector<std::vector<double>>& rows,
+                         const std::vector<double>& pairs, double lambda, int max_evals,
+                         std::uint64_t seed, double fit_cap) {
+    if (num_nodes_ < 2 || gpus_per_domain_ != num_gpus_) return;
+    samples_.rows = &rows;
+    fit_cap_ = fit_cap * (1.0 - kMargin);
+    init_samples();
+    init_pairs(pairs);
     std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int> pick(0, num_slots_ - 1);
-    while (evals < max_evals) {
-      const int i = pick(rng);
-      const int j = pick(rng);
-      ++evals;
-      if (node_of_slot(i) == node_of_slot(j)) continue;
-      const double gain = swap_gain(i, j, lambda);
-      if (gain > kGainEps) apply_swap(i, j);
+    std::vector<int> order(uz(num_slots_));
+    std::iota(order.begin(), order.end(), 0);
+    int evals = 0;
+    bool improved = true;
+    while (improved && evals < max_evals) {
+      improved = false;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (const int i : order) {
+        if (evals >= max_evals) break;
+        int best_j = -1;
+        double best_gain = kGainEps;
+        for (int j = 0; j < num_slots_; ++j) {
+          if (node_of_slot(i) == node_of_slot(j)) continue;
+          ++evals;
+          const double gain = swap_gain(i, j, lambda);
+          if (gain > best_gain) {
+            best_gain = gain;
+            best_j = j;
+          }
+        }
+        if (best_j >= 0) {
+          apply_swap(i, best_j);
+          improved = true;
+        }
+      }
     }
   }
 
@@ -805,6 +830,7 @@ Result<PlacementResult> place_experts(const ExpertLoad& load, PlacementPolicy po
         // maximum wins (EPLB's map on ties).
         LayerSearch search(load.counts[uz(l)], map, config.num_gpus, config.num_nodes,
                            node_domains);
+        const double eplb_max = search.fitted_max();
         search.reduce_fitted_max(4 * num_slots);
         for (auto& candidate : count_candidates(load.counts[uz(l)], map, config.num_gpus,
                                                 node_domains ? config.num_nodes : 1)) {
@@ -822,29 +848,36 @@ Result<PlacementResult> place_experts(const ExpertLoad& load, PlacementPolicy po
         const auto half = static_cast<std::ptrdiff_t>(all.size() / 2);
         const std::vector<std::vector<double>> train(all.begin(), all.begin() + half);
         const std::vector<std::vector<double>> check(all.begin() + half, all.end());
-        if (!train.empty() || has_pairs) {
+        if (!train.empty()) search.optimise_samples(train, best.max_evaluations_per_layer);
+        std::vector<int> chosen = search.slots();
+        if (!check.empty()) {
+          // A refinement replaces EPLB's map only when its gain on the check half is
+          // significant; otherwise the map stays EPLB's (equal, never worse, on every score).
+          const auto base = sampled_balance(map, check, config.num_gpus);
+          const double gain_fitted =
+              significant_gain(sampled_balance(fitted, check, config.num_gpus), base);
+          const double gain_search =
+              significant_gain(sampled_balance(search.slots(), check, config.num_gpus), base);
+          if (gain_search > 0.0 && gain_search >= gain_fitted) {
+            chosen = search.slots();
+          } else if (gain_fitted > 0.0) {
+            chosen = fitted;
+          } else {
+            chosen = map;
+          }
+        }
+        if (has_pairs && best.locality_weight > 0.0) {
+          // Locality is a trade: it may give back balance down to EPLB's fitted maximum.
           const std::vector<std::vector<double>> fitted_only{load.counts[uz(l)]};
-          search.optimise_samples(train.empty() ? fitted_only : train,
-                                  has_pairs ? &best.coactivation.pairs[uz(l)] : nullptr,
-                                  best.locality_weight, best.max_evaluations_per_layer,
-                                  static_cast<std::uint64_t>(l) + 1U);
+          LayerSearch local(load.counts[uz(l)], chosen, config.num_gpus, config.num_nodes,
+                            node_domains);
+          local.optimise_locality(train.empty() ? fitted_only : train,
+                                  best.coactivation.pairs[uz(l)], best.locality_weight,
+                                  best.max_evaluations_per_layer,
+                                  static_cast<std::uint64_t>(l) + 1U, eplb_max);
+          chosen = local.slots();
         }
-        if (has_pairs || check.empty()) {
-          map = search.slots();
-          continue;
-        }
-        // A refinement replaces EPLB's map only when its gain on the check half is
-        // significant; otherwise the map stays EPLB's (equal, never worse, on every score).
-        const auto base = sampled_balance(map, check, config.num_gpus);
-        const double gain_fitted =
-            significant_gain(sampled_balance(fitted, check, config.num_gpus), base);
-        const double gain_search =
-            significant_gain(sampled_balance(search.slots(), check, config.num_gpus), base);
-        if (gain_search > 0.0 && gain_search >= gain_fitted) {
-          map = search.slots();
-        } else if (gain_fitted > 0.0) {
-          map = fitted;
-        }
+        map = std::move(chosen);
       }
       break;
     }

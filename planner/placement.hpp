@@ -53,11 +53,15 @@ struct BestOptions {
   StepSamples samples;
   /// Co-activation from a trace (empty pairs: no locality term).
   CoActivation coactivation;
-  /// Weight of the locality term: a move is worth making when
-  ///   Δ(balancedness) − locality_weight · Δ(fraction of co-activated pairs split over nodes) > 0.
-  /// 0.25 means cutting 4 % of the co-activated pairs is worth 1 % of balancedness.
+  /// Weight of the locality term (used with a co-activation, in global mode, on several
+  /// nodes): a cross-node swap is made when
+  ///   Δ(balancedness on the samples) − locality_weight · Δ(fraction of co-activated pairs
+  ///   with no common node) > 0
+  /// and no GPU's fitted load rises above EPLB's fitted maximum. 0.25 means cutting 4 % of
+  /// the co-activated pairs is worth 1 % of balancedness; 0 turns the term off.
   double locality_weight = 0.25;
-  /// Swap evaluations per layer in the sampled and locality phases (each costs O(samples)).
+  /// Swap evaluations per layer in the sampled phase, and again in the locality phase (each
+  /// costs O(samples), plus O(experts · nodes) for locality).
   int max_evaluations_per_layer = 200000;
 };
 

@@ -96,7 +96,7 @@ def dsv2lite_steps(rng):
 
 def topic_trace(rng):
     # A per-token top-8 trace on OLMoE's shape (64 experts, 3 layers, 512 tokens): each token
-    # has one of 8 topics; a topic prefers its own 8 experts (weight 6) over the rest (weight 1),
+    # has one of 8 topics; a topic prefers its own 8 experts (weight 30) over the rest (weight 1),
     # so co-activated experts cluster and placement locality matters.
     experts, layers, tokens, k, topics = 64, 3, 512, 8, 8
     ids = []
@@ -107,7 +107,7 @@ def topic_trace(rng):
         for _ in range(tokens):
             topic = rng.randrange(topics)
             own = set(perm[topic * 8:(topic + 1) * 8])
-            weights = [6.0 if e in own else 1.0 for e in range(experts)]
+            weights = [30.0 if e in own else 1.0 for e in range(experts)]
             chosen = []
             for _ in range(k):
                 pick = rng.choices(range(experts), weights=weights)[0]

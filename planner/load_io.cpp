@@ -19,6 +19,8 @@ namespace moeplan::planner {
 namespace {
 
 std::size_t uz(int v) { return static_cast<std::size_t>(v); }
+// The largest expert count a load may have (no MoE model comes near it).
+constexpr std::int64_t kMaxExperts = 1 << 20;
 using Rows = std::vector<std::vector<double>>;
 
 std::string ext_of(const std::filesystem::path& p) {
@@ -141,6 +143,18 @@ Result<LoadData> from_steps(const std::vector<Rows>& steps, const std::string& s
                      std::to_string(sum[r].size()) + " like step 0"};
       }
       for (std::size_t e = 0; e < sum[r].size(); ++e) sum[r][e] += steps[s][r][e];
+    }
+  }
+  for (std::size_t r = 0; r < sum.size(); ++r) {
+    double total = 0.0;
+    for (const double v : sum[r]) total += v;
+    if (!std::isfinite(total)) {
+      return Error{source + ": row " + std::to_string(r) +
+                   ": counts too large, expected a finite total"};
+    }
+    if (static_cast<std::int64_t>(sum[r].size()) > kMaxExperts) {
+      return Error{source + ": row " + std::to_string(r) + " has " + std::to_string(sum[r].size()) +
+                   " values, expected at most " + std::to_string(kMaxExperts) + " experts"};
     }
   }
   auto a = align_rows(sum, source, model);
@@ -545,6 +559,10 @@ Result<LoadData> trace_from_ids(std::vector<std::vector<std::vector<std::int64_t
     }
   }
   if (top_k == 0) return Error{source + ": every layer is empty, expected top-k ids"};
+  if (max_id >= kMaxExperts) {
+    return Error{source + ": expert id " + std::to_string(max_id) + " out of range, expected < " +
+                 std::to_string(kMaxExperts)};
+  }
   int num_experts = model != nullptr ? model->num_experts : declared_experts;
   if (num_experts <= 0) num_experts = static_cast<int>(max_id + 1);
   if (max_id >= num_experts) {

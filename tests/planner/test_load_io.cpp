@@ -192,6 +192,10 @@ TEST(Trace, JsonAndNpy) {
             "d.json: layer 0, token 0 names expert 0 twice, expected distinct top-k ids");
   EXPECT_EQ(err(parse_load_json(R"({"topk_ids": [[[0, 5]]], "num_experts": 4})", "o.json")),
             "o.json: expert id 5 out of range, expected [0, 3]");
+  EXPECT_EQ(err(parse_load_json(R"({"topk_ids": [[[0, 4611686018427387904]]]})", "h.json")),
+            "h.json: expert id 4611686018427387904 out of range, expected < 1048576");
+  EXPECT_EQ(err(parse_load_json(R"({"logical_count": [[1e308, 1e308]]})", "i.json")),
+            "i.json: row 0: counts too large, expected a finite total");
 
   const auto path = std::filesystem::temp_directory_path() / "moeplan_trace_test.npy";
   std::ofstream(path, std::ios::binary)

@@ -209,7 +209,7 @@ class LayerSearch {
       improved = false;
       for (const int g1 : hot_gpus()) {
         if (evals >= max_evals) break;
-        if (sample_swap_from(g1, 0.0, evals)) {
+        if (sample_swap_from(g1, evals)) {
           improved = true;
           break;
         }
@@ -429,7 +429,8 @@ class LayerSearch {
     return gain;
   }
 
-  bool sample_swap_from(int g1, double lambda, int& evals) {
+  // The swap of a slot on g1 with a slot of its domain that most raises the sampled balance.
+  bool sample_swap_from(int g1, int& evals) {
     const int d = domain_of(g1);
     int best_i = -1, best_j = -1;
     double best_gain = kGainEps;
@@ -437,7 +438,7 @@ class LayerSearch {
       for (int j = d * gpus_per_domain_ * spg_; j < (d + 1) * gpus_per_domain_ * spg_; ++j) {
         if (gpu_of(j) == g1) continue;
         ++evals;
-        const double gain = swap_gain(i, j, lambda);
+        const double gain = swap_gain(i, j, 0.0);
         if (gain > best_gain) {
           best_gain = gain;
           best_i = i;

@@ -28,5 +28,6 @@ void add_models_command(CLI::App& app, Action& action);
 void add_verify_command(CLI::App& app, Action& action);
 void add_plan_command(CLI::App& app, Action& action);
 void add_clusters_command(CLI::App& app, Action& action);
+void add_place_command(CLI::App& app, Action& action);
 
 }  // namespace moeplan::cli

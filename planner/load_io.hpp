@@ -1,0 +1,69 @@
+// Expert loads from files (SGLang's JSON, CSV, NumPy .npy; per-token top-k traces) and from
+// synthetic specs (uniform, power-law, hot experts). Every error is one line naming the file
+// (or spec) and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/moe_model.hpp"
+#include "models/result.hpp"
+#include "planner/expert_load.hpp"
+#include "planner/placement_metrics.hpp"
+
+namespace moeplan::planner {
+
+/// A load as read: the counts summed over steps, the steps themselves when the file has them,
+/// and the per-token trace when it is one.
+struct LoadData {
+  ExpertLoad load;             ///< [L][E], MoE layers only
+  std::vector<int> layer_ids;  ///< hidden-layer index (with a model) or file row of each layer
+  std::vector<std::vector<std::vector<double>>> steps;  ///< [S][L][E]; empty for [L, E] files
+  std::optional<TokenTrace> trace;                      ///< per-token top-k, when given
+  std::string format;  ///< "json", "csv", "npy", "trace-json", "trace-npy", "synthetic"
+};
+
+/// A NumPy array: little-endian int32/int64/float32/float64 in C order, values as doubles.
+struct NpyArray {
+  std::vector<std::int64_t> shape;
+  std::vector<double> values;
+  bool integer = false;
+};
+
+/// Parses .npy bytes (format versions 1.0, 2.0, 3.0); the header dict must hold exactly
+/// 'descr', 'fortran_order' (False) and 'shape', and the data must fill the rest exactly.
+Result<NpyArray> parse_npy(const std::string& bytes, const std::string& source);
+
+/// Reads expert counts: `.json` (SGLang's {"logical_count": [L][E] or [S][L][E]}, or a trace
+/// {"topk_ids": [L][T][k]}), `.csv` (a row per layer; '#' lines are comments) or `.npy`
+/// ([L, E] or [S, L, E]). With a model, rows may be one per MoE layer or one per hidden layer
+/// (dense layers' rows empty or zero) and every MoE row must have the model's expert count.
+Result<LoadData> read_load_file(const std::filesystem::path& path,
+                                const models::MoeModel* model = nullptr);
+
+/// Reads a per-token trace: JSON {"topk_ids": [L][T][k], "num_experts"?} or .npy [L, T, k]
+/// of integers. The expert count is the model's, else "num_experts", else the largest id + 1.
+Result<LoadData> read_trace_file(const std::filesystem::path& path,
+                                 const models::MoeModel* model = nullptr);
+
+/// Parsers on text already read (`source` names it in errors).
+Result<LoadData> parse_load_json(const std::string& text, const std::string& source,
+                                 const models::MoeModel* model = nullptr);
+Result<LoadData> parse_load_csv(const std::string& text, const std::string& source,
+                                const models::MoeModel* model = nullptr);
+Result<LoadData> parse_load_npy(const std::string& bytes, const std::string& source,
+                                const models::MoeModel* model = nullptr);
+
+/// A synthetic load from a spec `KIND[:key=value,...]`:
+///   uniform                       every expert equal
+///   powerlaw:alpha=A[,shuffle=1]  expert of rank r (0-based) ∝ (r + 1)^−A
+///   hot:n=N,share=S[,shuffle=1]   N hot experts share S of the load, the rest split 1 − S
+/// common keys: layers= (default: the model's MoE layers, else 1), experts= (default: the
+/// model's), tokens= routed pairs per layer (default 65536), seed= (shuffles; default 0).
+/// With shuffle=1 each layer gets its own random expert order; otherwise expert 0 is hottest.
+Result<LoadData> synthetic_load(const std::string& spec, const models::MoeModel* model = nullptr);
+
+}  // namespace moeplan::planner

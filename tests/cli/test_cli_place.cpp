@@ -1,0 +1,174 @@
+// `moeplan place` as a user runs it: golden outputs, every input format, the placement file,
+// and bad inputs (exit 2, one line, no output file).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/placement_file.hpp"
+#include "tests/cli/cli_runner.hpp"
+
+namespace moeplan::cli_test {
+namespace {
+
+std::string loads() { return (moeplan::resource_dir() / "loads").string(); }
+
+std::filesystem::path temp(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("moeplan_place_" + name);
+}
+
+void expect_one_line_error(const CliResult& r, const std::string& part) {
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err.rfind("moeplan: error: ", 0), 0U) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+}
+
+// The placement's own compute time varies from run to run.
+std::string without_seconds(const std::string& text) {
+  return std::regex_replace(text, std::regex("seconds( +)[0-9.]+"), "seconds$1<t>");
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const auto r = run_cli(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return nlohmann::json::object();
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(CliPlace, TextGolden) {
+  const auto r = run_cli("place --load " + loads() +
+                         "/olmoe_layers0_7_15_allenai.json --gpus 8 --slots 72 --policy eplb "
+                         "--eval-steps 50 --step-tokens 512");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_golden("place_olmoe_eplb.txt", without_seconds(r.out));
+}
+
+TEST(CliPlace, JsonGolden) {
+  auto j = run_json("place --load " + loads() +
+                    "/mistral_layers0_7_15_allenai.json --gpus 4 --slots 8 --policy round_robin");
+  for (const char* key : {"policy", "balancedness", "imbalance", "upper_bound", "seconds",
+                          "physical_to_logical_map", "logical_to_physical_map", "logical_count"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j.at("physical_to_logical_map")[0], (std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}));
+  j["seconds"] = 0;
+  expect_golden("place_mistral_round_robin.json", j.dump(2) + "\n");
+}
+
+TEST(CliPlace, BestNotBelowEplbOnBundledLoads) {
+  // Fitted figures are exact: best ≥ eplb and ≤ the bound. (Scores on unseen steps are noisy;
+  // the planner tests compare them with a derived tolerance.)
+  const std::vector<std::string> cases{
+      "--load " + loads() + "/dsv2lite_esft.json --model deepseek-v2-lite --gpus 8 --slots 72",
+      "--load " + loads() + "/dsv2lite_esft_steps16.npy --gpus 16 --slots 80",
+      "--load " + loads() + "/synthetic_hot4_qwen3_30b.csv --gpus 16 --nodes 2 --slots 144"};
+  for (const auto& c : cases) {
+    const auto e = run_json("place " + c + " --policy eplb --eval-steps 20");
+    const auto b = run_json("place " + c + " --policy best --eval-steps 20");
+    ASSERT_FALSE(e.empty() || b.empty()) << c;
+    EXPECT_GE(b.at("balancedness").get<double>(), e.at("balancedness").get<double>()) << c;
+    EXPECT_LE(b.at("balancedness").get<double>(), b.at("upper_bound").get<double>()) << c;
+    EXPECT_EQ(b.at("sampled_steps").at("steps"), 20) << c;
+  }
+}
+
+TEST(CliPlace, EveryInputFormat) {
+  const auto csv = run_json("place --load " + loads() + "/synthetic_hot4_qwen3_30b.csv --gpus 8");
+  EXPECT_EQ(csv.at("load_format"), "csv");
+  const auto npy = run_json("place --load " + loads() +
+                            "/synthetic_powerlaw1.2_dsv3_hidden.npy --model deepseek-v3 --gpus 64 "
+                            "--slots 320 --policy eplb");
+  EXPECT_EQ(npy.at("load_format"), "npy");
+  EXPECT_EQ(npy.at("num_layers"), 58);   // the 3 dense rows dropped
+  EXPECT_EQ(npy.at("layer_ids")[0], 3);  // first MoE hidden layer
+  EXPECT_EQ(npy.at("num_groups"), 8);    // DeepSeek-V3's n_group by default
+  const auto steps = run_json("place --load " + loads() +
+                              "/dsv2lite_esft_steps16.npy --gpus 8 --fit-steps 12 --policy eplb");
+  EXPECT_EQ(steps.at("fit_steps"), 12);
+  EXPECT_EQ(steps.at("held_out").at("steps"), 4);
+  const auto trace = run_json("place --trace " + loads() +
+                              "/synthetic_topic_trace_olmoe_shape.json --gpus 8 --nodes 2 "
+                              "--slots 72");
+  EXPECT_EQ(trace.at("load_format"), "trace-json");
+  EXPECT_GE(trace.at("trace").at("nodes_per_token").get<double>(), 1.0);
+  const auto syn = run_json(
+      "place --synthetic hot:n=2,share=0.5 --model qwen3-30b-a3b --gpus 8 "
+      "--slots 136 --policy eplb");
+  EXPECT_EQ(syn.at("load_format"), "synthetic");
+  EXPECT_EQ(syn.at("num_layers"), 48);
+}
+
+TEST(CliPlace, OutWritesTheFileThePlannerReads) {
+  const auto out = temp("out.json");
+  std::filesystem::remove(out);
+  const auto r = run_cli("place --load " + loads() +
+                         "/dsv2lite_esft.json --model deepseek-v2-lite --gpus 8 --slots 72 "
+                         "--policy eplb --json --out " +
+                         out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = planner::load_placement_file(out);
+  std::filesystem::remove(out);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(nlohmann::json(f->result.placement.physical_to_logical),
+            j.at("physical_to_logical_map"));
+  EXPECT_EQ(f->layer_ids.size(), 26U);
+  EXPECT_EQ(f->layer_ids[0], 1);
+  EXPECT_EQ(f->config.num_gpus, 8);
+  EXPECT_EQ(f->result.placement.num_slots, 72);
+}
+
+TEST(CliPlace, BadInputsAreOneLineAndWriteNothing) {
+  const auto out = temp("never.json");
+  std::filesystem::remove(out);
+  const std::string o = " --out " + out.string();
+  const auto ragged = temp("ragged.csv");
+  std::ofstream(ragged) << "1,2,3\n4,5\n";
+  const auto npy = temp("bad.npy");
+  std::ofstream(npy, std::ios::binary)
+      << std::string("\x93NUMPY\x01\x00\x10\x00{'descr': 'x'}\n", 26);
+  const auto empty = temp("empty.json");
+  std::ofstream(empty) << "";
+  const auto negative = temp("neg.json");
+  std::ofstream(negative) << R"({"logical_count": [[1, -3, 2, 2]]})";
+
+  expect_one_line_error(run_cli("place --load /nonexistent.json --gpus 8" + o),
+                        "/nonexistent.json: file not found");
+  expect_one_line_error(run_cli("place --load " + ragged.string() + " --gpus 1" + o),
+                        "row 1 has 2 values, expected 3");
+  expect_one_line_error(run_cli("place --load " + npy.string() + " --gpus 1" + o),
+                        "bad.npy: npy header:");
+  expect_one_line_error(run_cli("place --load " + empty.string() + " --gpus 1" + o), "empty file");
+  expect_one_line_error(run_cli("place --load " + negative.string() + " --gpus 2" + o),
+                        "row 0, expert 1: expected a finite count ≥ 0, got -3");
+  expect_one_line_error(
+      run_cli("place --load " + loads() + "/dsv2lite_esft.json --model qwen3-30b-a3b --gpus 8" + o),
+      "has 26 layer rows, expected 48 (MoE layers of qwen3-30b-a3b)");
+  expect_one_line_error(run_cli("place --synthetic uniform:experts=8 --gpus 0" + o),
+                        "expected --gpus N with N ≥ 1");
+  expect_one_line_error(run_cli("place --synthetic uniform:experts=8 --load x.json --gpus 2" + o),
+                        "expected exactly one of --load, --trace or --synthetic");
+  expect_one_line_error(run_cli("place --synthetic uniform:experts=8 --gpus 3 --slots 10" + o),
+                        "slot count (10) to be a multiple of the GPU count (3)");
+  expect_one_line_error(run_cli("place --synthetic powerlaw:experts=8 --gpus 2" + o),
+                        "key 'alpha' missing");
+  expect_one_line_error(run_cli("place --synthetic uniform:experts=8 --gpus 2 --policy linear" + o),
+                        "unknown placement policy 'linear'");
+  expect_one_line_error(
+      run_cli("place --synthetic uniform:experts=8 --gpus 2 --slots 10 --policy contiguous" + o),
+      "policy contiguous places no redundant experts");
+  expect_one_line_error(run_cli("place --synthetic uniform:experts=8 --gpus 2 --fit-steps 3" + o),
+                        "--fit-steps needs a load with steps");
+  expect_one_line_error(run_cli("place --synthetic uniform:experts=8 --gpus 2 --out /nonexistent/"
+                                "dir/p.json"),
+                        "/nonexistent/dir/p.json: cannot create a temporary file");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  for (const auto& p : {ragged, npy, empty, negative}) std::filesystem::remove(p);
+}
+
+}  // namespace
+}  // namespace moeplan::cli_test

@@ -71,6 +71,10 @@ struct LayoutCost {
   double imbalance = 1.0;        ///< max / mean routed pairs per EP rank (mean over layers)
   double expert_rows = 0.0;      ///< rows the slowest rank computes per layer (padding included)
   double useful_rows = 0.0;      ///< routed pairs that rank really serves per layer
+  /// Per MoE layer (in load order) when the load differs between layers: each layer's cost and
+  /// its max / mean routed pairs per EP rank. Empty when every layer costs the same.
+  std::vector<LayerCost> layers;
+  std::vector<double> layer_imbalance;
 };
 
 /// Returns the placement to use for an EP size (contiguous when not set).

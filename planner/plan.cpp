@@ -175,6 +175,25 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
                               : ExpertLoad::uniform(model.num_moe_layers(), model.num_experts);
   plan.load_source = load.source;
   const CostContext ctx{model, cluster, costs, request.workload, load, request.placement};
+  if (request.only_ep_size > 0) {
+    std::vector<Layout> kept;
+    for (const Layout& l : en.layouts) {
+      if (l.ep_size == request.only_ep_size) {
+        kept.push_back(l);
+        continue;
+      }
+      const bool listed = std::any_of(plan.excluded.begin(), plan.excluded.end(), [&](const auto& e) {
+        return e.dp_size == l.dp_size && e.ep_size == l.ep_size && e.tp_size == l.tp_size;
+      });
+      if (!listed) plan.excluded.push_back({l.num_gpus, l.dp_size, l.ep_size, l.tp_size, request.only_ep_rule});
+    }
+    if (kept.empty()) {
+      return Error{"no legal layout of '" + model.name + "' on " + std::to_string(n) +
+                   " GPUs has ep_size " + std::to_string(request.only_ep_size) + " (" +
+                   request.only_ep_rule + ")"};
+    }
+    en.layouts = std::move(kept);
+  }
   plan.placement_policy = "contiguous";
   if (request.placement) {
     auto p = request.placement(en.layouts.front().ep_size);
@@ -240,6 +259,15 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
                        {"capacity", c.memory_capacity / kGiB}};
     l["balance"] = {
         {"imbalance", c.imbalance}, {"expert_rows", c.expert_rows}, {"useful_rows", c.useful_rows}};
+    if (!c.layers.empty()) {
+      nlohmann::json per_layer = nlohmann::json::array();
+      for (std::size_t li = 0; li < c.layers.size(); ++li) {
+        per_layer.push_back({{"layer_ms", c.layers[li].total() * 1e3},
+                             {"experts_ms", c.layers[li].experts.seconds * 1e3},
+                             {"imbalance", c.layer_imbalance[li]}});
+      }
+      l["per_layer"] = per_layer;
+    }
     layouts.push_back(std::move(l));
   }
   if (include_excluded) {

@@ -19,6 +19,10 @@ struct PlanRequest {
                                          Dispatcher::kA2av};
   ExpertLoad load;        ///< empty (no layers): uniform over the model's MoE layers
   PlacementFn placement;  ///< null: contiguous
+  /// > 0: only layouts with this EP size are costed (a placement file fits one EP size); the
+  /// others are listed as excluded with `only_ep_rule`.
+  int only_ep_size = 0;
+  std::string only_ep_rule;
 };
 
 struct Plan {

@@ -8,6 +8,9 @@
 #include "models/file_io.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
+#include "planner/load_io.hpp"
+#include "planner/placement.hpp"
+#include "planner/placement_file.hpp"
 #include "planner/plan.hpp"
 #include "planner/roofline_costs.hpp"
 
@@ -30,7 +33,65 @@ struct PlanOptions {
   bool explain = false;
   bool attention_dp = false;
   std::string output;
+  std::string load;             // --load FILE
+  std::string synthetic;        // --synthetic SPEC
+  std::string placement = "contiguous";  // policy or placement file
+  int redundant = 0;            // --redundant-experts
+  bool per_layer = false;
 };
+
+// The placement for each EP size: a policy fit to the load on that many GPUs, or a file.
+Result<planner::PlacementFn> placement_fn(const PlanOptions& o, const models::MoeModel& model,
+                                          const planner::Cluster& cluster,
+                                          const planner::ExpertLoad& load,
+                                          planner::PlanRequest& req) {
+  const bool is_file = o.placement.find('/') != std::string::npos ||
+                       (o.placement.size() > 5 &&
+                        o.placement.compare(o.placement.size() - 5, 5, ".json") == 0);
+  if (is_file) {
+    auto file = planner::load_placement_file(o.placement);
+    if (!file) return file.error();
+    const auto& p = file->result.placement;
+    if (p.num_experts != model.num_experts) {
+      return Error{o.placement + ": placement has " + std::to_string(p.num_experts) +
+                   " experts, expected " + std::to_string(model.num_experts) + " (" + model.name +
+                   ")"};
+    }
+    if (p.num_layers() != 1 && p.num_layers() != model.num_moe_layers()) {
+      return Error{o.placement + ": placement has " + std::to_string(p.num_layers()) +
+                   " layers, expected 1 or the " + std::to_string(model.num_moe_layers()) +
+                   " MoE layers of " + model.name};
+    }
+    req.only_ep_size = p.ep_size;
+    req.only_ep_rule = "placement file " + o.placement + " is for ep_size " + std::to_string(p.ep_size);
+    planner::Placement placement = p;
+    placement.policy = o.placement;
+    return planner::PlacementFn([placement](int) { return Result<planner::Placement>(placement); });
+  }
+  auto policy = planner::parse_policy(o.placement);
+  if (!policy) return Error{"--placement: " + policy.error().message + ", or a placement file"};
+  if (o.redundant < 0) {
+    return Error{"--redundant-experts: expected 0 or more, got " + std::to_string(o.redundant)};
+  }
+  const int gpus_per_node = std::max(1, cluster.info().gpus_per_node);
+  const int groups = model.router.num_groups;
+  const int redundant = o.redundant;
+  const planner::PlacementPolicy pol = *policy;
+  return planner::PlacementFn([&model, load, gpus_per_node, groups, redundant,
+                               pol](int ep) -> Result<planner::Placement> {
+    planner::PlacementConfig cfg;
+    cfg.num_gpus = ep;
+    // NOTE: an EP group of more GPUs than a node spans ep / gpus_per_node nodes.
+    cfg.num_nodes = ep > gpus_per_node && ep % gpus_per_node == 0 ? ep / gpus_per_node : 1;
+    // Redundant slots, rounded up so every EP rank holds the same number of slots.
+    const int slots = model.num_experts + redundant;
+    cfg.num_slots = (slots + ep - 1) / ep * ep;
+    cfg.num_groups = groups;
+    auto r = planner::place_experts(load, pol, cfg);
+    if (!r) return r.error();
+    return r->placement;
+  });
+}
 
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3); }
 std::string gib(double bytes) { return format_fixed(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
@@ -109,6 +170,29 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
   return out;
 }
 
+// Each MoE layer of the recommended layout: what skew and placement cost, layer by layer.
+std::string render_per_layer(const planner::Plan& plan) {
+  if (plan.recommended < 0) return "";
+  const auto& c = plan.layouts[static_cast<std::size_t>(plan.recommended)];
+  std::string out = "\nper MoE layer of the recommended layout (" + c.layout.shape_name() + " " +
+                    planner::dispatcher_name(c.layout.dispatcher) + "):\n";
+  if (c.layers.empty()) {
+    return out + "  every layer costs the same (" + plan.load_source + " load): " +
+           ms(c.per_layer.total()) + " ms, imbalance " + format_fixed(c.imbalance, 2) + "\n";
+  }
+  Table t;
+  t.add_column("layer", Table::Align::kRight);
+  t.add_column("imbalance", Table::Align::kRight);
+  t.add_column("experts ms", Table::Align::kRight);
+  t.add_column("layer ms", Table::Align::kRight);
+  for (std::size_t i = 0; i < c.layers.size(); ++i) {
+    t.add_row({std::to_string(i), format_fixed(c.layer_imbalance[i], 2),
+               ms(c.layers[i].experts.seconds), ms(c.layers[i].total())});
+  }
+  return out + t.render() +
+         "imbalance: max / mean routed pairs per EP rank after placement (1.00 = balanced)\n";
+}
+
 int run_plan(const PlanOptions& o) {
   auto model = models::load_model(o.model);
   if (!model) return report_error(model.error());
@@ -156,13 +240,32 @@ int run_plan(const PlanOptions& o) {
     }
   }
   req.attention_dp = o.attention_dp;
+  if (!o.load.empty() && !o.synthetic.empty()) {
+    return report_error(Error{"--load and --synthetic: expected one of them, got both"});
+  }
+  if (!o.load.empty() || !o.synthetic.empty()) {
+    auto data = !o.load.empty() ? planner::read_load_file(o.load, &*model)
+                                : planner::synthetic_load(o.synthetic, &*model);
+    if (!data) return report_error(data.error());
+    req.load = std::move(data->load);
+  }
+  const planner::ExpertLoad load = req.load.num_layers() > 0
+                                       ? req.load
+                                       : planner::ExpertLoad::uniform(model->num_moe_layers(),
+                                                                      model->num_experts);
+  if (o.placement != "contiguous" || o.redundant != 0) {
+    auto fn = placement_fn(o, *model, *cluster, load, req);
+    if (!fn) return report_error(fn.error());
+    req.placement = std::move(*fn);
+  }
   const planner::RooflineCosts costs(*cluster);
   auto plan = planner::make_plan(*model, *cluster, costs, req);
   if (!plan) return report_error(plan.error());
   const std::string text =
       o.json ? planner::plan_to_json(*plan, o.top_opt->count() > 0 ? o.top : 0, o.explain).dump(2) +
                    "\n"
-             : render_plan(*plan, *cluster, o.top, o.explain);
+             : render_plan(*plan, *cluster, o.top, o.explain) +
+                   (o.per_layer ? render_per_layer(*plan) : std::string());
   if (!o.output.empty()) {
     const Status s = write_file_atomic(o.output, text);
     if (!s) return report_error(s.error());
@@ -196,6 +299,18 @@ void add_plan_command(CLI::App& app, Action& action) {
   cmd->add_flag("--attention-dp", o->attention_dp,
                 "Also enumerate attention data-parallel replicas (dp·ep·tp = GPUs)");
   cmd->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
+  cmd->add_option("--load", o->load,
+                  "Expert load file: SGLang JSON, CSV, .npy or a top-k trace (docs/PLACEMENT.md)");
+  cmd->add_option("--synthetic", o->synthetic,
+                  "Synthetic load: uniform, powerlaw:alpha=A, hot:n=N,share=S (docs/PLACEMENT.md)");
+  cmd->add_option("--placement", o->placement,
+                  "contiguous, round_robin, eplb, best (fit per EP size), or a placement file")
+      ->capture_default_str();
+  cmd->add_option("--redundant-experts", o->redundant,
+                  "Extra expert slots per layer (rounded up to a multiple of ep)")
+      ->capture_default_str();
+  cmd->add_flag("--per-layer", o->per_layer,
+                "Also list each MoE layer's cost and imbalance for the recommended layout");
   cmd->callback([&action, o] { action = [o] { return run_plan(*o); }; });
 }
 

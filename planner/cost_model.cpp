@@ -273,8 +273,9 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   LayerCost step;
   double buffers = 0.0, activations = 0.0, imbalance = 0.0, rows = 0.0, useful = 0.0;
   const std::vector<double>* prev = nullptr;
-  const bool varies = std::any_of(slots->begin(), slots->end(),
-                                  [&](const std::vector<double>& r) { return r != slots->front(); });
+  const bool varies = std::any_of(slots->begin(), slots->end(), [&](const std::vector<double>& r) {
+    return r != slots->front();
+  });
   LayerFigures fig;
   for (const auto& row : *slots) {
     if (prev == nullptr || *prev != row) {  // identical rows (e.g. uniform load) cost the same

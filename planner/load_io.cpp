@@ -703,11 +703,11 @@ Result<LoadData> read_trace_file(const std::filesystem::path& path, const models
 
 // ---- synthetic ----------------------------------------------------------------------------
 
-Result<LoadData> synthetic_load(const std::string& spec, const models::MoeModel* model) {
+Result<SyntheticSpec> parse_synthetic_spec(const std::string& spec) {
   const std::string what = "synthetic load '" + spec + "': ";
   const auto colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon);
-  std::map<std::string, std::string> kv;
+  SyntheticSpec out;
+  out.kind = spec.substr(0, colon);
   if (colon != std::string::npos) {
     std::string rest = spec.substr(colon + 1);
     std::size_t pos = 0;
@@ -719,12 +719,26 @@ Result<LoadData> synthetic_load(const std::string& spec, const models::MoeModel*
       if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
         return Error{what + "expected key=value, got '" + item + "'"};
       }
-      if (!kv.emplace(item.substr(0, eq), item.substr(eq + 1)).second) {
+      if (!out.keys.emplace(item.substr(0, eq), item.substr(eq + 1)).second) {
         return Error{what + "key '" + item.substr(0, eq) + "' given twice"};
       }
       if (comma == std::string::npos) break;
       pos = comma + 1;
     }
+  }
+  return out;
+}
+
+Result<LoadData> synthetic_load(const std::string& spec, const models::MoeModel* model) {
+  const std::string what = "synthetic load '" + spec + "': ";
+  auto parsed = parse_synthetic_spec(spec);
+  if (!parsed) return parsed.error();
+  const std::string& kind = parsed->kind;
+  const std::map<std::string, std::string>& kv = parsed->keys;
+  if (kind == "routed") {
+    return Error{what +
+                 "routed loads run the model's router; they come from the kernels "
+                 "(moeplan place/plan handle them), not from the planner alone"};
   }
   std::vector<std::string> allowed{"layers", "experts", "tokens", "seed"};
   if (kind == "powerlaw") {
@@ -732,7 +746,7 @@ Result<LoadData> synthetic_load(const std::string& spec, const models::MoeModel*
   } else if (kind == "hot") {
     allowed.insert(allowed.end(), {"n", "share", "shuffle"});
   } else if (kind != "uniform") {
-    return Error{what + "unknown kind '" + kind + "', expected uniform, powerlaw or hot"};
+    return Error{what + "unknown kind '" + kind + "', expected uniform, powerlaw, hot or routed"};
   }
   for (const auto& [k, v] : kv) {
     if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,5 +66,12 @@ Result<LoadData> parse_load_npy(const std::string& bytes, const std::string& sou
 /// model's), tokens= routed pairs per layer (default 65536), seed= (shuffles; default 0).
 /// With shuffle=1 each layer gets its own random expert order; otherwise expert 0 is hottest.
 Result<LoadData> synthetic_load(const std::string& spec, const models::MoeModel* model = nullptr);
+
+/// A synthetic spec split into its kind and its key=value pairs (each key once).
+struct SyntheticSpec {
+  std::string kind;
+  std::map<std::string, std::string> keys;
+};
+Result<SyntheticSpec> parse_synthetic_spec(const std::string& spec);
 
 }  // namespace moeplan::planner

@@ -182,10 +182,13 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
         kept.push_back(l);
         continue;
       }
-      const bool listed = std::any_of(plan.excluded.begin(), plan.excluded.end(), [&](const auto& e) {
-        return e.dp_size == l.dp_size && e.ep_size == l.ep_size && e.tp_size == l.tp_size;
-      });
-      if (!listed) plan.excluded.push_back({l.num_gpus, l.dp_size, l.ep_size, l.tp_size, request.only_ep_rule});
+      const bool listed =
+          std::any_of(plan.excluded.begin(), plan.excluded.end(), [&](const auto& e) {
+            return e.dp_size == l.dp_size && e.ep_size == l.ep_size && e.tp_size == l.tp_size;
+          });
+      if (!listed)
+        plan.excluded.push_back(
+            {l.num_gpus, l.dp_size, l.ep_size, l.tp_size, request.only_ep_rule});
     }
     if (kept.empty()) {
       return Error{"no legal layout of '" + model.name + "' on " + std::to_string(n) +

@@ -12,10 +12,20 @@
 #include "planner/placement.hpp"
 #include "planner/placement_file.hpp"
 #include "planner/placement_metrics.hpp"
+#include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
 
 namespace {
+
+// A routed load needs the model whose router it runs.
+Result<planner::LoadData> routed_or_error(const std::string& spec, const models::MoeModel* model) {
+  if (model == nullptr) {
+    return Error{"--synthetic " + spec +
+                 ": a routed load needs --model (it runs that model's router)"};
+  }
+  return profiler::routed_load(spec, *model);
+}
 
 struct PlaceOptions {
   std::string load;
@@ -97,7 +107,9 @@ int run_place(const PlaceOptions& o) {
   const models::MoeModel* mp = model ? &*model : nullptr;
   auto data = !o.load.empty()    ? planner::read_load_file(o.load, mp)
               : !o.trace.empty() ? planner::read_trace_file(o.trace, mp)
-                                 : planner::synthetic_load(o.synthetic, mp);
+                                 : (profiler::is_routed_spec(o.synthetic)
+                                        ? routed_or_error(o.synthetic, mp)
+                                        : planner::synthetic_load(o.synthetic, mp));
   if (!data) return report_error(data.error());
 
   // Fit on the first steps of a [steps, L, E] load, score on the rest.

@@ -13,6 +13,7 @@
 #include "planner/placement_file.hpp"
 #include "planner/plan.hpp"
 #include "planner/roofline_costs.hpp"
+#include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
 
@@ -33,10 +34,10 @@ struct PlanOptions {
   bool explain = false;
   bool attention_dp = false;
   std::string output;
-  std::string load;             // --load FILE
-  std::string synthetic;        // --synthetic SPEC
+  std::string load;                      // --load FILE
+  std::string synthetic;                 // --synthetic SPEC
   std::string placement = "contiguous";  // policy or placement file
-  int redundant = 0;            // --redundant-experts
+  int redundant = 0;                     // --redundant-experts
   bool per_layer = false;
 };
 
@@ -45,9 +46,9 @@ Result<planner::PlacementFn> placement_fn(const PlanOptions& o, const models::Mo
                                           const planner::Cluster& cluster,
                                           const planner::ExpertLoad& load,
                                           planner::PlanRequest& req) {
-  const bool is_file = o.placement.find('/') != std::string::npos ||
-                       (o.placement.size() > 5 &&
-                        o.placement.compare(o.placement.size() - 5, 5, ".json") == 0);
+  const bool is_file =
+      o.placement.find('/') != std::string::npos ||
+      (o.placement.size() > 5 && o.placement.compare(o.placement.size() - 5, 5, ".json") == 0);
   if (is_file) {
     auto file = planner::load_placement_file(o.placement);
     if (!file) return file.error();
@@ -63,7 +64,8 @@ Result<planner::PlacementFn> placement_fn(const PlanOptions& o, const models::Mo
                    " MoE layers of " + model.name};
     }
     req.only_ep_size = p.ep_size;
-    req.only_ep_rule = "placement file " + o.placement + " is for ep_size " + std::to_string(p.ep_size);
+    req.only_ep_rule =
+        "placement file " + o.placement + " is for ep_size " + std::to_string(p.ep_size);
     planner::Placement placement = p;
     placement.policy = o.placement;
     return planner::PlacementFn([placement](int) { return Result<planner::Placement>(placement); });
@@ -77,20 +79,20 @@ Result<planner::PlacementFn> placement_fn(const PlanOptions& o, const models::Mo
   const int groups = model.router.num_groups;
   const int redundant = o.redundant;
   const planner::PlacementPolicy pol = *policy;
-  return planner::PlacementFn([&model, load, gpus_per_node, groups, redundant,
-                               pol](int ep) -> Result<planner::Placement> {
-    planner::PlacementConfig cfg;
-    cfg.num_gpus = ep;
-    // NOTE: an EP group of more GPUs than a node spans ep / gpus_per_node nodes.
-    cfg.num_nodes = ep > gpus_per_node && ep % gpus_per_node == 0 ? ep / gpus_per_node : 1;
-    // Redundant slots, rounded up so every EP rank holds the same number of slots.
-    const int slots = model.num_experts + redundant;
-    cfg.num_slots = (slots + ep - 1) / ep * ep;
-    cfg.num_groups = groups;
-    auto r = planner::place_experts(load, pol, cfg);
-    if (!r) return r.error();
-    return r->placement;
-  });
+  return planner::PlacementFn(
+      [&model, load, gpus_per_node, groups, redundant, pol](int ep) -> Result<planner::Placement> {
+        planner::PlacementConfig cfg;
+        cfg.num_gpus = ep;
+        // NOTE: an EP group of more GPUs than a node spans ep / gpus_per_node nodes.
+        cfg.num_nodes = ep > gpus_per_node && ep % gpus_per_node == 0 ? ep / gpus_per_node : 1;
+        // Redundant slots, rounded up so every EP rank holds the same number of slots.
+        const int slots = model.num_experts + redundant;
+        cfg.num_slots = (slots + ep - 1) / ep * ep;
+        cfg.num_groups = groups;
+        auto r = planner::place_experts(load, pol, cfg);
+        if (!r) return r.error();
+        return r->placement;
+      });
 }
 
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3); }
@@ -177,8 +179,9 @@ std::string render_per_layer(const planner::Plan& plan) {
   std::string out = "\nper MoE layer of the recommended layout (" + c.layout.shape_name() + " " +
                     planner::dispatcher_name(c.layout.dispatcher) + "):\n";
   if (c.layers.empty()) {
-    return out + "  every layer costs the same (" + plan.load_source + " load): " +
-           ms(c.per_layer.total()) + " ms, imbalance " + format_fixed(c.imbalance, 2) + "\n";
+    return out + "  every layer costs the same (" + plan.load_source +
+           " load): " + ms(c.per_layer.total()) + " ms, imbalance " + format_fixed(c.imbalance, 2) +
+           "\n";
   }
   Table t;
   t.add_column("layer", Table::Align::kRight);
@@ -245,14 +248,16 @@ int run_plan(const PlanOptions& o) {
   }
   if (!o.load.empty() || !o.synthetic.empty()) {
     auto data = !o.load.empty() ? planner::read_load_file(o.load, &*model)
-                                : planner::synthetic_load(o.synthetic, &*model);
+                                : (profiler::is_routed_spec(o.synthetic)
+                                       ? profiler::routed_load(o.synthetic, *model)
+                                       : planner::synthetic_load(o.synthetic, &*model));
     if (!data) return report_error(data.error());
     req.load = std::move(data->load);
   }
-  const planner::ExpertLoad load = req.load.num_layers() > 0
-                                       ? req.load
-                                       : planner::ExpertLoad::uniform(model->num_moe_layers(),
-                                                                      model->num_experts);
+  const planner::ExpertLoad load =
+      req.load.num_layers() > 0
+          ? req.load
+          : planner::ExpertLoad::uniform(model->num_moe_layers(), model->num_experts);
   if (o.placement != "contiguous" || o.redundant != 0) {
     auto fn = placement_fn(o, *model, *cluster, load, req);
     if (!fn) return report_error(fn.error());

@@ -20,11 +20,14 @@ nlohmann::json plan_json(const std::string& args) {
 TEST(CliPlanLoad, SkewRaisesCostAndEplbRecoversIt) {
   const auto uniform = plan_json("--model qwen3-30b-a3b --dispatcher a2av");
   const auto skewed = plan_json(kLoad + " --dispatcher a2av");
-  const auto placed = plan_json(kLoad + " --dispatcher a2av --placement eplb --redundant-experts 16");
+  const auto placed =
+      plan_json(kLoad + " --dispatcher a2av --placement eplb --redundant-experts 16");
   ASSERT_FALSE(uniform.empty());
   ASSERT_FALSE(skewed.empty());
   ASSERT_FALSE(placed.empty());
-  const auto step = [](const nlohmann::json& j) { return j.at("layouts")[0].at("step_ms").get<double>(); };
+  const auto step = [](const nlohmann::json& j) {
+    return j.at("layouts")[0].at("step_ms").get<double>();
+  };
   const auto imb = [](const nlohmann::json& j) {
     return j.at("layouts")[0].at("balance").at("imbalance").get<double>();
   };
@@ -41,8 +44,9 @@ TEST(CliPlanLoad, SkewRaisesCostAndEplbRecoversIt) {
 }
 
 TEST(CliPlanLoad, PerLayerTableAndSyntheticLoad) {
-  const auto r = run_cli("plan --model qwen3-30b-a3b --synthetic powerlaw:alpha=1.2,shuffle=1,seed=3 "
-                         "--placement best --per-layer --top 2");
+  const auto r = run_cli(
+      "plan --model qwen3-30b-a3b --synthetic powerlaw:alpha=1.2,shuffle=1,seed=3 "
+      "--placement best --per-layer --top 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("placement: best"), std::string::npos);
   EXPECT_NE(r.out.find("per MoE layer of the recommended layout"), std::string::npos);
@@ -51,8 +55,8 @@ TEST(CliPlanLoad, PerLayerTableAndSyntheticLoad) {
 
 TEST(CliPlanLoad, PlacementFileRestrictsToItsEpSize) {
   const auto file = std::filesystem::temp_directory_path() / "moeplan_plan_placement.json";
-  const auto place = run_cli("place " + kLoad + " --gpus 16 --slots 144 --policy eplb --out " +
-                             file.string());
+  const auto place =
+      run_cli("place " + kLoad + " --gpus 16 --slots 144 --policy eplb --out " + file.string());
   ASSERT_EQ(place.exit_code, 0) << place.err;
   const auto from_file = plan_json(kLoad + " --placement " + file.string() + " --dispatcher a2av");
   const auto fit = plan_json(kLoad + " --placement eplb --redundant-experts 16 --dispatcher a2av");

@@ -261,8 +261,9 @@ TEST(Synthetic, SpecsAndValidation) {
   EXPECT_EQ(dm->load.num_layers(), 58);
   EXPECT_EQ(dm->layer_ids.front(), 3);
 
-  EXPECT_EQ(err(synthetic_load("zipf")),
-            "synthetic load 'zipf': unknown kind 'zipf', expected uniform, powerlaw or hot");
+  EXPECT_EQ(
+      err(synthetic_load("zipf")),
+      "synthetic load 'zipf': unknown kind 'zipf', expected uniform, powerlaw, hot or routed");
   EXPECT_EQ(err(synthetic_load("uniform")), "synthetic load 'uniform': key 'experts' missing");
   EXPECT_EQ(err(synthetic_load("powerlaw:experts=8")),
             "synthetic load 'powerlaw:experts=8': key 'alpha' missing");

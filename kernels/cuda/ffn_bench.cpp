@@ -2,7 +2,6 @@
 #include "kernels/cuda/ffn_bench.hpp"
 
 #include <algorithm>
-#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -18,19 +17,10 @@ namespace {
 std::size_t sz(int v) { return static_cast<std::size_t>(v); }
 std::size_t elem_bytes(DType t) { return t == DType::kFp32 ? 4 : 2; }
 
-// Uniform values in [-a, a) on the device, in `dtype`, through an fp32 staging buffer.
+// Uniform values in [-a, a) on the device, in `dtype`.
 void fill_random(DType dtype, void* dst, std::size_t n, float a, std::uint32_t seed,
                  cudaStream_t stream) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-a, a);
-  std::vector<float> host(n);
-  for (auto& v : host) v = dist(rng);
-  DeviceBuffer staging;
-  float* s = staging.reserve_as<float>(n);
-  MOEPLAN_CUDA_CHECK(
-      cudaMemcpyAsync(s, host.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
-  launch_to_storage(dtype, s, n, dst, stream);
-  MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  launch_fill_uniform(dtype, dst, n, a, seed, stream);
 }
 
 }  // namespace
@@ -77,6 +67,7 @@ FfnBenchmark::FfnBenchmark(DType dtype, int hidden, int width, int num_experts, 
   m.gate_up.reserve(sz(max_rows) * 2 * sz(width) * es);
   m.act.reserve(sz(max_rows) * sz(width) * es);
   m.out.reserve(sz(max_rows) * sz(hidden) * es);
+  MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(m.stream));
 }
 
 FfnBenchmark::~FfnBenchmark() = default;

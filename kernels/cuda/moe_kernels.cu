@@ -95,6 +95,23 @@ __global__ void from_storage_kernel(const T* __restrict__ src, std::size_t n,
   }
 }
 
+// splitmix64 of (seed, index) → [-scale, scale).
+template <class T>
+__global__ void fill_uniform_kernel(T* __restrict__ dst, std::size_t n, float scale,
+                                    unsigned seed) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    unsigned long long z = (static_cast<unsigned long long>(seed) << 40) ^ i;
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const float u = static_cast<float>(z >> 40) * (1.0F / 16777216.0F);  // [0, 1)
+    dst[i] = from_f32<T>((2.0F * u - 1.0F) * scale);
+  }
+}
+
 // ---- router ----------------------------------------------------------------------------------
 
 // One warp per token; lane l holds experts l, l + 32, … (kSlots of them) in registers. Grouped
@@ -426,6 +443,17 @@ void launch_from_storage(DType dtype, const void* src, std::size_t n, float* dst
   dispatch_storage(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     from_storage_kernel<T><<<d.grid, d.block, 0, stream>>>(static_cast<const T*>(src), n, dst);
+  });
+  MOEPLAN_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_fill_uniform(DType dtype, void* dst, std::size_t n, float scale, unsigned seed,
+                         cudaStream_t stream) {
+  if (n == 0) return;
+  const LaunchDims d = elementwise_launch(n);
+  dispatch_storage(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_uniform_kernel<T><<<d.grid, d.block, 0, stream>>>(static_cast<T*>(dst), n, scale, seed);
   });
   MOEPLAN_CUDA_CHECK(cudaGetLastError());
 }

@@ -19,6 +19,11 @@ void launch_to_storage(DType dtype, const float* src, std::size_t n, void* dst,
 void launch_from_storage(DType dtype, const void* src, std::size_t n, float* dst,
                          cudaStream_t stream);
 
+/// dst[n] in `dtype` storage = uniform values in [-scale, scale) from a counter-based hash of
+/// (seed, index): test and benchmark data made on the device.
+void launch_fill_uniform(DType dtype, void* dst, std::size_t n, float scale, unsigned seed,
+                         cudaStream_t stream);
+
 /// Fused scoring, (group-limited / bias-corrected) top-k, renormalisation and scaling:
 /// logits[T][E] fp32, bias[E] (read only when p.biased) → ids[T][k], weights[T][k].
 void launch_route(const RouterParams& p, const float* logits, const float* bias, int num_tokens,

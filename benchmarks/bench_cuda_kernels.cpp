@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
         const std::string label =
             std::string("ffn_bf16/") + model + "/" + name + "/" + std::to_string(tokens);
         benchmark::RegisterBenchmark(
-            label.c_str(), [model, algo, tokens](benchmark::State& st) { bm_ffn(st, model, algo, tokens); })
+            label.c_str(),
+            [model, algo, tokens](benchmark::State& st) { bm_ffn(st, model, algo, tokens); })
             ->UseManualTime()
             ->Iterations(5)
             ->Unit(benchmark::kMicrosecond);

@@ -1,7 +1,7 @@
 // CPU kernel throughput: the grouped expert FFN at Qwen2-57B-A14B's shapes (H 3584, I 2560) for
 // uniform and skewed per-expert token counts, next to one Eigen dense GEMM of the same FLOPs.
-// Counters: GFLOP (per second) and of_peak, the fraction of this core's peak fp32 FMA rate (64 FLOP/cycle with two
-// 512-bit FMA pipes, at the clock /proc/cpuinfo reports).
+// Counters: GFLOP (per second) and of_peak, the fraction of this core's peak fp32 FMA rate (64
+// FLOP/cycle with two 512-bit FMA pipes, at the clock /proc/cpuinfo reports).
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
@@ -49,7 +49,8 @@ const std::vector<ExpertWeights>& experts() {
     s.dtype = moeplan::DType::kFp32;
     s.seed = 1;
     std::vector<ExpertWeights> out;
-    for (int e = 0; e < kLocalExperts; ++e) out.push_back(moeplan::kernels::make_expert(s, e, 0, 1));
+    for (int e = 0; e < kLocalExperts; ++e)
+      out.push_back(moeplan::kernels::make_expert(s, e, 0, 1));
     return out;
   }();
   return w;
@@ -59,14 +60,16 @@ const std::vector<ExpertWeights>& experts() {
 std::vector<int> offsets_for(int total_rows, bool skewed) {
   std::vector<double> share(kLocalExperts, 1.0);
   if (skewed) {
-    for (int e = 0; e < kLocalExperts; ++e) share[static_cast<std::size_t>(e)] = std::pow(e + 1.0, -1.2);
+    for (int e = 0; e < kLocalExperts; ++e)
+      share[static_cast<std::size_t>(e)] = std::pow(e + 1.0, -1.2);
   }
   const double sum = std::accumulate(share.begin(), share.end(), 0.0);
   std::vector<int> offsets(kLocalExperts + 1, 0);
   for (int e = 0; e < kLocalExperts; ++e) {
-    const int rows = e + 1 == kLocalExperts
-                         ? total_rows - offsets[static_cast<std::size_t>(e)]
-                         : static_cast<int>(std::lround(total_rows * share[static_cast<std::size_t>(e)] / sum));
+    const int rows =
+        e + 1 == kLocalExperts
+            ? total_rows - offsets[static_cast<std::size_t>(e)]
+            : static_cast<int>(std::lround(total_rows * share[static_cast<std::size_t>(e)] / sum));
     offsets[static_cast<std::size_t>(e) + 1] = offsets[static_cast<std::size_t>(e)] + rows;
   }
   return offsets;

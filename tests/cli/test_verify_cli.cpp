@@ -14,8 +14,9 @@ void expect_bad_input(const CliResult& r, const std::string& part) {
 }
 
 TEST(CliVerify, JsonRowsForEveryLayoutAndDispatcher) {
-  const auto r = run_cli("verify --model qwen3-30b-a3b --scale 16 --tokens 40 --dtype bf16,fp32 "
-                         "--ranks 2 --json");
+  const auto r = run_cli(
+      "verify --model qwen3-30b-a3b --scale 16 --tokens 40 --dtype bf16,fp32 "
+      "--ranks 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("passed").get<bool>());
@@ -31,8 +32,9 @@ TEST(CliVerify, JsonRowsForEveryLayoutAndDispatcher) {
 }
 
 TEST(CliVerify, TableEndsWithPassCount) {
-  const auto r = run_cli("verify --model mixtral-8x7b --scale 128 --tokens 16 --dtype fp16 --ranks 2 "
-                         "--layouts 2x1 --dispatcher a2av,allgather");
+  const auto r = run_cli(
+      "verify --model mixtral-8x7b --scale 128 --tokens 16 --dtype fp16 --ranks 2 "
+      "--layouts 2x1 --dispatcher a2av,allgather");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\n2 passed, 0 failed"), std::string::npos) << r.out;
 }
@@ -46,7 +48,8 @@ TEST(CliVerify, IllegalLayoutsRejectedBeforeWork) {
                    "--scale 3 does not divide hidden_size=3584");
   expect_bad_input(run_cli("verify --tokens 0 --scale 64"), "--tokens");
   expect_bad_input(run_cli("verify --tokens 12,abc --scale 64"), "got 'abc'");
-  expect_bad_input(run_cli("verify --dtype int8 --scale 64"), "--dtype: expected fp32, fp16 or bf16");
+  expect_bad_input(run_cli("verify --dtype int8 --scale 64"),
+                   "--dtype: expected fp32, fp16 or bf16");
   expect_bad_input(run_cli("verify --dispatcher ring --scale 64"), "unknown dispatcher 'ring'");
   expect_bad_input(run_cli("verify --layouts 2by2 --scale 64"), "expected EPxTP");
   expect_bad_input(run_cli("verify --model nope --scale 64"), "unknown model 'nope'");

@@ -12,7 +12,9 @@
 namespace moeplan::kernels::testing {
 
 // Rank r's value i: distinct across ranks and positions, exact in fp32.
-inline float value(int rank, std::size_t i) { return static_cast<float>(rank * 1000) + static_cast<float>(i); }
+inline float value(int rank, std::size_t i) {
+  return static_cast<float>(rank * 1000) + static_cast<float>(i);
+}
 
 inline void check_collectives(Communicator& c) {
   const int n = c.size();
@@ -25,7 +27,8 @@ inline void check_collectives(Communicator& c) {
   for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = value(me, i);
   c.all_reduce_sum(sum);
   for (std::size_t i = 0; i < sum.size(); ++i) {
-    EXPECT_EQ(sum[i], 1000.0F * static_cast<float>(n * (n - 1) / 2) + static_cast<float>(n) * static_cast<float>(i));
+    EXPECT_EQ(sum[i], 1000.0F * static_cast<float>(n * (n - 1) / 2) +
+                          static_cast<float>(n) * static_cast<float>(i));
   }
 
   std::vector<std::int64_t> mx{me, -me, 7};
@@ -37,7 +40,8 @@ inline void check_collectives(Communicator& c) {
   for (std::size_t i = 0; i < 3; ++i) mine[i] = value(me, i);
   c.all_gather(mine.data(), 3 * sizeof(float), all.data());
   for (int r = 0; r < n; ++r) {
-    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(all[static_cast<std::size_t>(r) * 3 + i], value(r, i));
+    for (std::size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(all[static_cast<std::size_t>(r) * 3 + i], value(r, i));
   }
 
   // all_gather_v: rank r sends r + 1 values.
@@ -54,7 +58,9 @@ inline void check_collectives(Communicator& c) {
   c.all_gather_v(vsend.data(), vsend.size() * sizeof(float), vrecv.data(), bytes, offs);
   for (int r = 0; r < n; ++r) {
     for (int i = 0; i <= r; ++i) {
-      EXPECT_EQ(vrecv[offs[static_cast<std::size_t>(r)] / sizeof(float) + static_cast<std::size_t>(i)], value(r, static_cast<std::size_t>(i)));
+      EXPECT_EQ(
+          vrecv[offs[static_cast<std::size_t>(r)] / sizeof(float) + static_cast<std::size_t>(i)],
+          value(r, static_cast<std::size_t>(i)));
     }
   }
 
@@ -67,7 +73,8 @@ inline void check_collectives(Communicator& c) {
   c.all_to_all(a2a_send.data(), 2 * sizeof(float), a2a_recv.data());
   for (int s = 0; s < n; ++s) {
     EXPECT_EQ(a2a_recv[2 * static_cast<std::size_t>(s)], value(s, static_cast<std::size_t>(me)));
-    EXPECT_EQ(a2a_recv[2 * static_cast<std::size_t>(s) + 1], -value(s, static_cast<std::size_t>(me)));
+    EXPECT_EQ(a2a_recv[2 * static_cast<std::size_t>(s) + 1],
+              -value(s, static_cast<std::size_t>(me)));
   }
 
   // all_to_all_v: rank s sends (s + d) % 3 values to d, each value(s, d).
@@ -86,12 +93,15 @@ inline void check_collectives(Communicator& c) {
   }
   std::vector<float> vs(st / sizeof(float)), vr(rt / sizeof(float), -1.0F);
   for (int r = 0; r < n; ++r) {
-    for (std::size_t i = 0; i < count(me, r); ++i) vs[so[static_cast<std::size_t>(r)] / sizeof(float) + i] = value(me, static_cast<std::size_t>(r));
+    for (std::size_t i = 0; i < count(me, r); ++i)
+      vs[so[static_cast<std::size_t>(r)] / sizeof(float) + i] =
+          value(me, static_cast<std::size_t>(r));
   }
   c.all_to_all_v(vs.data(), sb, so, vr.data(), rb, ro);
   for (int r = 0; r < n; ++r) {
     for (std::size_t i = 0; i < count(r, me); ++i) {
-      EXPECT_EQ(vr[ro[static_cast<std::size_t>(r)] / sizeof(float) + i], value(r, static_cast<std::size_t>(me)));
+      EXPECT_EQ(vr[ro[static_cast<std::size_t>(r)] / sizeof(float) + i],
+                value(r, static_cast<std::size_t>(me)));
     }
   }
 
@@ -101,7 +111,8 @@ inline void check_collectives(Communicator& c) {
   c.reduce_scatter_sum(rs_send, rs_recv);
   for (std::size_t i = 0; i < 2; ++i) {
     const std::size_t idx = static_cast<std::size_t>(me) * 2 + i;
-    EXPECT_EQ(rs_recv[i], 1000.0F * static_cast<float>(n * (n - 1) / 2) + static_cast<float>(n) * static_cast<float>(idx));
+    EXPECT_EQ(rs_recv[i], 1000.0F * static_cast<float>(n * (n - 1) / 2) +
+                              static_cast<float>(n) * static_cast<float>(idx));
   }
 
   // split: even and odd ranks, ordered by descending rank.

@@ -20,13 +20,14 @@ constexpr DType kDtypes[] = {DType::kFp32, DType::kBf16, DType::kFp16};
 TEST(DtypeConvert, KnownBf16AndFp16Values) {
   EXPECT_EQ(f32_to_bf16(1.0F), 0x3f80);
   EXPECT_EQ(f32_to_f16(1.0F), 0x3c00);
-  EXPECT_EQ(f32_to_f16(65504.0F), 0x7bff);   // largest finite fp16
-  EXPECT_EQ(f32_to_f16(65520.0F), 0x7c00);   // rounds to infinity
+  EXPECT_EQ(f32_to_f16(65504.0F), 0x7bff);               // largest finite fp16
+  EXPECT_EQ(f32_to_f16(65520.0F), 0x7c00);               // rounds to infinity
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0F, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(f32_to_f16(-2.0F), 0xc000);
   // Ties go to even: 1 + 2^-8 lies halfway between bf16's 1 and 1 + 2^-7.
   EXPECT_EQ(round_to(DType::kBf16, 1.0F + std::ldexp(1.0F, -8)), 1.0F);
-  EXPECT_EQ(round_to(DType::kBf16, 1.0F + 3.0F * std::ldexp(1.0F, -8)), 1.0F + std::ldexp(1.0F, -6));
+  EXPECT_EQ(round_to(DType::kBf16, 1.0F + 3.0F * std::ldexp(1.0F, -8)),
+            1.0F + std::ldexp(1.0F, -6));
   EXPECT_EQ(round_to(DType::kFp16, 1.0F + std::ldexp(1.0F, -11)), 1.0F);
   EXPECT_TRUE(std::isnan(round_to(DType::kBf16, std::nanf(""))));
 }
@@ -48,9 +49,9 @@ TEST(DtypeConvert, RoundsToNearestRepresentable) {
       const float r = round_to(t, v);
       if (std::isinf(r)) continue;
       // The neighbours of r in t: no representable value is closer to v.
-      const double ulp = 2.0 * unit_roundoff(t) * std::max(std::fabs(static_cast<double>(r)),
-                                                           t == DType::kFp16 ? std::ldexp(1.0, -14)
-                                                                             : 1e-38);
+      const double ulp = 2.0 * unit_roundoff(t) *
+                         std::max(std::fabs(static_cast<double>(r)),
+                                  t == DType::kFp16 ? std::ldexp(1.0, -14) : 1e-38);
       ASSERT_LE(std::fabs(static_cast<double>(r) - v), 0.5 * ulp * 1.0000001) << v;
     }
   }
@@ -80,14 +81,19 @@ NaiveRoute naive_route(const models::RouterSpec& r, const std::vector<float>& lo
   if (r.scoring == models::ScoringFunc::kSoftmax) {
     const double mx = *std::max_element(logits.begin(), logits.end());
     double sum = 0.0;
-    for (int e = 0; e < n; ++e) sum += scores[static_cast<std::size_t>(e)] = std::exp(logits[static_cast<std::size_t>(e)] - mx);
+    for (int e = 0; e < n; ++e)
+      sum += scores[static_cast<std::size_t>(e)] =
+          std::exp(logits[static_cast<std::size_t>(e)] - mx);
     for (auto& s : scores) s /= sum;
   } else {
-    for (int e = 0; e < n; ++e) scores[static_cast<std::size_t>(e)] = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[static_cast<std::size_t>(e)])));
+    for (int e = 0; e < n; ++e)
+      scores[static_cast<std::size_t>(e)] =
+          1.0 / (1.0 + std::exp(-static_cast<double>(logits[static_cast<std::size_t>(e)])));
   }
   std::vector<double> choice = scores;
   if (r.topk_method == models::TopkMethod::kNoauxTc) {
-    for (int e = 0; e < n; ++e) choice[static_cast<std::size_t>(e)] += bias[static_cast<std::size_t>(e)];
+    for (int e = 0; e < n; ++e)
+      choice[static_cast<std::size_t>(e)] += bias[static_cast<std::size_t>(e)];
   }
   if (r.topk_method != models::TopkMethod::kGreedy && r.num_groups > 1) {
     const int per = n / r.num_groups;
@@ -95,19 +101,23 @@ NaiveRoute naive_route(const models::RouterSpec& r, const std::vector<float>& lo
     for (int g = 0; g < r.num_groups; ++g) {
       std::vector<double> members(choice.begin() + g * per, choice.begin() + (g + 1) * per);
       std::sort(members.rbegin(), members.rend());
-      const double score = r.topk_method == models::TopkMethod::kNoauxTc ? members[0] + members[1] : members[0];
+      const double score =
+          r.topk_method == models::TopkMethod::kNoauxTc ? members[0] + members[1] : members[0];
       groups.emplace_back(-score, g);
     }
     std::sort(groups.begin(), groups.end());
     std::vector<bool> keep(static_cast<std::size_t>(r.num_groups), false);
-    for (int i = 0; i < r.topk_groups; ++i) keep[static_cast<std::size_t>(groups[static_cast<std::size_t>(i)].second)] = true;
+    for (int i = 0; i < r.topk_groups; ++i)
+      keep[static_cast<std::size_t>(groups[static_cast<std::size_t>(i)].second)] = true;
     for (int e = 0; e < n; ++e) {
       if (!keep[static_cast<std::size_t>(e / per)]) choice[static_cast<std::size_t>(e)] = -1e300;
     }
   }
   std::vector<int> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return choice[static_cast<std::size_t>(a)] > choice[static_cast<std::size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return choice[static_cast<std::size_t>(a)] > choice[static_cast<std::size_t>(b)];
+  });
   NaiveRoute out;
   double sum = 0.0;
   for (int j = 0; j < k; ++j) {
@@ -150,8 +160,11 @@ std::vector<RouterCase> router_cases() {
   v3.norm_topk_prob = true;
   v3.routed_scaling_factor = 2.5;
   v3.has_score_correction_bias = true;
-  return {{"qwen2", qwen2, 64, 8},   {"qwen3", qwen3, 128, 8}, {"mixtral", qwen3, 8, 2},
-          {"deepseek_v2", v2, 160, 6}, {"deepseek_v2_norm", v2norm, 160, 6},
+  return {{"qwen2", qwen2, 64, 8},
+          {"qwen3", qwen3, 128, 8},
+          {"mixtral", qwen3, 8, 2},
+          {"deepseek_v2", v2, 160, 6},
+          {"deepseek_v2_norm", v2norm, 160, 6},
           {"deepseek_v3", v3, 256, 8}};
 }
 
@@ -213,11 +226,17 @@ TEST(Router, BackendLogitsIndependentOfBatch) {
   std::vector<float> all(37 * static_cast<std::size_t>(e)), one(static_cast<std::size_t>(e));
   be->router_logits(OpContext{}, x, 37, h, w, e, all);
   for (int t = 0; t < 37; ++t) {
-    be->router_logits(OpContext{}, std::span<const float>(x).subspan(static_cast<std::size_t>(t * h), static_cast<std::size_t>(h)), 1, h, w, e, one);
+    be->router_logits(OpContext{},
+                      std::span<const float>(x).subspan(static_cast<std::size_t>(t * h),
+                                                        static_cast<std::size_t>(h)),
+                      1, h, w, e, one);
     for (int j = 0; j < e; ++j) {
-      ASSERT_EQ(one[static_cast<std::size_t>(j)], all[static_cast<std::size_t>(t * e + j)]);  // bit-identical
+      ASSERT_EQ(one[static_cast<std::size_t>(j)],
+                all[static_cast<std::size_t>(t * e + j)]);  // bit-identical
       double naive = 0.0;
-      for (int i = 0; i < h; ++i) naive += static_cast<double>(x[static_cast<std::size_t>(t * h + i)]) * w[static_cast<std::size_t>(i * e + j)];
+      for (int i = 0; i < h; ++i)
+        naive += static_cast<double>(x[static_cast<std::size_t>(t * h + i)]) *
+                 w[static_cast<std::size_t>(i * e + j)];
       EXPECT_NEAR(one[static_cast<std::size_t>(j)], naive, 2.0 * h * std::ldexp(1.0, -24) * h);
     }
   }
@@ -265,9 +284,12 @@ TEST(ExpertFfn, GroupedMatchesPerExpertReferenceOnEveryDtype) {
       const int m = offsets[static_cast<std::size_t>(j) + 1] - offsets[static_cast<std::size_t>(j)];
       if (m == 0) continue;
       const auto base = static_cast<std::size_t>(offsets[static_cast<std::size_t>(j)] * s.hidden);
-      const MlpReference ref = mlp_reference(std::span<const float>(rows).subspan(base, static_cast<std::size_t>(m * s.hidden)), m, s.hidden, experts[static_cast<std::size_t>(j)], dt);
+      const MlpReference ref = mlp_reference(
+          std::span<const float>(rows).subspan(base, static_cast<std::size_t>(m * s.hidden)), m,
+          s.hidden, experts[static_cast<std::size_t>(j)], dt);
       for (std::size_t i = 0; i < ref.y.size(); ++i) {
-        ASSERT_LE(std::fabs(out[base + i] - ref.y[i]), ref.bound[i]) << "expert " << j << " i " << i;
+        ASSERT_LE(std::fabs(out[base + i] - ref.y[i]), ref.bound[i])
+            << "expert " << j << " i " << i;
       }
     }
   }
@@ -292,7 +314,8 @@ TEST(ExpertFfn, ReferenceMlpMatchesNaiveDoubleLoop) {
     }
     for (int h = 0; h < s.hidden; ++h) {
       double y = 0.0;
-      for (int c = 0; c < w.width; ++c) y += act[static_cast<std::size_t>(c)] * w.down[static_cast<std::size_t>(c * s.hidden + h)];
+      for (int c = 0; c < w.width; ++c)
+        y += act[static_cast<std::size_t>(c)] * w.down[static_cast<std::size_t>(c * s.hidden + h)];
       const std::size_t i = static_cast<std::size_t>(r * s.hidden + h);
       EXPECT_LE(std::fabs(ref.y[i] - y), ref.bound[i]);
       EXPECT_GT(ref.bound[i], 0.0);
@@ -319,14 +342,18 @@ TEST(SharedExpert, GatedMatchesReferenceOnEveryDtype) {
       double z = 0.0;
       double mz = 0.0;
       for (int i = 0; i < s.hidden; ++i) {
-        z += static_cast<double>(x[static_cast<std::size_t>(r * s.hidden + i)]) * gate[static_cast<std::size_t>(i)];
-        mz += std::fabs(static_cast<double>(x[static_cast<std::size_t>(r * s.hidden + i)]) * gate[static_cast<std::size_t>(i)]);
+        z += static_cast<double>(x[static_cast<std::size_t>(r * s.hidden + i)]) *
+             gate[static_cast<std::size_t>(i)];
+        mz += std::fabs(static_cast<double>(x[static_cast<std::size_t>(r * s.hidden + i)]) *
+                        gate[static_cast<std::size_t>(i)]);
       }
       scale[static_cast<std::size_t>(r)] = static_cast<float>(1.0 / (1.0 + std::exp(-z)));
-      scale_delta[static_cast<std::size_t>(r)] = 0.25 * 2.0 * s.hidden * std::ldexp(1.0, -24) * mz + 1e-7;
+      scale_delta[static_cast<std::size_t>(r)] =
+          0.25 * 2.0 * s.hidden * std::ldexp(1.0, -24) * mz + 1e-7;
     }
     const MlpReference ref = mlp_reference(x, t, s.hidden, w, dt, scale, scale_delta);
-    for (std::size_t i = 0; i < ref.y.size(); ++i) ASSERT_LE(std::fabs(out[i] - ref.y[i]), ref.bound[i]) << i;
+    for (std::size_t i = 0; i < ref.y.size(); ++i)
+      ASSERT_LE(std::fabs(out[i] - ref.y[i]), ref.bound[i]) << i;
   }
 }
 

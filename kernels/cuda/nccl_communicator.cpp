@@ -4,6 +4,7 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -95,6 +96,7 @@ class NcclComm final : public NcclCommunicator {
   // ---- host collectives (staged through device memory) ---------------------------------------
 
   void barrier() override {
+    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
     float* d = send_.reserve_as<float>(1);
     MOEPLAN_CUDA_CHECK(cudaMemsetAsync(d, 0, sizeof(float), stream_));
     all_reduce_sum_device(d, 1);
@@ -129,7 +131,7 @@ class NcclComm final : public NcclCommunicator {
       total = std::max(total, recv_offsets[i] + recv_bytes[i]);
     }
     const void* ds = to_device_raw(send_, send, send_bytes);
-    char* dr = static_cast<char*>(recv_.reserve(total));
+    char* dr = static_cast<char*>(recv_.reserve(std::max<std::size_t>(total, 1)));
     // NOTE: NCCL has no all-gather-v; one broadcast per root, grouped, is the usual substitute.
     MOEPLAN_NCCL_CHECK(comm_, ncclGroupStart());
     for (int r = 0; r < size_; ++r) {
@@ -181,7 +183,10 @@ class NcclComm final : public NcclCommunicator {
   }
 
  private:
+  // NOTE: every host collective starts here or in barrier(): the calling thread may have another
+  // current device (in-process ranks on several GPUs), and the staging copies need this one.
   void* to_device_raw(DeviceBuffer& buf, const void* host, std::size_t bytes) {
+    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
     void* d = buf.reserve(bytes);
     if (bytes > 0) {
       MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, stream_));

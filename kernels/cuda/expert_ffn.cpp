@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -49,13 +50,27 @@ struct ExpertFfn::Impl {
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer lt_workspace;
-  DeviceBuffer pointers;  // A, B, C pointer arrays of the grouped GEMM
+  // The grouped GEMM's A, B, C pointer arrays travel through two pinned host slots used in
+  // turn: a pageable copy would synchronise the stream before each GEMM, pinned ones stay
+  // asynchronous. A slot is rewritten only after its previous copy has run (its event).
+  struct PointerSlot {
+    void* host = nullptr;
+    std::size_t bytes = 0;
+    cudaEvent_t copied = nullptr;
+    DeviceBuffer device;
+  };
+  PointerSlot slots[2];
+  int next_slot = 0;
   std::map<LtKey, LtPlan> lt_plans;
   std::map<std::tuple<int, int, int, int, int>, FfnAlgo> picked;
   cudaEvent_t start = nullptr, stop = nullptr;
 
   ~Impl() {
     clear_plans();
+    for (PointerSlot& slot : slots) {
+      if (slot.copied != nullptr) cudaEventDestroy(slot.copied);
+      if (slot.host != nullptr) cudaFreeHost(slot.host);
+    }
     if (start != nullptr) cudaEventDestroy(start);
     if (stop != nullptr) cudaEventDestroy(stop);
     if (lt != nullptr) cublasLtDestroy(lt);
@@ -127,9 +142,7 @@ struct ExpertFfn::Impl {
           const_cast<char*>(byte_ptr(in, row0 * static_cast<std::size_t>(k_in) * es));
       host[2 * problems + p] = byte_ptr(out, row0 * static_cast<std::size_t>(n_out) * es);
     }
-    auto** dev = static_cast<void**>(pointers.reserve(host.size() * sizeof(void*)));
-    MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(dev, host.data(), host.size() * sizeof(void*),
-                                       cudaMemcpyHostToDevice, stream));
+    void** dev = stage_pointers(host);
     const std::size_t groups = g.group_size.size();
     const std::vector<cublasOperation_t> op(groups, CUBLAS_OP_N);
     const std::vector<float> alpha(groups, 1.0F);
@@ -139,8 +152,32 @@ struct ExpertFfn::Impl {
         blas, op.data(), op.data(), g.m.data(), g.n.data(), g.k.data(), alpha.data(), dev, t,
         g.lda.data(), dev + problems, t, g.ldb.data(), beta.data(), dev + 2 * problems, t,
         g.ldc.data(), static_cast<int>(groups), g.group_size.data(), CUBLAS_COMPUTE_32F));
-    // NOTE: the pointer arrays are read by the enqueued work; the next call's upload is ordered
-    // after it on the same stream, so the buffer can be reused without a host sync.
+  }
+
+  // Copies the pointer arrays to the device through the next pinned slot; returns the device
+  // copy. The device array of a slot is rewritten by a copy enqueued after the GEMM that read
+  // it, so stream order keeps it intact while in use.
+  void** stage_pointers(const std::vector<void*>& host) {
+    PointerSlot& slot = slots[next_slot];
+    next_slot ^= 1;
+    const std::size_t bytes = host.size() * sizeof(void*);
+    if (slot.copied == nullptr) {
+      MOEPLAN_CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
+    } else {
+      MOEPLAN_CUDA_CHECK(cudaEventSynchronize(slot.copied));
+    }
+    if (slot.bytes < bytes) {
+      if (slot.host != nullptr) MOEPLAN_CUDA_CHECK(cudaFreeHost(slot.host));
+      slot.host = nullptr;
+      slot.bytes = 0;
+      MOEPLAN_CUDA_CHECK(cudaMallocHost(&slot.host, bytes));
+      slot.bytes = bytes;
+    }
+    std::memcpy(slot.host, host.data(), bytes);
+    auto** dev = static_cast<void**>(slot.device.reserve(bytes));
+    MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(dev, slot.host, bytes, cudaMemcpyHostToDevice, stream));
+    MOEPLAN_CUDA_CHECK(cudaEventRecord(slot.copied, stream));
+    return dev;
   }
 };
 

@@ -2,6 +2,7 @@
 // grouped ncclSend/ncclRecv, errors with ncclGetErrorString and ncclGetLastError.
 #include "kernels/cuda/nccl_communicator.hpp"
 
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -33,6 +34,22 @@ void check_nccl(ncclResult_t r, ncclComm_t comm, const char* expr, const char* f
 }
 
 #define MOEPLAN_NCCL_CHECK(comm, expr) check_nccl((expr), (comm), #expr, __FILE__, __LINE__)
+
+// NOTE: ncclAlltoAll exists from NCCL 2.28 on. It is looked up at run time, so the same binary
+// loads against an older libnccl.so.2 (as PyTorch wheels bring) and falls back to grouped
+// ncclSend/ncclRecv there.
+using AlltoAllFn = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                                    cudaStream_t);
+AlltoAllFn nccl_alltoall() {
+  static const AlltoAllFn fn = [] {
+    AlltoAllFn f = nullptr;
+    void* sym = dlsym(RTLD_DEFAULT, "ncclAlltoAll");
+    static_assert(sizeof(f) == sizeof(sym));
+    std::memcpy(&f, &sym, sizeof(f));
+    return f;
+  }();
+  return fn;
+}
 
 class NcclComm final : public NcclCommunicator {
  public:
@@ -68,7 +85,15 @@ class NcclComm final : public NcclCommunicator {
     MOEPLAN_NCCL_CHECK(comm_, ncclAllGather(send, recv, bytes, ncclUint8, comm_, stream_));
   }
   void all_to_all_device(const void* send, std::size_t bytes_per_rank, void* recv) override {
-    MOEPLAN_NCCL_CHECK(comm_, ncclAlltoAll(send, recv, bytes_per_rank, ncclUint8, comm_, stream_));
+    if (AlltoAllFn fn = nccl_alltoall(); fn != nullptr) {
+      MOEPLAN_NCCL_CHECK(comm_, fn(send, recv, bytes_per_rank, ncclUint8, comm_, stream_));
+      return;
+    }
+    // NCCL before 2.28 has no ncclAlltoAll: the same exchange as grouped send/recv.
+    std::vector<std::size_t> bytes(static_cast<std::size_t>(size_), bytes_per_rank);
+    std::vector<std::size_t> offsets(bytes.size());
+    for (std::size_t r = 0; r < offsets.size(); ++r) offsets[r] = r * bytes_per_rank;
+    all_to_all_v_device(send, bytes, offsets, recv, bytes, offsets);
   }
   void all_to_all_v_device(const void* send, std::span<const std::size_t> send_bytes,
                            std::span<const std::size_t> send_offsets, void* recv,

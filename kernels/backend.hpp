@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/layer_spec.hpp"
+#include "models/result.hpp"
 
 namespace moeplan::kernels {
 
@@ -53,6 +54,13 @@ class Backend {
                           std::span<const int> offsets, std::span<const ExpertWeights> experts,
                           int hidden, DType dtype, std::span<float> out) = 0;
 
+  /// Combine: out[t] = round_dtype(Σ_j weights[t·k+j] · y[pair_row[t·k+j]] + shared[t]), the
+  /// sum taken in fp32 in the order j = 0..k−1, then the shared row (`shared` may be empty).
+  virtual void combine(const OpContext& ctx, std::span<const float> y,
+                       std::span<const int> pair_row, std::span<const float> weights,
+                       std::span<const float> shared, int num_tokens, int top_k, int hidden,
+                       DType dtype, std::span<float> out) = 0;
+
   /// Shared expert on every token: out[T][H] = (sigmoid(x·gate) if gated) · MLP(x), fp32.
   /// With a tp-slice, the caller sums the partials over tp; `gate` may be empty.
   virtual void shared_expert(const OpContext& ctx, std::span<const float> x, int num_tokens,
@@ -62,5 +70,9 @@ class Backend {
 
 /// The CPU backend (Eigen GEMMs, fp32 accumulation).
 std::unique_ptr<Backend> make_cpu_backend();
+
+/// The backend named `name` ("cpu" or "cuda"); an error says why one is not available (not
+/// compiled in, no usable device). `device` selects the CUDA device.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int device = 0);
 
 }  // namespace moeplan::kernels

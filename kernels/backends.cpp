@@ -3,8 +3,10 @@
 
 #include <cstdio>
 
+#include "kernels/backend.hpp"
 #include "kernels/mpi_info.hpp"
 #if MOEPLAN_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/cuda_probe.hpp"
 #endif
 
@@ -19,6 +21,19 @@ namespace {
 }
 
 }  // namespace
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name,
+                                              [[maybe_unused]] int device) {
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "cuda") {
+#if MOEPLAN_HAVE_CUDA
+    return cuda::make_cuda_backend(device);
+#else
+    return Error{"--backend cuda: not compiled in (nvcc not found at build time)"};
+#endif
+  }
+  return Error{"--backend: expected cpu or cuda, got '" + name + "'"};
+}
 
 std::vector<BackendInfo> backend_inventory() {
   std::vector<BackendInfo> out;

@@ -85,6 +85,28 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void combine(const OpContext&, std::span<const float> y, std::span<const int> pair_row,
+               std::span<const float> weights, std::span<const float> shared, int num_tokens,
+               int top_k, int hidden, DType dtype, std::span<float> out) override {
+    const auto h = static_cast<std::size_t>(hidden);
+    for (int t = 0; t < num_tokens; ++t) {
+      float* o = out.data() + static_cast<std::size_t>(t) * h;
+      std::fill(o, o + hidden, 0.0F);
+      for (int j = 0; j < top_k; ++j) {
+        const auto pair = static_cast<std::size_t>(t) * static_cast<std::size_t>(top_k) +
+                          static_cast<std::size_t>(j);
+        const float w = weights[pair];
+        const float* row = y.data() + static_cast<std::size_t>(pair_row[pair]) * h;
+        for (std::size_t i = 0; i < h; ++i) o[i] += w * row[i];
+      }
+      if (!shared.empty()) {
+        const float* s = shared.data() + static_cast<std::size_t>(t) * h;
+        for (std::size_t i = 0; i < h; ++i) o[i] += s[i];
+      }
+    }
+    round_to(dtype, out.first(static_cast<std::size_t>(num_tokens) * h));
+  }
+
   void shared_expert(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
                      const ExpertWeights& w, std::span<const float> gate, DType dtype,
                      std::span<float> out) override {

@@ -47,28 +47,6 @@ std::vector<float> unpack_all(DType dtype, std::span<const std::uint8_t> bytes, 
   return out;
 }
 
-// out[t] = round(Σ_k w[t,k] · y[pair_row[t·k + j]] + shared[t]), accumulated in fp32.
-std::vector<float> combine(std::span<const float> y, std::span<const int> pair_row,
-                           std::span<const float> weights, std::span<const float> shared,
-                           int num_tokens, int top_k, int hidden, DType dtype) {
-  std::vector<float> out(sz(num_tokens) * sz(hidden), 0.0F);
-  for (int t = 0; t < num_tokens; ++t) {
-    float* o = out.data() + sz(t) * sz(hidden);
-    for (int j = 0; j < top_k; ++j) {
-      const std::size_t pair = sz(t) * sz(top_k) + sz(j);
-      const float w = weights[pair];
-      const float* row = y.data() + sz(pair_row[pair]) * sz(hidden);
-      for (int h = 0; h < hidden; ++h) o[h] += w * row[h];
-    }
-    if (!shared.empty()) {
-      const float* s = shared.data() + sz(t) * sz(hidden);
-      for (int h = 0; h < hidden; ++h) o[h] += s[h];
-    }
-  }
-  round_to(dtype, out);
-  return out;
-}
-
 struct Routing {
   std::vector<int> ids;        // [T][k]
   std::vector<float> weights;  // [T][k]
@@ -466,8 +444,9 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
     t.tp += since(t0);
   }
   t0 = Clock::now();
-  std::vector<float> out =
-      combine(d.rows, d.pair_row, r.weights, shared, mine.count, s.top_k, s.hidden, s.dtype);
+  std::vector<float> out(sz(mine.count) * sz(s.hidden));
+  be.combine(OpContext{}, d.rows, d.pair_row, r.weights, shared, mine.count, s.top_k, s.hidden,
+             s.dtype, out);
   t.combine = since(t0);
   t.total = since(start);
   if (times != nullptr) *times = t;

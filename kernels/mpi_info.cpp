@@ -33,4 +33,15 @@ int launcher_world_size() {
   return 1;
 }
 
+int launcher_local_rank() {
+  for (const char* var :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK", "SLURM_LOCALID"}) {
+    if (const char* v = std::getenv(var); v != nullptr) {
+      const int n = std::atoi(v);
+      if (n >= 0) return n;
+    }
+  }
+  return 0;
+}
+
 }  // namespace moeplan::kernels

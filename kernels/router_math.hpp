@@ -1,79 +1,124 @@
 // Per-token routing math shared by every backend: scoring (softmax or sigmoid in fp32),
 // group-limited or bias-corrected selection, top-k, renormalisation and scaling — the semantics
 // of Qwen2/Qwen3/Mixtral (softmax, greedy), DeepSeek-V2 (group_limited_greedy) and DeepSeek-V3
-// (sigmoid, noaux_tc). Ties go to the lower expert index.
+// (sigmoid, noaux_tc). Ties go to the lower expert index. The core is `MOEPLAN_HD`
+// (__host__ __device__ under nvcc) and depends on nothing but <math.h>, so the CUDA router
+// kernels run the same per-element code that the CPU backend and its tests run.
 #pragma once
 
-#include <cmath>
-#include <limits>
-#include <span>
+#include <math.h>  // expf, fmaxf: the same names on host and device
 
-#include "models/moe_model.hpp"
+#if defined(__CUDACC__)
+#define MOEPLAN_HD __host__ __device__
+#else
+#define MOEPLAN_HD
+#endif
 
 namespace moeplan::kernels {
 
-/// Routes one token. logits[E]; bias[E] used only by noaux_tc; ids[k], weights[k] out (in order
-/// of decreasing selection score). Scratch space is on the stack for E ≤ kMaxExperts.
+/// Largest expert count routed with scratch space on the stack.
 inline constexpr int kMaxExperts = 1024;
+/// Largest top-k (one warp lane per selected expert in the CUDA router).
+inline constexpr int kMaxTopK = 32;
 
-inline void route_token(const models::RouterSpec& r, std::span<const float> logits,
-                        std::span<const float> bias, int top_k, std::span<int> ids,
-                        std::span<float> weights) {
-  const int n = static_cast<int>(logits.size());
+/// The router semantics as plain values (models::RouterSpec without its dependencies).
+struct RouterParams {
+  enum Method : int { kGreedy = 0, kGroupLimitedGreedy = 1, kNoauxTc = 2 };
+  bool softmax = true;       ///< softmax scoring, else sigmoid
+  int method = kGreedy;      ///< top-k method
+  int num_groups = 1;        ///< n_group
+  int topk_groups = 1;       ///< topk_group
+  bool normalise = false;    ///< renormalise the k weights (norm_topk_prob with k > 1)
+  bool scale = true;         ///< multiply by routed_scaling_factor
+  float scaling_factor = 1;  ///< routed_scaling_factor
+  bool biased = false;       ///< noaux_tc with an e_score_correction_bias
+
+  MOEPLAN_HD bool grouped() const { return method != kGreedy && num_groups > 1; }
+};
+
+/// Sigmoid score of one logit (DeepSeek-V3).
+MOEPLAN_HD inline float sigmoid_score(float logit) { return 1.0F / (1.0F + expf(-logit)); }
+
+/// (a, ia) ranks before (b, ib): higher value first, ties to the lower index.
+MOEPLAN_HD inline bool ranks_before(float a, int ia, float b, int ib) {
+  return a > b || (a == b && ia < ib);
+}
+
+/// A group's selection score: its maximum (group_limited_greedy) or the sum of its two largest
+/// biased scores (noaux_tc; the maximum alone for groups of one).
+MOEPLAN_HD inline float group_score(const float* choice, int per_group, int method) {
+  if (method == RouterParams::kGroupLimitedGreedy) {
+    float mx = -INFINITY;
+    for (int i = 0; i < per_group; ++i) mx = fmaxf(mx, choice[i]);
+    return mx;
+  }
+  float a = -INFINITY;
+  float b = a;
+  for (int i = 0; i < per_group; ++i) {
+    if (choice[i] > a) {
+      b = a;
+      a = choice[i];
+    } else if (choice[i] > b) {
+      b = choice[i];
+    }
+  }
+  return per_group >= 2 ? a + b : a;
+}
+
+/// keep[g] (all false on entry) becomes true for the `topk_groups` best groups, ties to the
+/// lower group index.
+MOEPLAN_HD inline void select_groups(const float* group_scores, int num_groups, int topk_groups,
+                                     bool* keep) {
+  for (int pick = 0; pick < topk_groups; ++pick) {
+    int best = -1;
+    for (int g = 0; g < num_groups; ++g) {
+      if (!keep[g] && (best < 0 || group_scores[g] > group_scores[best])) best = g;
+    }
+    keep[best] = true;
+  }
+}
+
+/// The final weight of a selected expert from its unbiased score and the sum of the k scores
+/// (summed in selection order).
+MOEPLAN_HD inline float final_weight(const RouterParams& p, float score, float sum) {
+  float w = score;
+  if (p.normalise) w /= (sum + 1e-20F);
+  if (p.scale) w *= p.scaling_factor;
+  return w;
+}
+
+/// Routes one token: logits[n]; bias[n] read only when p.biased; ids[k], weights[k] out in
+/// order of decreasing selection score. n ≤ kMaxExperts.
+MOEPLAN_HD inline void route_token_core(const RouterParams& p, const float* logits,
+                                        const float* bias, int n, int top_k, int* ids,
+                                        float* weights) {
   float scores[kMaxExperts];
   float choice[kMaxExperts];
-  if (r.scoring == models::ScoringFunc::kSoftmax) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int e = 0; e < n; ++e) mx = std::fmax(mx, logits[static_cast<std::size_t>(e)]);
+  if (p.softmax) {
+    float mx = -INFINITY;
+    for (int e = 0; e < n; ++e) mx = fmaxf(mx, logits[e]);
     float sum = 0.0F;
     for (int e = 0; e < n; ++e) {
-      scores[e] = std::exp(logits[static_cast<std::size_t>(e)] - mx);
+      scores[e] = expf(logits[e] - mx);
       sum += scores[e];
     }
     for (int e = 0; e < n; ++e) scores[e] /= sum;
   } else {
-    for (int e = 0; e < n; ++e)
-      scores[e] = 1.0F / (1.0F + std::exp(-logits[static_cast<std::size_t>(e)]));
+    for (int e = 0; e < n; ++e) scores[e] = sigmoid_score(logits[e]);
   }
-  const bool biased = r.topk_method == models::TopkMethod::kNoauxTc && !bias.empty();
-  for (int e = 0; e < n; ++e)
-    choice[e] = scores[e] + (biased ? bias[static_cast<std::size_t>(e)] : 0.0F);
+  for (int e = 0; e < n; ++e) choice[e] = scores[e] + (p.biased ? bias[e] : 0.0F);
 
-  if (r.topk_method != models::TopkMethod::kGreedy && r.num_groups > 1) {
-    const int per_group = n / r.num_groups;
-    float group_score[kMaxExperts];
-    for (int g = 0; g < r.num_groups; ++g) {
-      const float* c = choice + g * per_group;
-      if (r.topk_method == models::TopkMethod::kGroupLimitedGreedy) {
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int i = 0; i < per_group; ++i) mx = std::fmax(mx, c[i]);
-        group_score[g] = mx;
-      } else {  // noaux_tc: sum of the group's top-2 biased scores
-        float a = -std::numeric_limits<float>::infinity();
-        float b = a;
-        for (int i = 0; i < per_group; ++i) {
-          if (c[i] > a) {
-            b = a;
-            a = c[i];
-          } else if (c[i] > b) {
-            b = c[i];
-          }
-        }
-        group_score[g] = per_group >= 2 ? a + b : a;
-      }
+  if (p.grouped()) {
+    const int per_group = n / p.num_groups;
+    float gs[kMaxExperts];
+    for (int g = 0; g < p.num_groups; ++g) {
+      gs[g] = group_score(choice + g * per_group, per_group, p.method);
     }
     bool keep[kMaxExperts] = {};
-    for (int pick = 0; pick < r.topk_groups; ++pick) {
-      int best = -1;
-      for (int g = 0; g < r.num_groups; ++g) {
-        if (!keep[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
-      }
-      keep[best] = true;
-    }
-    for (int g = 0; g < r.num_groups; ++g) {
+    select_groups(gs, p.num_groups, p.topk_groups, keep);
+    for (int g = 0; g < p.num_groups; ++g) {
       if (keep[g]) continue;
-      for (int i = 0; i < per_group; ++i)
-        choice[g * per_group + i] = -std::numeric_limits<float>::infinity();
+      for (int i = 0; i < per_group; ++i) choice[g * per_group + i] = -INFINITY;
     }
   }
 
@@ -85,18 +130,50 @@ inline void route_token(const models::RouterSpec& r, std::span<const float> logi
       if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
     }
     taken[best] = true;
-    ids[static_cast<std::size_t>(j)] = best;
-    weights[static_cast<std::size_t>(j)] = scores[best];
+    ids[j] = best;
+    weights[j] = scores[best];
     sum += scores[best];
   }
-  const bool normalise = r.norm_topk_prob && top_k > 1;
-  const bool scale = !normalise || r.scale_after_norm;
-  for (int j = 0; j < top_k; ++j) {
-    float w = weights[static_cast<std::size_t>(j)];
-    if (normalise) w /= (sum + 1e-20F);
-    if (scale) w *= static_cast<float>(r.routed_scaling_factor);
-    weights[static_cast<std::size_t>(j)] = w;
-  }
+  for (int j = 0; j < top_k; ++j) weights[j] = final_weight(p, weights[j], sum);
 }
 
 }  // namespace moeplan::kernels
+
+#if !defined(__CUDACC__)
+// NOTE: the host wrapper takes the model's RouterSpec and spans (C++20); nvcc compiles the
+// kernels as C++17 and sees only the core above.
+#include <span>
+
+#include "models/moe_model.hpp"
+
+namespace moeplan::kernels {
+
+/// The plain-value router parameters of a model's router for top-k `top_k`.
+inline RouterParams router_params(const models::RouterSpec& r, int top_k, bool has_bias) {
+  RouterParams p;
+  p.softmax = r.scoring == models::ScoringFunc::kSoftmax;
+  p.method = r.topk_method == models::TopkMethod::kGreedy ? RouterParams::kGreedy
+             : r.topk_method == models::TopkMethod::kGroupLimitedGreedy
+                 ? RouterParams::kGroupLimitedGreedy
+                 : RouterParams::kNoauxTc;
+  p.num_groups = r.num_groups;
+  p.topk_groups = r.topk_groups;
+  p.normalise = r.norm_topk_prob && top_k > 1;
+  p.scale = !p.normalise || r.scale_after_norm;
+  p.scaling_factor = static_cast<float>(r.routed_scaling_factor);
+  p.biased = p.method == RouterParams::kNoauxTc && has_bias;
+  return p;
+}
+
+/// Routes one token. logits[E]; bias[E] used only by noaux_tc; ids[k], weights[k] out (in order
+/// of decreasing selection score).
+inline void route_token(const models::RouterSpec& r, std::span<const float> logits,
+                        std::span<const float> bias, int top_k, std::span<int> ids,
+                        std::span<float> weights) {
+  const RouterParams p = router_params(r, top_k, !bias.empty());
+  route_token_core(p, logits.data(), bias.data(), static_cast<int>(logits.size()), top_k,
+                   ids.data(), weights.data());
+}
+
+}  // namespace moeplan::kernels
+#endif

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "kernels/reference.hpp"
 
@@ -21,12 +22,16 @@ Status check_request(const VerifyRequest& r, int world_size) {
   for (const Layout& l : r.layouts) {
     MOEPLAN_TRY_STATUS(check_layout(*spec, l, world_size));
   }
+  auto be = make_backend(r.backend, r.device);
+  if (!be) return be.error();
   return Status::Ok();
 }
 
 std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
                                   const std::function<void(int, int)>& progress) {
-  auto be = make_cpu_backend();
+  auto made = make_backend(req.backend, req.device);
+  if (!made) throw std::runtime_error(made.error().message);
+  std::unique_ptr<Backend> be = std::move(*made);
   const int me = world.rank();
   const int world_size = world.size();
   std::vector<VerifyRow> rows;

@@ -20,6 +20,8 @@ struct VerifyRequest {
   std::vector<Layout> layouts;  ///< each with ep·tp = the world size
   std::vector<Dispatcher> dispatchers;
   std::uint64_t seed = 20241120;  ///< PaddleNLP #9368's merge date
+  std::string backend = "cpu";    ///< compute backend of the sharded layer: cpu or cuda
+  int device = 0;                 ///< CUDA device of the cuda backend
 };
 
 struct VerifyRow {

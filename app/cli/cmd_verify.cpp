@@ -13,6 +13,9 @@
 #include "kernels/mpi_communicator.hpp"
 #include "kernels/mpi_info.hpp"
 #include "kernels/verify.hpp"
+#if MOEPLAN_HAVE_NCCL
+#include "kernels/cuda/nccl_communicator.hpp"
+#endif
 #include "models/registry.hpp"
 #include "models/units.hpp"
 
@@ -29,6 +32,7 @@ struct VerifyOptions {
   int scale = 1;
   int ranks = -1;  // not given: the launcher's world size under mpirun, else 4 threads
   std::uint64_t seed = 20241120;
+  std::string backend = "cpu";
   bool json = false;
 };
 
@@ -48,6 +52,10 @@ Result<kernels::VerifyRequest> build_request(const VerifyOptions& o, int world_s
   req.model = *m;
   req.scale = o.scale;
   req.seed = o.seed;
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    return Error{"--backend: expected cpu or cuda, got '" + o.backend + "'"};
+  }
+  req.backend = o.backend;
   for (const auto& t : split_list(o.tokens)) {
     try {
       std::size_t used = 0;
@@ -184,13 +192,30 @@ int run_verify_command(const VerifyOptions& o) {
       return report_error(Error{"launched with " + std::to_string(launched) +
                                 " ranks but MPI is not compiled into this moeplan"});
     }
-    auto req = build_request(o, world->size());
-    if (!req) return world->rank() == 0 ? report_error(req.error()) : kExitBadInput;
+    std::string mode = "mpi";
+    kernels::Communicator* comm = world.get();
+    int device = 0;
+#if MOEPLAN_HAVE_NCCL
+    // The CUDA backend under mpirun: one process per GPU (local rank picks the device), the
+    // layer's collectives over NCCL bootstrapped through MPI.
+    std::unique_ptr<kernels::Communicator> nccl;
+    if (o.backend == "cuda") {
+      device = kernels::cuda::device_for_local_rank(kernels::launcher_local_rank());
+      auto made = kernels::cuda::make_nccl_communicator(*world, device);
+      if (!made) return report_error(made.error());
+      nccl = std::move(*made);
+      comm = nccl.get();
+      mode = "nccl";
+    }
+#endif
+    auto req = build_request(o, comm->size());
+    if (req) req->device = device;
+    if (!req) return comm->rank() == 0 ? report_error(req.error()) : kExitBadInput;
     Progress progress("verify", case_count(*req));
-    auto rows = kernels::run_verify(*world, *req, [&](int done, int) { progress.update(done); });
+    auto rows = kernels::run_verify(*comm, *req, [&](int done, int) { progress.update(done); });
     progress.finish();
     int rc = kExitOk;
-    if (world->rank() == 0) rc = print_rows(*req, rows, world->size(), "mpi", o.json);
+    if (comm->rank() == 0) rc = print_rows(*req, rows, comm->size(), mode, o.json);
     std::vector<std::int64_t> code{rc};
     world->all_reduce_max(code);
     return static_cast<int>(code[0]);
@@ -235,6 +260,10 @@ void add_verify_command(CLI::App& app, Action& action) {
   cmd->add_option("--ranks", o->ranks,
                   "In-process ranks (threads); default 4, or the mpirun world size");
   cmd->add_option("--seed", o->seed, "Seed of the weights and inputs")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "Compute backend: cpu, or cuda (in-process ranks share device 0; under mpirun "
+                  "one GPU per process and NCCL)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([&action, o] { action = [o] { return run_verify_command(*o); }; });
 }

@@ -1,6 +1,7 @@
 // `moeplan verify` as a user runs it: JSON rows, exit codes, one-line errors before any work.
 #include <nlohmann/json.hpp>
 
+#include "kernels/backends.hpp"
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
@@ -54,6 +55,29 @@ TEST(CliVerify, IllegalLayoutsRejectedBeforeWork) {
   expect_bad_input(run_cli("verify --layouts 2by2 --scale 64"), "expected EPxTP");
   expect_bad_input(run_cli("verify --model nope --scale 64"), "unknown model 'nope'");
   expect_bad_input(run_cli("verify --ranks 0 --scale 64"), "--ranks: expected 1 to 256");
+}
+
+TEST(CliVerify, BackendChoice) {
+  expect_bad_input(run_cli("verify --backend gpu --scale 64"),
+                   "--backend: expected cpu or cuda, got 'gpu'");
+  const std::string small =
+      "verify --scale 64 --tokens 16 --ranks 1 --layouts 1x1 --dispatcher a2av --dtype bf16 "
+      "--json --backend ";
+  const auto cpu = run_cli(small + "cpu");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_TRUE(nlohmann::json::parse(cpu.out).at("passed").get<bool>());
+
+  // The CUDA backend runs where a device is usable, and otherwise refuses before any work,
+  // saying why (not compiled in, or the CUDA error).
+  const auto inventory = kernels::backend_inventory();
+  const auto cuda = run_cli(small + "cuda");
+  if (inventory[1].usable) {
+    ASSERT_EQ(cuda.exit_code, 0) << cuda.err;
+    EXPECT_TRUE(nlohmann::json::parse(cuda.out).at("passed").get<bool>());
+  } else {
+    expect_bad_input(cuda, inventory[1].compiled ? "--backend cuda: no usable CUDA device: "
+                                                 : "--backend cuda: not compiled in");
+  }
 }
 
 }  // namespace

@@ -265,6 +265,26 @@ LayerSpec small_spec(DType dtype) {
   return s;
 }
 
+TEST(Combine, WeightedSumInSlotOrderThenSharedThenOneRounding) {
+  auto be = make_cpu_backend();
+  // Two tokens, k = 2, hidden 2; token 0 reads rows 2 and 0, token 1 rows 1 and 3.
+  const std::vector<float> y = {1.0F, 2.0F, 0.5F, -1.0F, 4.0F, 8.0F, 1.0F, 1.0F};
+  const std::vector<int> pair_row = {2, 0, 1, 3};
+  const std::vector<float> w = {0.25F, 0.5F, 1.0F, 2.0F};
+  const std::vector<float> shared = {0.0F, 1.0F, 0.00390625F, 0.0F};
+  std::vector<float> out(4);
+  be->combine(OpContext{}, y, pair_row, w, {}, 2, 2, 2, DType::kFp32, out);
+  EXPECT_EQ(out, (std::vector<float>{0.25F * 4 + 0.5F * 1, 0.25F * 8 + 0.5F * 2, 0.5F + 2.0F,
+                                     -1.0F + 2.0F}));
+  be->combine(OpContext{}, y, pair_row, w, shared, 2, 2, 2, DType::kFp32, out);
+  EXPECT_EQ(out[1], 4.0F);
+  EXPECT_EQ(out[2], 2.5F + 0.00390625F);
+  // bf16 (8 significant bits): 2.50390625 lies between 2.5 and 2.515625 and rounds to 2.5.
+  be->combine(OpContext{}, y, pair_row, w, shared, 2, 2, 2, DType::kBf16, out);
+  EXPECT_EQ(out[2], 2.5F);
+  EXPECT_EQ(out[1], 4.0F);
+}
+
 TEST(ExpertFfn, GroupedMatchesPerExpertReferenceOnEveryDtype) {
   auto be = make_cpu_backend();
   for (const DType dt : kDtypes) {

@@ -1,0 +1,253 @@
+// The CUDA backend: host spans in, device kernels and cuBLAS, host spans out.
+#include "kernels/cuda/cuda_backend.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/cuda_probe.hpp"
+#include "kernels/cuda/expert_ffn.hpp"
+#include "kernels/cuda/launch_params.hpp"
+#include "kernels/cuda/moe_kernels.hpp"
+#include "kernels/router_math.hpp"
+
+namespace moeplan::kernels::cuda {
+
+namespace {
+
+std::size_t elem_bytes(DType t) { return t == DType::kFp32 ? 4 : 2; }
+std::size_t sz(int v) { return static_cast<std::size_t>(v); }
+
+void require(const std::string& problem) {
+  if (!problem.empty()) throw std::invalid_argument("CUDA backend: " + problem);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, FfnChoice choice) : device_(device), choice_(choice) {
+    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
+    MOEPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ffn_ = std::make_unique<ExpertFfn>(stream_);
+  }
+  ~CudaBackend() override {
+    ffn_.reset();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+
+  void router_logits(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
+                     std::span<const float> w, int num_experts, std::span<float> logits) override {
+    enter();
+    if (num_tokens == 0) return;
+    const float* dx = upload(a_, x.first(sz(num_tokens) * sz(hidden)));
+    const float* dw = upload(b_, w.first(sz(hidden) * sz(num_experts)));
+    float* dl = c_.reserve_as<float>(sz(num_tokens) * sz(num_experts));
+    ffn_->gemm(DType::kFp32, DType::kFp32, num_tokens, num_experts, hidden, dx, dw, dl);
+    download(dl, logits.first(sz(num_tokens) * sz(num_experts)));
+  }
+
+  void route(const OpContext&, const models::RouterSpec& router, std::span<const float> logits,
+             std::span<const float> score_bias, int num_tokens, int num_experts, int top_k,
+             std::span<int> ids, std::span<float> weights) override {
+    enter();
+    const RouterParams p = router_params(router, top_k, !score_bias.empty());
+    require(check_route_args(p, num_tokens, num_experts, top_k));
+    if (num_tokens == 0) return;
+    const float* dl = upload(a_, logits.first(sz(num_tokens) * sz(num_experts)));
+    const float* db = p.biased ? upload(b_, score_bias.first(sz(num_experts))) : nullptr;
+    int* did = c_.reserve_as<int>(sz(num_tokens) * sz(top_k));
+    float* dw = d_.reserve_as<float>(sz(num_tokens) * sz(top_k));
+    launch_route(p, dl, db, num_tokens, num_experts, top_k, did, dw, stream_);
+    download(did, ids.first(sz(num_tokens) * sz(top_k)), false);
+    download(dw, weights.first(sz(num_tokens) * sz(top_k)));
+  }
+
+  Permutation permute(const OpContext&, std::span<const int> pair_experts, int first_expert,
+                      int num_local) override {
+    enter();
+    const int n = static_cast<int>(pair_experts.size());
+    require(check_permute_args(n, first_expert, num_local));
+    const int* de = upload(a_, pair_experts);
+    int* offsets = b_.reserve_as<int>(sz(num_local) + 1);
+    int* order = c_.reserve_as<int>(std::max<std::size_t>(pair_experts.size(), 1));
+    int* pair_row = d_.reserve_as<int>(std::max<std::size_t>(pair_experts.size(), 1));
+    void* scratch = e_.reserve(permute_scratch_bytes(n, num_local));
+    launch_permute(de, n, first_expert, num_local, offsets, order, pair_row, scratch, stream_);
+    Permutation p;
+    p.offsets.resize(sz(num_local) + 1);
+    download(offsets, std::span<int>(p.offsets));
+    p.order.resize(sz(p.offsets.back()));
+    download(order, std::span<int>(p.order));
+    return p;
+  }
+
+  void expert_ffn(const OpContext&, std::span<const float> rows, std::span<const int> offsets,
+                  std::span<const ExpertWeights> experts, int hidden, DType dtype,
+                  std::span<float> out) override {
+    enter();
+    const int num_experts = static_cast<int>(experts.size());
+    if (offsets.size() != experts.size() + 1) {
+      require("expert_ffn: offsets has " + std::to_string(offsets.size()) +
+              " entries, expected num_experts + 1 = " + std::to_string(experts.size() + 1));
+    }
+    if (num_experts == 0 || offsets[experts.size()] == 0) return;
+    std::vector<int> widths(experts.size());
+    for (std::size_t e = 0; e < experts.size(); ++e) widths[e] = experts[e].width;
+    require(check_ffn_args(offsets.data(), num_experts, hidden, widths.data(), rows.size(),
+                           out.size()));
+    const int width = widths[0];
+    const int total = offsets[experts.size()];
+    const std::size_t es = elem_bytes(dtype);
+    const std::size_t n_rows = sz(total) * sz(hidden);
+    const std::size_t gu_elems = sz(hidden) * 2 * sz(width);
+    const std::size_t dn_elems = sz(width) * sz(hidden);
+
+    // Weights in the storage dtype, expert after expert (values are representable: exact).
+    char* wbuf = static_cast<char*>(weights_.reserve((gu_elems + dn_elems) * es * experts.size()));
+    std::vector<DeviceExpert> dev(experts.size());
+    for (std::size_t e = 0; e < experts.size(); ++e) {
+      char* gu = wbuf + (gu_elems + dn_elems) * es * e;
+      char* dn = gu + gu_elems * es;
+      to_storage(std::span<const float>(experts[e].gate_up).first(gu_elems), dtype, gu);
+      to_storage(std::span<const float>(experts[e].down).first(dn_elems), dtype, dn);
+      dev[e] = {gu, dn};
+    }
+    void* drows = a_.reserve(n_rows * es);
+    to_storage(rows.first(n_rows), dtype, drows);
+    FfnArgs args;
+    args.dtype = dtype;
+    args.hidden = hidden;
+    args.width = width;
+    args.num_experts = num_experts;
+    args.offsets = offsets.data();
+    args.experts = dev.data();
+    args.rows = drows;
+    args.gate_up = b_.reserve(sz(total) * 2 * sz(width) * es);
+    args.act = c_.reserve(sz(total) * sz(width) * es);
+    args.out = d_.reserve(n_rows * es);
+    FfnAlgo algo = FfnAlgo::kGrouped;
+    if (choice_ == FfnChoice::kLtLoop) algo = FfnAlgo::kLtLoop;
+    if (choice_ == FfnChoice::kAuto) algo = ffn_->pick(args);
+    ffn_->run(algo, args);
+    float* dout = e_.reserve_as<float>(n_rows);
+    launch_from_storage(dtype, args.out, n_rows, dout, stream_);
+    download(dout, out.first(n_rows));
+  }
+
+  void combine(const OpContext&, std::span<const float> y, std::span<const int> pair_row,
+               std::span<const float> weights, std::span<const float> shared, int num_tokens,
+               int top_k, int hidden, DType dtype, std::span<float> out) override {
+    enter();
+    if (num_tokens == 0) return;
+    const std::size_t pairs = sz(num_tokens) * sz(top_k);
+    const std::size_t n_out = sz(num_tokens) * sz(hidden);
+    const float* dy = upload(a_, y);
+    const int* dr = upload(b_, pair_row.first(pairs));
+    const float* dw = upload(c_, weights.first(pairs));
+    const float* ds = shared.empty() ? nullptr : upload(d_, shared.first(n_out));
+    float* dout = e_.reserve_as<float>(n_out);
+    launch_combine(dtype, true, dy, dr, dw, ds, num_tokens, top_k, hidden, true, dout, stream_);
+    download(dout, out.first(n_out));
+  }
+
+  void shared_expert(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
+                     const ExpertWeights& w, std::span<const float> gate, DType dtype,
+                     std::span<float> out) override {
+    enter();
+    if (num_tokens == 0) return;
+    const std::size_t es = elem_bytes(dtype);
+    const int width = w.width;
+    const std::size_t n_x = sz(num_tokens) * sz(hidden);
+    const std::size_t gu_elems = sz(hidden) * 2 * sz(width);
+    const std::size_t dn_elems = sz(width) * sz(hidden);
+    char* wbuf = static_cast<char*>(weights_.reserve((gu_elems + dn_elems) * es));
+    to_storage(std::span<const float>(w.gate_up).first(gu_elems), dtype, wbuf);
+    to_storage(std::span<const float>(w.down).first(dn_elems), dtype, wbuf + gu_elems * es);
+    const float* dx32 = upload(f_, x.first(n_x));
+    void* dx = a_.reserve(n_x * es);
+    launch_to_storage(dtype, dx32, n_x, dx, stream_);
+    void* gu = b_.reserve(sz(num_tokens) * 2 * sz(width) * es);
+    void* act = c_.reserve(sz(num_tokens) * sz(width) * es);
+    float* y = d_.reserve_as<float>(n_x);
+    // Gate and up stored in the dtype, the activation in the dtype, the down projection in fp32
+    // (the CPU backend's stores exactly); the caller rounds after the TP sum.
+    ffn_->gemm(dtype, dtype, num_tokens, 2 * width, hidden, dx, wbuf, gu);
+    launch_silu_mul(dtype, gu, num_tokens, width, act, stream_);
+    ffn_->gemm(dtype, DType::kFp32, num_tokens, hidden, width, act, wbuf + gu_elems * es, y);
+    if (!gate.empty()) {
+      const float* dg = upload(e_, gate.first(sz(hidden)));
+      launch_shared_gate(dx32, dg, num_tokens, hidden, y, stream_);
+    }
+    download(y, out.first(n_x));
+  }
+
+ private:
+  void enter() { MOEPLAN_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  template <class T>
+  const T* upload(DeviceBuffer& buf, std::span<const T> host) {
+    T* dev = buf.reserve_as<T>(host.size());
+    if (!host.empty()) {
+      MOEPLAN_CUDA_CHECK(
+          cudaMemcpyAsync(dev, host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream_));
+    }
+    return dev;
+  }
+
+  // Copies back and (unless `sync` is false: a later download syncs) waits for the stream.
+  template <class T>
+  void download(const T* dev, std::span<T> host, bool sync = true) {
+    if (!host.empty()) {
+      MOEPLAN_CUDA_CHECK(
+          cudaMemcpyAsync(host.data(), dev, host.size_bytes(), cudaMemcpyDeviceToHost, stream_));
+    }
+    if (sync) MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // fp32 host values → `dtype` storage at `dst`, through the staging buffer.
+  void to_storage(std::span<const float> host, DType dtype, void* dst) {
+    if (dtype == DType::kFp32) {
+      MOEPLAN_CUDA_CHECK(
+          cudaMemcpyAsync(dst, host.data(), host.size_bytes(), cudaMemcpyHostToDevice, stream_));
+      return;
+    }
+    // NOTE: the staging buffer is reused by the next conversion, so wait for this one first.
+    const float* staged = upload(staging_, host);
+    launch_to_storage(dtype, staged, host.size(), dst, stream_);
+    MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  int device_;
+  FfnChoice choice_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<ExpertFfn> ffn_;
+  DeviceBuffer a_, b_, c_, d_, e_, f_, staging_, weights_;
+};
+
+}  // namespace
+
+std::string cuda_unusable_reason(int device) {
+  const CudaProbe p = probe_cuda();
+  if (!p.error.empty() && !p.kernel_ran) return p.error;
+  if (device < 0 || device >= static_cast<int>(p.devices.size())) {
+    return "CUDA device " + std::to_string(device) + " does not exist (" +
+           std::to_string(p.devices.size()) + " device(s))";
+  }
+  return {};
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, FfnChoice ffn) {
+  const std::string why = cuda_unusable_reason(device);
+  if (!why.empty()) return Error{"--backend cuda: no usable CUDA device: " + why};
+  try {
+    return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, ffn));
+  } catch (const std::exception& e) {
+    return Error{std::string("--backend cuda: ") + e.what()};
+  }
+}
+
+}  // namespace moeplan::kernels::cuda

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 
 #include "models/file_io.hpp"
 #include "models/json_reader.hpp"
@@ -591,6 +592,14 @@ ExportResult write_paddle(const ExportSpec& spec) {
 
 // ---- moeplan's own layout file ------------------------------------------------------------
 
+/// 12 significant digits: milliseconds converted from seconds and back are then written the
+/// same way every time (x·1e3/1e3 is not always x in binary floating point).
+double sig12(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.12g", x);
+  return std::strtod(buf, nullptr);
+}
+
 constexpr const char* kMapMarker = "@physical_to_logical_map@";
 constexpr const char* kLayerIdsMarker = "@moe_layer_ids@";
 
@@ -626,14 +635,14 @@ nlohmann::ordered_json layout_json(const ExportSpec& spec) {
                  {"mapping", mapping_name(c.layout.mapping)}};
   nlohmann::ordered_json layer_ms, sources;
   for (int i = 0; i < 6; ++i) {
-    layer_ms[kParts[i]] = part(c.per_layer, i)->seconds * 1e3;
+    layer_ms[kParts[i]] = sig12(part(c.per_layer, i)->seconds * 1e3);
     sources[kParts[i]] = part(c.per_layer, i)->source;
   }
-  layer_ms["total"] = c.per_layer.total() * 1e3;
+  layer_ms["total"] = sig12(c.per_layer.total() * 1e3);
   j["predicted"] = {{"feasible", c.feasible},
                     {"layer_ms", layer_ms},
                     {"sources", sources},
-                    {"step_ms", c.step_seconds * 1e3},
+                    {"step_ms", sig12(c.step_seconds * 1e3)},
                     {"tokens_per_s_per_gpu", c.tokens_per_s_per_gpu},
                     {"memory_gib", c.memory_gib},
                     {"capacity_gib", c.capacity_gib}};

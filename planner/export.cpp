@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 
 #include "models/file_io.hpp"
 #include "models/json_reader.hpp"
@@ -211,11 +212,22 @@ std::vector<std::string> structural_errors(ExportFormat format, const Layout& l)
 }
 
 /// "nearest expressible layout in the plan: rank 3: … (--layout 3)", or that there is none.
+/// Nearest means: the same shape and dispatcher (another mapping), else the same shape, else the
+/// best-ranked layout the framework can run.
 std::string nearest_layout(const ExportSpec& spec, ExportFormat format) {
-  for (const auto& alt : spec.alternatives) {
-    if (structural_errors(format, alt.layout).empty()) {
-      return "nearest expressible layout in the plan: " + alt.describe() + " (--layout " +
-             std::to_string(alt.rank) + ")";
+  const Layout& c = spec.chosen.layout;
+  auto same_shape = [&c](const Layout& a) {
+    return a.dp_size == c.dp_size && a.ep_size == c.ep_size && a.tp_size == c.tp_size;
+  };
+  const std::function<bool(const Layout&)> tiers[] = {
+      [&](const Layout& a) { return same_shape(a) && a.dispatcher == c.dispatcher; }, same_shape,
+      [](const Layout&) { return true; }};
+  for (const auto& tier : tiers) {
+    for (const auto& alt : spec.alternatives) {
+      if (tier(alt.layout) && structural_errors(format, alt.layout).empty()) {
+        return "nearest expressible layout in the plan: " + alt.describe() + " (--layout " +
+               std::to_string(alt.rank) + ")";
+      }
     }
   }
   return "no layout of the plan can be expressed in " + export_format_name(format);

@@ -286,6 +286,14 @@ TEST(Export, InexpressibleLayoutsNameTheNearestOne) {
   const std::string rank = vllm.error().message.substr(pos + 10);
   auto nearest = export_layout(spec_for(f, rank.substr(0, rank.find(')'))), ExportFormat::kVllm);
   EXPECT_TRUE(nearest.ok()) << nearest.error().message;
+  // The nearest layout keeps the shape and dispatcher when the plan has them: TensorRT-LLM
+  // runs the same ep8×tp2 a2av with the other rank mapping.
+  auto trt = export_layout(spec, ExportFormat::kTrtllm);
+  ASSERT_FALSE(trt.ok());
+  EXPECT_NE(trt.error().message.find("nearest expressible layout in the plan: rank 5: ep8×tp2 "
+                                     "a2av ep_innermost"),
+            std::string::npos)
+      << trt.error().message;
   // TensorRT-LLM numbers MoE ranks EP-innermost; SGLang and Megatron TP-innermost.
   for (const RankMapping m : {RankMapping::kTpInnermost, RankMapping::kEpInnermost}) {
     spec.chosen.layout.mapping = m;

@@ -1,6 +1,7 @@
 // `moeplan export`: a layout of a plan (and a placement) as the launch configuration of SGLang,
 // vLLM, TensorRT-LLM, Megatron-Core, PaddleNLP, or moeplan's own layout file.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "app/cli/cli_common.hpp"

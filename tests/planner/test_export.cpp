@@ -306,6 +306,36 @@ TEST(Export, InexpressibleLayoutsNameTheNearestOne) {
   }
 }
 
+TEST(Export, AttentionDpReplicasFoldIntoMegatronOnly) {
+  auto model = models::load_model("mixtral-8x7b");
+  ASSERT_TRUE(model.ok());
+  auto cluster = load_cluster("2x-hgx-h200");
+  ASSERT_TRUE(cluster.ok());
+  const RooflineCosts costs(*cluster);
+  PlanRequest req;
+  req.attention_dp = true;
+  auto plan = make_plan(*model, *cluster, costs, req);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const Fixture f{*model, *cluster, summarize_plan(*plan)};
+  const ExportSpec spec = spec_for(f, "2x8x1");
+  auto sg = export_layout(spec, ExportFormat::kSglang);
+  ASSERT_FALSE(sg.ok());
+  EXPECT_NE(sg.error().message.find("2 independent MoE replicas (dp2) cannot be expressed"),
+            std::string::npos);
+  const std::string nearest = sg.error().message.substr(sg.error().message.find("nearest"));
+  EXPECT_EQ(nearest.find("dp2×"), std::string::npos) << "a dp1 layout: " << nearest;
+  EXPECT_NE(nearest.find("(--layout "), std::string::npos) << nearest;
+  EXPECT_FALSE(export_layout(spec, ExportFormat::kVllm).ok());
+  EXPECT_FALSE(export_layout(spec, ExportFormat::kTrtllm).ok());
+  EXPECT_FALSE(export_layout(spec, ExportFormat::kPaddle).ok());
+  auto meg = export_layout(spec, ExportFormat::kMegatron);
+  ASSERT_TRUE(meg.ok()) << meg.error().message;
+  EXPECT_NE(meg->files[0].content.find("world = TP·CP·DP·PP = 1·1·16·1 = ETP·EP·EDP·PP = "
+                                       "1·8·2·1 = 16"),
+            std::string::npos)
+      << meg->files[0].content;
+}
+
 TEST(Export, MissingDispatchersAreWarningsWithASubstitute) {
   const Fixture f = make("qwen2-57b-a14b", "2x-hgx-h200", 16);
   ExportSpec spec = spec_for(f, "16x1");

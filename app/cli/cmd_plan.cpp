@@ -178,6 +178,11 @@ int run_plan(const PlanOptions& o) {
     auto f = planner::parse_export_format(o.export_format);
     if (!f) return report_error(Error{"--export" + f.error().message.substr(8)});
     export_format = *f;
+    if (o.json || !o.output.empty()) {
+      return report_error(
+          Error{"plan: --export writes the layout's files; drop --json and -o "
+                "(use --out DIR for the folder)"});
+    }
   } else if (!o.out_dir.empty() || !o.export_layout.empty()) {
     return report_error(Error{"plan: --out and --layout go with --export FORMAT"});
   }

@@ -185,6 +185,8 @@ TEST_F(CliExport, BadInputExitsTwoWithOneLineAndNoFiles) {
        "key 'format': missing, expected a string"},
       {"plan --export yaml", "--export: expected sglang, vllm, trtllm, megatron, paddle or json"},
       {"plan --out " + path("out"), "plan: --out and --layout go with --export FORMAT"},
+      {"plan --export json --json --out " + path("out"),
+       "plan: --export writes the layout's files"},
       {"plan --layout-file " + path("plan.json"), "key 'format': missing, expected a string"},
   };
   for (const auto& [args, part] : cases) {

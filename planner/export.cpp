@@ -338,30 +338,33 @@ ExportResult write_sglang(const ExportSpec& spec) {
     args.push_back("--dp-size " + std::to_string(l.ep_size));
   }
   std::string backend = "none";
-  switch (l.dispatcher) {
-    case Dispatcher::kA2av:
-      if (l.tp_size == 1) {
-        backend = "deepep";
-      } else {
+  // NOTE: with ep 1 no token leaves its GPU group; the dispatcher has nothing to choose.
+  if (l.ep_size > 1) {
+    switch (l.dispatcher) {
+      case Dispatcher::kA2av:
+        if (l.tp_size == 1) {
+          backend = "deepep";
+        } else {
+          res.warnings.push_back(
+              "SGLang's DeepEP all-to-all needs --ep-size = --tp-size (no TP inside experts); "
+              "a2av with tp " +
+              std::to_string(l.tp_size) +
+              " is exported as --moe-a2a-backend none (all-gather / all-reduce, moeplan's "
+              "allgather)" +
+              same_shape_with(spec, Dispatcher::kAllGather));
+        }
+        break;
+      case Dispatcher::kAllGather: break;
+      case Dispatcher::kPaddedA2a:
+        backend = l.tp_size == 1 ? "deepep" : "none";
         res.warnings.push_back(
-            "SGLang's DeepEP all-to-all needs --ep-size = --tp-size (no TP inside experts); "
-            "a2av with tp " +
-            std::to_string(l.tp_size) +
-            " is exported as --moe-a2a-backend none (all-gather / all-reduce, moeplan's "
-            "allgather)" +
-            same_shape_with(spec, Dispatcher::kAllGather));
-      }
-      break;
-    case Dispatcher::kAllGather: break;
-    case Dispatcher::kPaddedA2a:
-      backend = l.tp_size == 1 ? "deepep" : "none";
-      res.warnings.push_back(
-          "SGLang has no padded equal-split all-to-all; exported as --moe-a2a-backend " + backend +
-          " (moeplan's " + (l.tp_size == 1 ? "a2av" : "allgather") + ")" +
-          same_shape_with(spec, l.tp_size == 1 ? Dispatcher::kA2av : Dispatcher::kAllGather));
-      break;
+            "SGLang has no padded equal-split all-to-all; exported as --moe-a2a-backend " +
+            backend + " (moeplan's " + (l.tp_size == 1 ? "a2av" : "allgather") + ")" +
+            same_shape_with(spec, l.tp_size == 1 ? Dispatcher::kA2av : Dispatcher::kAllGather));
+        break;
+    }
   }
-  if (l.ep_size > 1 || backend != "none") args.push_back("--moe-a2a-backend " + backend);
+  if (l.ep_size > 1) args.push_back("--moe-a2a-backend " + backend);
   if (backend == "deepep") {
     args.push_back(std::string("--deepep-mode ") +
                    (spec.workload.phase == Phase::kDecode ? "low_latency" : "normal"));
@@ -538,7 +541,7 @@ ExportResult write_megatron(const ExportSpec& spec) {
   const Layout& l = spec.chosen.layout;
   std::string dispatcher = "alltoall";
   if (l.dispatcher == Dispatcher::kAllGather) dispatcher = "allgather";
-  if (l.dispatcher == Dispatcher::kPaddedA2a) {
+  if (l.dispatcher == Dispatcher::kPaddedA2a && l.ep_size > 1) {
     res.warnings.push_back(
         "Megatron-Core pads to a per-expert capacity factor (--moe-expert-capacity-factor), not "
         "to the global maximum; exported the dropless --moe-token-dispatcher-type alltoall "
@@ -579,7 +582,9 @@ ExportResult write_megatron(const ExportSpec& spec) {
 ExportResult write_paddle(const ExportSpec& spec) {
   ExportResult res;
   const Layout& l = spec.chosen.layout;
-  if (l.dispatcher == Dispatcher::kA2av) {
+  if (l.ep_size == 1) {
+    // No expert parallelism: no dispatch to choose.
+  } else if (l.dispatcher == Dispatcher::kA2av) {
     res.warnings.push_back(
         "PaddleNLP #9368 dispatches with a padded equal-split all-to-all (capacity = global "
         "max); a2av (variable all-to-all) depends on the PaddleNLP version you run" +

@@ -357,6 +357,14 @@ TEST(Export, MissingDispatchersAreWarningsWithASubstitute) {
   const auto args = nlohmann::json::parse(pd2->files[0].content);
   EXPECT_EQ(args.at("expert_parallel_degree").get<int>(), 16);
   EXPECT_EQ(args.at("tensor_parallel_degree").get<int>(), 1);
+  // Without expert parallelism no token is dispatched: nothing to warn about.
+  ExportSpec tp_only = spec_for(f, "1x16");
+  tp_only.chosen.layout.dispatcher = Dispatcher::kPaddedA2a;
+  for (const ExportFormat fmt : kAllExportFormats) {
+    auto out = export_layout(tp_only, fmt);
+    ASSERT_TRUE(out.ok()) << export_format_name(fmt) << ": " << out.error().message;
+    EXPECT_TRUE(out->warnings.empty()) << export_format_name(fmt) << ": " << out->warnings[0];
+  }
 }
 
 TEST(Export, PlacementMustFitTheModelAndLayout) {

@@ -3,6 +3,7 @@
 // no files written).
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -151,6 +152,17 @@ TEST_F(CliExport, JsonRoundTripThroughPlanLayoutFile) {
   ASSERT_EQ(back.exit_code, 0) << back.err;
   EXPECT_TRUE(back.err.empty()) << back.err;
   expect_golden("export_dsv3_layout_file.txt", back.out);
+
+  // A layout file whose model changed since: the costs still print, with a warning.
+  auto edited = layout;
+  edited["model"]["fingerprint"] = "fnv1a64:0000000000000000";
+  std::ofstream(path("edited.json")) << edited.dump();
+  const auto warned = run_cli("plan --layout-file " + path("edited.json"));
+  ASSERT_EQ(warned.exit_code, 0) << warned.err;
+  // Only the first line (model and its recorded fingerprint) differs.
+  EXPECT_EQ(warned.out.substr(warned.out.find('\n')), back.out.substr(back.out.find('\n')));
+  EXPECT_NE(warned.err.find("moeplan: warning: model file "), std::string::npos) << warned.err;
+  EXPECT_NE(warned.err.find("changed since the export"), std::string::npos) << warned.err;
 }
 
 TEST_F(CliExport, BadInputExitsTwoWithOneLineAndNoFiles) {

@@ -386,6 +386,20 @@ TEST(Export, PlacementMustFitTheModelAndLayout) {
             "q.json: key 'num_experts': expected 256 (the routed experts of deepseek-v3), got 64");
 }
 
+TEST(Export, OneLayerPlacementAppliesToEveryMoeLayer) {
+  const Fixture f = make("deepseek-v3", "16x-hgx-h200", 128);
+  PlacementFile one = rotated_placement(f.model, 128, 128);
+  one.result.placement.physical_to_logical.resize(1);
+  one.layer_ids = {3};
+  fill_logical_maps(one.result);
+  const ExportSpec spec = spec_for(f, "128x1", &one);
+  ASSERT_TRUE(spec.placement.has_value());
+  ASSERT_EQ(spec.placement->num_layers(), 58);
+  for (const auto& row : spec.placement->physical_to_logical) {
+    EXPECT_EQ(row, one.result.placement.physical_to_logical[0]);
+  }
+}
+
 TEST(Export, WriteIsAllOrNothing) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("moeplan_export_test_" + std::to_string(::getpid()));

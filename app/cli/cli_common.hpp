@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "models/result.hpp"
+#include "planner/export.hpp"
 
 namespace moeplan::cli {
 
@@ -29,5 +30,11 @@ void add_verify_command(CLI::App& app, Action& action);
 void add_plan_command(CLI::App& app, Action& action);
 void add_clusters_command(CLI::App& app, Action& action);
 void add_place_command(CLI::App& app, Action& action);
+void add_export_command(CLI::App& app, Action& action);
+
+/// Writes `spec` in `format` into `out_dir` (or prints it when empty); warnings go to stderr.
+/// Shared by `moeplan export` and `moeplan plan --export`.
+int emit_export(const planner::ExportSpec& spec, planner::ExportFormat format,
+                const std::string& out_dir);
 
 }  // namespace moeplan::cli

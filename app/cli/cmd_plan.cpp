@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <tuple>
 
 #include "app/cli/cli_common.hpp"
 #include "app/cli/table.hpp"
@@ -39,6 +41,10 @@ struct PlanOptions {
   std::string placement = "contiguous";  // policy or placement file
   int redundant = 0;                     // --redundant-experts
   bool per_layer = false;
+  std::string export_format;
+  std::string export_layout;
+  std::string out_dir;
+  std::string layout_file;
 };
 
 // The placement for each EP size: a policy fit to the load on that many GPUs, or a file.
@@ -196,7 +202,77 @@ std::string render_per_layer(const planner::Plan& plan) {
          "imbalance: max / mean routed pairs per EP rank after placement (1.00 = balanced)\n";
 }
 
+/// `plan --layout-file`: the layout, its placement and the costs predicted for it; warns when the
+/// model or cluster file changed since the layout was exported.
+int run_layout_file(const PlanOptions& o) {
+  auto spec = planner::load_layout_file(o.layout_file);
+  if (!spec) return report_error(spec.error());
+  const auto& c = spec->chosen;
+  for (const auto& [what, path, recorded] :
+       {std::tuple{"model", spec->model_source, spec->model_fingerprint},
+        std::tuple{"cluster", spec->cluster_source, spec->cluster_fingerprint}}) {
+    auto now = planner::file_fingerprint(path);
+    if (!now) {
+      std::fprintf(stderr, "moeplan: warning: %s file %s is not readable here: %s\n", what,
+                   path.c_str(), now.error().message.c_str());
+    } else if (*now != recorded) {
+      std::fprintf(stderr,
+                   "moeplan: warning: %s file %s changed since the export (%s, recorded %s)\n",
+                   what, path.c_str(), now->c_str(), recorded.c_str());
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> rows;
+  rows.emplace_back("model", spec->model + " (" + spec->model_fingerprint + ")");
+  rows.emplace_back("cluster",
+                    spec->cluster + ", " + spec->device + " (" + spec->cluster_fingerprint + ")");
+  rows.emplace_back("workload", planner::phase_name(spec->workload.phase) + ", " +
+                                    std::to_string(spec->workload.tokens_per_gpu) +
+                                    " tokens per GPU");
+  rows.emplace_back(
+      "layout", c.layout.shape_name() + " " + planner::dispatcher_name(c.layout.dispatcher) + " " +
+                    planner::mapping_name(c.layout.mapping) + " on " +
+                    std::to_string(c.layout.num_gpus) + " GPUs" +
+                    (c.rank > 0 ? " (plan rank " + std::to_string(c.rank) + ")" : std::string()));
+  rows.emplace_back(
+      "placement", spec->placement
+                       ? spec->placement->policy + ", " +
+                             std::to_string(spec->placement->num_slots) + " slots per MoE layer (" +
+                             std::to_string(spec->placement->num_slots - spec->num_experts) +
+                             " redundant)"
+                       : std::string("contiguous, no redundant slots"));
+  rows.emplace_back("cost source", spec->cost_source + " (placement " + spec->cost_placement +
+                                       ", expert load " + spec->load_source + ")");
+  const auto& p = c.per_layer;
+  rows.emplace_back("ms per MoE layer",
+                    "router " + ms(p.router.seconds) + ", dispatch " + ms(p.dispatch.seconds) +
+                        ", experts " + ms(p.experts.seconds) + ", combine " +
+                        ms(p.combine.seconds) + ", tp " + ms(p.tp.seconds) + ", shared " +
+                        ms(p.shared.seconds) + ", total " + ms(p.total()));
+  rows.emplace_back("step", ms(c.step_seconds) + " ms over the MoE layers");
+  rows.emplace_back("throughput", format_fixed(c.tokens_per_s_per_gpu, 0) + " tokens/s/GPU");
+  rows.emplace_back("memory", format_fixed(c.memory_gib, 2) + " GiB of " +
+                                  format_fixed(c.capacity_gib, 2) + " GiB per GPU" +
+                                  (c.feasible ? "" : " (does not fit)"));
+  const std::string text = render_key_values(rows);
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
+}
+
 int run_plan(const PlanOptions& o) {
+  if (!o.layout_file.empty()) return run_layout_file(o);
+  std::optional<planner::ExportFormat> export_format;
+  if (!o.export_format.empty()) {
+    auto f = planner::parse_export_format(o.export_format);
+    if (!f) return report_error(Error{"--export" + f.error().message.substr(8)});
+    export_format = *f;
+    if (o.json || !o.output.empty()) {
+      return report_error(
+          Error{"plan: --export writes the layout's files; drop --json and -o "
+                "(use --out DIR for the folder)"});
+    }
+  } else if (!o.out_dir.empty() || !o.export_layout.empty()) {
+    return report_error(Error{"plan: --out and --layout go with --export FORMAT"});
+  }
   auto model = models::load_model(o.model);
   if (!model) return report_error(model.error());
   auto cluster = planner::load_cluster(o.cluster);
@@ -266,6 +342,14 @@ int run_plan(const PlanOptions& o) {
   const planner::RooflineCosts costs(*cluster);
   auto plan = planner::make_plan(*model, *cluster, costs, req);
   if (!plan) return report_error(plan.error());
+  if (export_format) {
+    const auto summary = planner::summarize_plan(*plan);
+    auto chosen = planner::select_layout(summary, o.export_layout);
+    if (!chosen) return report_error(chosen.error());
+    auto spec = planner::make_export_spec(summary, *chosen, *model, *cluster, nullptr, "");
+    if (!spec) return report_error(spec.error());
+    return emit_export(*spec, *export_format, o.out_dir);
+  }
   const std::string text =
       o.json ? planner::plan_to_json(*plan, o.top_opt->count() > 0 ? o.top : 0, o.explain).dump(2) +
                    "\n"
@@ -316,6 +400,13 @@ void add_plan_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_flag("--per-layer", o->per_layer,
                 "Also list each MoE layer's cost and imbalance for the recommended layout");
+  cmd->add_option("--export", o->export_format,
+                  "Export a layout instead: sglang | vllm | trtllm | megatron | paddle | json");
+  cmd->add_option("--layout", o->export_layout,
+                  "With --export: a rank (3) or shape EPxTP (8x2); default the recommended one");
+  cmd->add_option("--out", o->out_dir, "With --export: write the files into this folder");
+  cmd->add_option("--layout-file", o->layout_file,
+                  "Read a layout file (--export json) back and print its layout and costs");
   cmd->callback([&action, o] { action = [o] { return run_plan(*o); }; });
 }
 

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, action);
   add_clusters_command(app, action);
   add_place_command(app, action);
+  add_export_command(app, action);
 
   try {
     app.parse(argc, argv);

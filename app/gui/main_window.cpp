@@ -15,6 +15,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "app/gui/export_dialog.hpp"
 #include "kernels/backends.hpp"
 #include "models/model_summary.hpp"
 #include "models/registry.hpp"
@@ -29,6 +30,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   auto* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open config.json…"), this, &MainWindow::onOpenConfig);
+  file->addAction(tr("&Export layout…"), this,
+                  [this] { showExportDialog(this, modelCombo_->currentText()); });
   file->addSeparator();
   file->addAction(tr("&Quit"), this, &QWidget::close);
   auto* help = menuBar()->addMenu(tr("&Help"));

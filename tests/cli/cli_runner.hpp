@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,15 @@ inline std::string normalise(std::string text) {
     pos += 11;
   }
   return text;
+}
+
+/// Bad input: exit 2, nothing on stdout, exactly one "moeplan: error: " line naming `part`.
+inline void expect_one_line_error(const CliResult& r, const std::string& part) {
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err.rfind("moeplan: error: ", 0), 0U) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
 }
 
 inline void expect_golden(const std::string& name, const std::string& actual) {

@@ -51,14 +51,6 @@ class CliExport : public ::testing::Test {
   fs::path dir_;
 };
 
-void expect_one_line_error(const CliResult& r, const std::string& part) {
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(r.err.rfind("moeplan: error: ", 0), 0U) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
-}
-
 TEST_F(CliExport, Qwen2EveryFormatGolden) {
   make_plan("qwen2-57b-a14b", "2x-hgx-h200");
   // rank 1 is ep16×tp1 a2av; 8x2 is the best ep8×tp2 (tp_innermost); rank 6 ep8×tp2

@@ -19,14 +19,6 @@ std::filesystem::path temp(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("moeplan_place_" + name);
 }
 
-void expect_one_line_error(const CliResult& r, const std::string& part) {
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(r.err.rfind("moeplan: error: ", 0), 0U) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
-}
-
 // The placement's own compute time varies from run to run.
 std::string without_seconds(const std::string& text) {
   return std::regex_replace(text, std::regex("seconds( +)[0-9.]+"), "seconds$1<t>");

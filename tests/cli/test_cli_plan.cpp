@@ -9,14 +9,6 @@
 namespace moeplan::cli_test {
 namespace {
 
-void expect_one_line_error(const CliResult& r, const std::string& part) {
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(r.err.rfind("moeplan: error: ", 0), 0U) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
-}
-
 TEST(CliPlan, DefaultGolden) {
   const auto r = run_cli("plan");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -70,10 +70,7 @@ TEST(CliPlanLoad, PlacementFileRestrictsToItsEpSize) {
 
 TEST(CliPlanLoad, BadInput) {
   auto bad = [](const std::string& args, const std::string& part) {
-    const auto r = run_cli("plan " + args);
-    EXPECT_EQ(r.exit_code, 2) << args;
-    EXPECT_TRUE(r.out.empty());
-    EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+    expect_one_line_error(run_cli("plan " + args), part);
   };
   bad("--placement worst", "unknown placement policy 'worst'");
   bad("--load a.csv --synthetic uniform", "expected one of them, got both");

@@ -54,7 +54,7 @@ const QColor kPartColours[] = {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b
 
 QString rowLabel(const QAbstractItemModel* m, int row) {
   auto text = [&](int col) { return m->index(row, col).data(Qt::DisplayRole).toString(); };
-  return QStringLiteral("%1. %2 %3 %4")
+  return QStringLiteral("%1 %2 %3 %4")
       .arg(text(PlanTableModel::kRank), text(PlanTableModel::kLayout),
            text(PlanTableModel::kDispatcher),
            text(PlanTableModel::kMapping) == QStringLiteral("tp_innermost") ? QStringLiteral("tp-in")
@@ -117,6 +117,10 @@ void BreakdownChart::rebuild() {
   c->addSeries(series);
   auto* y = new QBarCategoryAxis();
   y->append(categories);
+  y->setTruncateLabels(false);
+  QFont small = y->labelsFont();
+  small.setPointSizeF(small.pointSizeF() * 0.85);
+  y->setLabelsFont(small);
   auto* x = new QValueAxis();
   x->setTitleText(tr("ms per MoE layer"));
   x->setRange(0.0, maxTotal > 0.0 ? maxTotal * 1.05 : 1.0);
@@ -147,7 +151,7 @@ void MemoryChart::rebuild() {
   c->setTitle(tr("Memory per GPU, GiB (without KV cache) vs HBM capacity"));
   if (n == 0) return;
   auto* series = new QStackedBarSeries();
-  const char* names[] = {"experts", "shared+routers", "dense", "buffers", "activations"};
+  const char* names[] = {"experts", "shared", "dense", "buffers", "activations"};
   QStringList categories;
   std::vector<const planner::LayoutCost*> rows;
   for (int r = 0; r < n; ++r) {
@@ -184,7 +188,7 @@ void MemoryChart::rebuild() {
   series->attachAxis(y);
   // The capacity line over the same categories (a hidden value axis spans the bar slots).
   auto* cap = new QLineSeries();
-  cap->setName(tr("HBM capacity %1").arg(formatGiB(rows.front()->memory_capacity)));
+  cap->setName(tr("HBM %1").arg(formatGiB(rows.front()->memory_capacity)));
   QPen pen(QColor(0xb0, 0x00, 0x20));
   pen.setWidth(2);
   pen.setStyle(Qt::DashLine);

@@ -48,6 +48,9 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   add(buildModelView(), QStringLiteral("model"), tr("&Model && workload"));
   topology_ = new TopologyView(session_, tabs_);
   add(topology_, QStringLiteral("topology"), tr("&Topology"));
+  connect(topology_, &TopologyView::clusterOpened, this, [this](const QString& nameOrPath) {
+    if (useSettings_) QSettings().setValue(QStringLiteral("lastCluster"), nameOrPath);
+  });
   layouts_ = new LayoutsView(session_, tabs_);
   add(layouts_, QStringLiteral("layouts"), tr("&Layouts"));
   loadView_ = new LoadView(session_, tabs_);

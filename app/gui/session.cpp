@@ -160,25 +160,22 @@ void Session::replan() {
     }
     return out;
   });
-  if (watcher_.isRunning()) {
-    // The old run finishes on its own; its result carries an old generation and is dropped.
-    disconnect(&watcher_, nullptr, this, nullptr);
-    connect(&watcher_, &QFutureWatcher<PlanOutcome>::finished, this, &Session::onPlanDone);
-  }
+  // A plan still running finishes on its own in the pool; the watcher now follows the new one.
   watcher_.setFuture(future);
+  running_ = true;
   emit planStarted();
 }
 
 void Session::cancel() {
   debounce_.stop();
-  if (!watcher_.isRunning()) return;
+  if (!running_) return;
   ++generation_;
   emit planCancelled();
 }
 
 void Session::waitForIdle() {
   if (debounce_.isActive()) replan();
-  while (watcher_.isRunning()) {
+  while (running_) {
     watcher_.waitForFinished();
     QCoreApplication::processEvents();
   }
@@ -186,8 +183,9 @@ void Session::waitForIdle() {
 }
 
 void Session::onPlanDone() {
+  running_ = false;
   const PlanOutcome out = watcher_.result();
-  if (out.generation != generation_) return;  // cancelled or superseded
+  if (out.generation != generation_) return;  // cancelled
   plan_ = out.plan;
   planError_ = out.error;
   selected_ = plan_ ? (plan_->recommended >= 0 ? plan_->recommended : 0) : -1;

@@ -49,7 +49,7 @@ class Session : public QObject {
   int selectedLayout() const { return selected_; }
   const planner::LayoutCost* selectedLayoutCost() const;
   QString planError() const { return planError_; }
-  bool busy() const { return watcher_.isRunning(); }
+  bool busy() const { return running_; }
 
   /// Each returns an empty string on success, else the error (the state is left unchanged).
   QString setModel(const QString& nameOrPath);
@@ -93,6 +93,7 @@ class Session : public QObject {
   QString planError_;
   int selected_ = -1;
   int generation_ = 0;
+  bool running_ = false;  ///< a plan run whose result has not been handled yet
   QTimer debounce_;
   QFutureWatcher<PlanOutcome> watcher_;
 };

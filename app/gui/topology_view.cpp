@@ -15,7 +15,6 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
-#include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
@@ -184,7 +183,7 @@ void TopologyView::showError(const QString& text) {
 bool TopologyView::openCluster(const QString& nameOrPath) {
   const QString err = session_->setClusterName(nameOrPath);
   showError(err);
-  if (err.isEmpty()) QSettings().setValue(QStringLiteral("lastCluster"), nameOrPath);
+  if (err.isEmpty()) emit clusterOpened(nameOrPath);
   return err.isEmpty();
 }
 
@@ -334,6 +333,23 @@ void TopologyView::redraw() {
   placeFromNeighbours(planner::VertexKind::kNic, 48, false, 0);
   placeFromNeighbours(planner::VertexKind::kSwitch, 0, true, bottom + 20);
   placeFromNeighbours(planner::VertexKind::kSwitch, 0, true, bottom + 90);
+  // Switches of one row that would overlap spread evenly over the grid's width, in x order.
+  const double gridW = std::min(drawnNodes, perRow) * (nodeW + kNodeGap) - kNodeGap;
+  for (double rowY : {bottom + 20, bottom + 90}) {
+    std::vector<std::size_t> row;
+    for (std::size_t v = 0; v < nv; ++v) {
+      if (placed[v] && g[v].kind == planner::VertexKind::kSwitch && pos[v].y() == rowY) {
+        row.push_back(v);
+      }
+    }
+    std::sort(row.begin(), row.end(), [&](auto a, auto b) { return pos[a].x() < pos[b].x(); });
+    bool overlap = false;
+    for (std::size_t i = 1; i < row.size(); ++i) overlap |= pos[row[i]].x() - pos[row[i - 1]].x() < 76;
+    if (!overlap) continue;
+    const double step = std::max(76.0, gridW / static_cast<double>(row.size()));
+    const double x0 = gridW / 2 - step * (static_cast<double>(row.size()) - 1) / 2;
+    for (std::size_t i = 0; i < row.size(); ++i) pos[row[i]].setX(x0 + step * static_cast<double>(i));
+  }
 
   // Distinct bandwidths, fastest first, for colours and the legend.
   std::set<double, std::greater<>> bws;

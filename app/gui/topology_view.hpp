@@ -41,6 +41,10 @@ class TopologyView : public QWidget {
   /// Most nodes drawn; larger clusters draw their first kMaxDrawnNodes nodes.
   static constexpr int kMaxDrawnNodes = 32;
 
+ signals:
+  /// A cluster was opened by name or path (not emitted for edits).
+  void clusterOpened(const QString& nameOrPath);
+
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
 

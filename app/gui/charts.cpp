@@ -14,8 +14,8 @@
 #include <QPainter>
 #include <QStackedBarSeries>
 #include <QToolTip>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 #include <algorithm>
 #include <cmath>
 
@@ -57,8 +57,9 @@ QString rowLabel(const QAbstractItemModel* m, int row) {
   return QStringLiteral("%1 %2 %3 %4")
       .arg(text(PlanTableModel::kRank), text(PlanTableModel::kLayout),
            text(PlanTableModel::kDispatcher),
-           text(PlanTableModel::kMapping) == QStringLiteral("tp_innermost") ? QStringLiteral("tp-in")
-                                                                             : QStringLiteral("ep-in"));
+           text(PlanTableModel::kMapping) == QStringLiteral("tp_innermost")
+               ? QStringLiteral("tp-in")
+               : QStringLiteral("ep-in"));
 }
 
 void watchModel(QAbstractItemModel* m, QObject* receiver, const std::function<void()>& f) {
@@ -72,6 +73,7 @@ void watchModel(QAbstractItemModel* m, QObject* receiver, const std::function<vo
 
 BreakdownChart::BreakdownChart(QWidget* parent) : QWidget(parent) {
   chartView_ = makeChartView(this);
+  chartView_->chart()->legend()->setAlignment(Qt::AlignRight);
 }
 
 QChart* BreakdownChart::chart() const { return chartView_->chart(); }
@@ -90,9 +92,8 @@ void BreakdownChart::rebuild() {
   c->setTitle(tr("Time per MoE layer, ms (roofline) — first %1 rows of the table").arg(n));
   if (n == 0) return;
   auto* series = new QHorizontalStackedBarSeries();
-  const int cols[] = {PlanTableModel::kRouter,  PlanTableModel::kDispatch,
-                      PlanTableModel::kExperts, PlanTableModel::kCombine,
-                      PlanTableModel::kTp,      PlanTableModel::kShared};
+  const int cols[] = {PlanTableModel::kRouter,  PlanTableModel::kDispatch, PlanTableModel::kExperts,
+                      PlanTableModel::kCombine, PlanTableModel::kTp,       PlanTableModel::kShared};
   const char* names[] = {"router", "dispatch", "experts", "combine", "TP", "shared"};
   QStringList categories;
   // Bars top to bottom in table order: a horizontal bar axis grows upwards, so add reversed.
@@ -108,10 +109,10 @@ void BreakdownChart::rebuild() {
     series->append(set);
   }
   for (int r = 0; r < n; ++r) {
-    maxTotal = std::max(maxTotal,
-                        view_->index(r, PlanTableModel::kLayerTime).data(PlanTableModel::kValueRole)
-                                .toDouble() *
-                            1e3);
+    maxTotal = std::max(
+        maxTotal,
+        view_->index(r, PlanTableModel::kLayerTime).data(PlanTableModel::kValueRole).toDouble() *
+            1e3);
   }
   series->setBarWidth(0.7);
   c->addSeries(series);
@@ -119,12 +120,13 @@ void BreakdownChart::rebuild() {
   y->append(categories);
   y->setTruncateLabels(false);
   QFont small = y->labelsFont();
-  small.setPointSizeF(small.pointSizeF() * 0.85);
+  small.setPointSizeF(small.pointSizeF() * 0.75);
   y->setLabelsFont(small);
   auto* x = new QValueAxis();
   x->setTitleText(tr("ms per MoE layer"));
   x->setRange(0.0, maxTotal > 0.0 ? maxTotal * 1.05 : 1.0);
-  x->setLabelFormat(QStringLiteral("%.2f"));
+  x->applyNiceNumbers();
+  x->setLabelFormat(QStringLiteral("%.1f"));
   c->addAxis(y, Qt::AlignLeft);
   c->addAxis(x, Qt::AlignBottom);
   series->attachAxis(y);
@@ -146,8 +148,9 @@ void MemoryChart::rebuild() {
   QChart* c = chart();
   clearChart(c);
   const planner::Plan* plan = source_ == nullptr ? nullptr : source_->plan();
-  const int n =
-      view_ == nullptr || plan == nullptr ? 0 : std::min(view_->rowCount(), BreakdownChart::kMaxRows);
+  const int n = view_ == nullptr || plan == nullptr
+                    ? 0
+                    : std::min(view_->rowCount(), BreakdownChart::kMaxRows);
   c->setTitle(tr("Memory per GPU, GiB (without KV cache) vs HBM capacity"));
   if (n == 0) return;
   auto* series = new QStackedBarSeries();
@@ -179,8 +182,9 @@ void MemoryChart::rebuild() {
   x->append(categories);
   x->setTitleText(tr("table row"));
   auto* y = new QValueAxis();
-  y->setTitleText(tr("GiB per GPU"));
+  y->setTitleText(tr("GiB/GPU"));
   y->setRange(0.0, top * 1.08);
+  y->applyNiceNumbers();
   y->setLabelFormat(QStringLiteral("%.0f"));
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
@@ -211,7 +215,8 @@ GroupedBarChart::GroupedBarChart(QWidget* parent) : QWidget(parent) {
 QChart* GroupedBarChart::chart() const { return chartView_->chart(); }
 
 void GroupedBarChart::setData(const QString& title, const QStringList& categories,
-                              const QStringList& series, const std::vector<std::vector<double>>& values,
+                              const QStringList& series,
+                              const std::vector<std::vector<double>>& values,
                               const QString& yTitle) {
   QChart* c = chart();
   clearChart(c);
@@ -236,6 +241,7 @@ void GroupedBarChart::setData(const QString& title, const QStringList& categorie
   auto* y = new QValueAxis();
   y->setTitleText(yTitle);
   y->setRange(0.0, top > 0.0 ? top * 1.1 : 1.0);
+  y->applyNiceNumbers();
   y->setLabelFormat(QStringLiteral("%.0f"));
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
@@ -260,6 +266,8 @@ void LineChart::setData(const QString& title, const QStringList& series,
   auto* y = new QValueAxis();
   y->setTitleText(yTitle);
   y->setRange(yMin, yMax);
+  y->applyNiceNumbers();
+  y->setLabelFormat(QStringLiteral("%.2f"));
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
   int n = 0;
@@ -294,9 +302,14 @@ void HeatMap::setData(const QString& title, const std::vector<std::vector<double
   colTitle_ = colTitle;
   unit_ = unit;
   max_ = 0.0;
+  min_ = values_.empty() || values_.front().empty() ? 0.0 : values_.front().front();
   for (const auto& r : values_) {
-    for (double v : r) max_ = std::max(max_, v);
+    for (double v : r) {
+      max_ = std::max(max_, v);
+      min_ = std::min(min_, v);
+    }
   }
+  if (!fromMin_) min_ = 0.0;
   update();
 }
 
@@ -324,16 +337,16 @@ bool HeatMap::event(QEvent* e) {
       const int r = (he->pos().y() - pr.top()) * rows / pr.height();
       const int c = (he->pos().x() - pr.left()) * cols / pr.width();
       if (r >= 0 && r < rows && c >= 0 && c < cols) {
-        QToolTip::showText(he->globalPos(),
-                           QStringLiteral("%1 %2, %3 %4: %5 %6")
-                               .arg(rowTitle_)
-                               .arg(r)
-                               .arg(colTitle_)
-                               .arg(c)
-                               .arg(format_(values_[static_cast<std::size_t>(r)]
-                                                   [static_cast<std::size_t>(c)]),
-                                    unit_),
-                           this);
+        QToolTip::showText(
+            he->globalPos(),
+            QStringLiteral("%1 %2, %3 %4: %5 %6")
+                .arg(rowTitle_)
+                .arg(r)
+                .arg(colTitle_)
+                .arg(c)
+                .arg(format_(values_[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]),
+                     unit_),
+            this);
         return true;
       }
     }
@@ -360,7 +373,7 @@ void HeatMap::paintEvent(QPaintEvent*) {
   const auto rows = static_cast<int>(values_.size());
   const auto cols = static_cast<int>(values_.front().size());
   auto colour = [this](double v) {
-    const double t = max_ > 0.0 ? std::clamp(v / max_, 0.0, 1.0) : 0.0;
+    const double t = max_ > min_ ? std::clamp((v - min_) / (max_ - min_), 0.0, 1.0) : 0.0;
     // White → light blue → dark blue.
     const int r = static_cast<int>(255 - t * (255 - 8));
     const int g = static_cast<int>(255 - t * (255 - 48));
@@ -420,14 +433,14 @@ void HeatMap::paintEvent(QPaintEvent*) {
   // Colour bar.
   const QRect bar(pr.right() + 12, pr.top(), 14, pr.height());
   for (int y = 0; y < bar.height(); ++y) {
-    p.setPen(colour(max_ * (1.0 - static_cast<double>(y) / std::max(1, bar.height() - 1))));
+    p.setPen(colour(max_ - (max_ - min_) * static_cast<double>(y) / std::max(1, bar.height() - 1)));
     p.drawLine(bar.left(), bar.top() + y, bar.right(), bar.top() + y);
   }
   p.setPen(palette().text().color());
   p.drawRect(bar.adjusted(0, 0, -1, -1));
   p.drawText(QRect(bar.right() + 3, bar.top(), 80, fm.height()), Qt::AlignLeft, format_(max_));
   p.drawText(QRect(bar.right() + 3, bar.bottom() - fm.height(), 80, fm.height()), Qt::AlignLeft,
-             format_(0.0));
+             format_(min_));
   p.drawText(QRect(bar.right() + 3, bar.center().y() - fm.height() / 2, 80, fm.height()),
              Qt::AlignLeft, unit_);
 }

@@ -25,7 +25,7 @@ class BreakdownChart : public QWidget {
   explicit BreakdownChart(QWidget* parent = nullptr);
   /// `view` is the proxy the table shows; `source` the plan model behind it.
   void setModel(QAbstractItemModel* view, const PlanTableModel* source);
-  static constexpr int kMaxRows = 12;
+  static constexpr int kMaxRows = 10;
   QChart* chart() const;
 
  private:
@@ -91,6 +91,8 @@ class HeatMap : public QWidget {
   void setData(const QString& title, const std::vector<std::vector<double>>& values,
                const QString& rowTitle, const QString& colTitle, const QString& unit);
   void setBlocks(int rowBlock, int colBlock);
+  /// Colours span [min, max] of the values instead of [0, max] (shows small differences).
+  void setScaleFromMin(bool on) { fromMin_ = on; }
   /// Formats a cell value for the colour bar and tooltips (default: 3 significant digits).
   void setFormatter(std::function<QString(double)> f) { format_ = std::move(f); }
   const std::vector<std::vector<double>>& values() const { return values_; }
@@ -105,6 +107,8 @@ class HeatMap : public QWidget {
   QString title_, rowTitle_, colTitle_, unit_;
   std::vector<std::vector<double>> values_;
   double max_ = 0.0;
+  double min_ = 0.0;
+  bool fromMin_ = false;
   int rowBlock_ = 0, colBlock_ = 0;
   std::function<QString(double)> format_;
 };

@@ -113,13 +113,13 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
 void LayoutsView::onFilterChanged() {
   filter_->setFeasibleOnly(feasible_->isChecked());
   const int d = dispatcher_->currentIndex();
-  filter_->setDispatcher(d <= 0 ? std::nullopt
-                                : std::optional<planner::Dispatcher>(planner::kAllDispatchers[d - 1]));
+  filter_->setDispatcher(
+      d <= 0 ? std::nullopt : std::optional<planner::Dispatcher>(planner::kAllDispatchers[d - 1]));
   const int m = mapping_->currentIndex();
-  filter_->setMapping(m <= 0 ? std::nullopt
-                             : std::optional<planner::RankMapping>(
-                                   m == 1 ? planner::RankMapping::kTpInnermost
-                                          : planner::RankMapping::kEpInnermost));
+  filter_->setMapping(
+      m <= 0 ? std::nullopt
+             : std::optional<planner::RankMapping>(m == 1 ? planner::RankMapping::kTpInnermost
+                                                          : planner::RankMapping::kEpInnermost));
 }
 
 void LayoutsView::onPlanFinished() {
@@ -191,8 +191,8 @@ bool LayoutsView::savePlanJson(const QString& path) {
 }
 
 void LayoutsView::onSave() {
-  const QString path = QFileDialog::getSaveFileName(this, tr("Save the plan JSON"), QString(),
-                                                    tr("JSON (*.json)"));
+  const QString path =
+      QFileDialog::getSaveFileName(this, tr("Save the plan JSON"), QString(), tr("JSON (*.json)"));
   if (!path.isEmpty()) savePlanJson(path);
 }
 

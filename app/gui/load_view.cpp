@@ -54,14 +54,16 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   auto* policyLabel = new QLabel(tr("Heat maps &policy:"), this);
   row->addWidget(policyLabel);
   policy_ = new QComboBox(this);
-  for (auto p : comparedPolicies()) policy_->addItem(QString::fromStdString(planner::policy_name(p)));
+  for (auto p : comparedPolicies())
+    policy_->addItem(QString::fromStdString(planner::policy_name(p)));
   policy_->setCurrentIndex(1);
   policyLabel->setBuddy(policy_);
   row->addWidget(policy_);
   row->addStretch(1);
   auto* save = new QPushButton(tr("Save &placement…"), this);
-  save->setToolTip(tr("The heat maps' placement as a moeplan placement file (as `moeplan place "
-                      "--out` writes)"));
+  save->setToolTip(
+      tr("The heat maps' placement as a moeplan placement file (as `moeplan place "
+         "--out` writes)"));
   row->addWidget(save);
   layout->addLayout(row);
   header_ = new QLabel(this);
@@ -77,6 +79,7 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   layerMap_ = new HeatMap(this);
   expertMap_->setFormatter(tokens);
   layerMap_->setFormatter(tokens);
+  layerMap_->setScaleFromMin(true);
   grid->addWidget(bars_, 0, 0);
   grid->addWidget(balance_, 0, 1);
   grid->addWidget(expertMap_, 1, 0);
@@ -106,8 +109,8 @@ void LoadView::recompute() {
   }
   const int ep = lc->layout.ep_size;
   header_->setText(tr("Placing experts for ep%1…").arg(ep));
-  auto future = QtConcurrent::run(
-      [load = load->load, fit = session_->policyFit(), ep, generation]() {
+  auto future =
+      QtConcurrent::run([load = load->load, fit = session_->policyFit(), ep, generation]() {
         BalanceOutcome out;
         out.generation = generation;
         out.epSize = ep;
@@ -175,19 +178,21 @@ void LoadView::redraw() {
   std::vector<std::vector<double>> perGpu;
   std::vector<std::vector<double>> balance;
   for (std::size_t p = 0; p < np; ++p) {
-    names << QStringLiteral("%1 (%2)")
-                 .arg(QString::fromStdString(planner::policy_name(outcome_.policies[p])),
-                      QString::number(outcome_.figures[p].layer_balancedness.empty()
-                                          ? outcome_.figures[p].balancedness
-                                          : outcome_.figures[p].layer_balancedness[static_cast<std::size_t>(
-                                                std::min<int>(layer, static_cast<int>(outcome_.figures[p].layer_balancedness.size()) - 1))],
-                                      'f', 3));
+    names << QStringLiteral("%1 (%2)").arg(
+        QString::fromStdString(planner::policy_name(outcome_.policies[p])),
+        QString::number(
+            outcome_.figures[p].layer_balancedness.empty()
+                ? outcome_.figures[p].balancedness
+                : outcome_.figures[p].layer_balancedness[static_cast<std::size_t>(std::min<int>(
+                      layer, static_cast<int>(outcome_.figures[p].layer_balancedness.size()) - 1))],
+            'f', 3));
     perGpu.push_back(outcome_.gpuLoads[p][static_cast<std::size_t>(layer)]);
     balance.push_back(outcome_.figures[p].layer_balancedness);
   }
   for (int g = 0; g < outcome_.epSize; ++g) gpus << QString::number(g);
-  bars_->setData(tr("Routed tokens per EP rank, layer %1 (legend: balancedness mean/max)").arg(layer),
-                 gpus, names, perGpu, tr("routed tokens"));
+  bars_->setData(
+      tr("Routed tokens per EP rank, layer %1 (legend: balancedness mean/max)").arg(layer), gpus,
+      names, perGpu, tr("routed tokens"));
   QStringList lineNames;
   double lo = 1.0;
   for (std::size_t p = 0; p < np; ++p) {
@@ -200,8 +205,9 @@ void LoadView::redraw() {
                     balance, tr("MoE layer"), tr("balancedness"), std::max(0.0, lo - 0.05), 1.0);
   const auto hp = static_cast<std::size_t>(policy_->currentIndex());
   const auto& placement = outcome_.placements[hp].placement;
-  const auto& map = placement.physical_to_logical[static_cast<std::size_t>(
-      placement.num_layers() == 1 ? 0 : layer)];
+  const auto& map =
+      placement
+          .physical_to_logical[static_cast<std::size_t>(placement.num_layers() == 1 ? 0 : layer)];
   expertMap_->setData(tr("Expert × EP rank, layer %1, %2: routed tokens")
                           .arg(layer)
                           .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp]))),
@@ -249,8 +255,8 @@ bool LoadView::savePlacement(const QString& path) {
 }
 
 void LoadView::onSave() {
-  const QString path = QFileDialog::getSaveFileName(this, tr("Save the placement"), QString(),
-                                                    tr("JSON (*.json)"));
+  const QString path =
+      QFileDialog::getSaveFileName(this, tr("Save the placement"), QString(), tr("JSON (*.json)"));
   if (!path.isEmpty()) savePlacement(path);
 }
 
@@ -294,14 +300,15 @@ void TrafficView::recompute() {
     fail(tr("No layout selected: plan first (Layouts view)."));
     return;
   }
-  const int layers = load->load.num_layers() > 1 ? load->load.num_layers() : model->num_moe_layers();
+  const int layers =
+      load->load.num_layers() > 1 ? load->load.num_layers() : model->num_moe_layers();
   {
     const QSignalBlocker block(layer_);
     layer_->setRange(0, std::max(0, layers - 1));
   }
   const planner::RooflineCosts costs(*cluster);
-  const planner::CostContext ctx{*model, *cluster, costs, session_->workload(), load->load,
-                                 session_->placementFn()};
+  const planner::CostContext ctx{
+      *model, *cluster, costs, session_->workload(), load->load, session_->placementFn()};
   auto m = planner::layer_traffic(ctx, lc->layout, layer_->value());
   if (!m) {
     fail(QString::fromStdString(m.error().message));

@@ -30,8 +30,8 @@ struct BalanceOutcome {
   int numNodes = 1;
   QString error;
   std::vector<planner::PlacementPolicy> policies;
-  std::vector<planner::PlacementResult> placements;  ///< one per policy
-  std::vector<planner::BalanceFigures> figures;      ///< one per policy
+  std::vector<planner::PlacementResult> placements;        ///< one per policy
+  std::vector<planner::BalanceFigures> figures;            ///< one per policy
   std::vector<std::vector<std::vector<double>>> gpuLoads;  ///< [policy][layer][gpu]
 };
 

@@ -39,6 +39,16 @@ int main(int argc, char** argv) {
       QStringLiteral("Expert-load file (.json, .csv, .npy) or synthetic spec (e.g. "
                      "powerlaw:alpha=1.2,shuffle=1)."),
       QStringLiteral("PATH|SPEC"));
+  const QCommandLineOption placement(
+      QStringLiteral("placement"),
+      QStringLiteral("Placement policy the plan costs with: contiguous, round_robin, eplb, best."),
+      QStringLiteral("POLICY"), QStringLiteral("contiguous"));
+  const QCommandLineOption redundant(
+      QStringLiteral("redundant"),
+      QStringLiteral("Redundant expert slots per EP rank for eplb and best (0-16)."),
+      QStringLiteral("N"), QStringLiteral("0"));
+  parser.addOption(placement);
+  parser.addOption(redundant);
   parser.addOption(screenshot);
   parser.addOption(model);
   parser.addOption(cluster);
@@ -56,11 +66,21 @@ int main(int argc, char** argv) {
   if (parser.isSet(load) && !window.loadLoad(parser.value(load)) && shots) {
     return fail(window.loadErrorLabel()->text());
   }
+  if (parser.isSet(placement) || parser.isSet(redundant)) {
+    bool ok = false;
+    const int n = parser.value(redundant).toInt(&ok);
+    if (!ok || !window.setPlacement(parser.value(placement), n)) {
+      return fail(
+          QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
+                         "--redundant: expected 0-16"));
+    }
+  }
   if (shots) {
     window.resize(1366, 768);
     window.show();
     const int n = window.saveScreenshots(parser.value(screenshot));
-    if (n < 0) return fail(QStringLiteral("cannot write screenshots to ") + parser.value(screenshot));
+    if (n < 0)
+      return fail(QStringLiteral("cannot write screenshots to ") + parser.value(screenshot));
     std::printf("wrote %d screenshot(s) to %s\n", n,
                 parser.value(screenshot).toLocal8Bit().constData());
     return 0;

@@ -67,7 +67,9 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   auto* view = menuBar()->addMenu(tr("&View"));
   for (int i = 0; i < tabs_->count(); ++i) {
-    view->addAction(tabs_->tabText(i).remove(QLatin1Char('&')).replace(QStringLiteral("&&"), QStringLiteral("&")),
+    view->addAction(tabs_->tabText(i)
+                        .remove(QLatin1Char('&'))
+                        .replace(QStringLiteral("&&"), QStringLiteral("&")),
                     QKeySequence(Qt::ALT | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
                     [this, i] { tabs_->setCurrentIndex(i); });
   }
@@ -108,12 +110,12 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   });
   connect(session_, &Session::loadChanged, this, [this] {
     const auto& l = session_->load();
-    loadSummary_->setText(l ? tr("Load: %1 (%2), %3 layers × %4 experts")
-                                  .arg(QString::fromStdString(l->load.source),
-                                       QString::fromStdString(l->format))
-                                  .arg(l->load.num_layers())
-                                  .arg(l->load.num_experts)
-                            : tr("Load: none"));
+    loadSummary_->setText(
+        l ? tr("Load: %1 (%2), %3 layers × %4 experts")
+                .arg(QString::fromStdString(l->load.source), QString::fromStdString(l->format))
+                .arg(l->load.num_layers())
+                .arg(l->load.num_experts)
+          : tr("Load: none"));
   });
 
   resize(1280, 720);
@@ -183,7 +185,9 @@ QWidget* MainWindow::buildModelView() {
   loadRow->addWidget(loadSpec_, 1);
   auto* openLoad = new QPushButton(tr("File…"), box);
   loadRow->addWidget(openLoad);
-  form->addRow(tr("Expert &load:"), loadRow);
+  auto* loadLabel = new QLabel(tr("Expert &load:"), box);
+  loadLabel->setBuddy(loadSpec_);
+  form->addRow(loadLabel, loadRow);
   loadError_ = new QLabel(box);
   loadError_->setStyleSheet(QStringLiteral("color: #b00020;"));
   loadError_->setWordWrap(true);
@@ -297,8 +301,8 @@ bool MainWindow::loadModel(const QString& nameOrPath) {
   // The load follows the model; say so when it no longer fits.
   loadError_->setVisible(!session_->load());
   if (!session_->load()) {
-    loadError_->setText(tr("The load '%1' does not fit this model; choose another.")
-                            .arg(loadSpec_->text()));
+    loadError_->setText(
+        tr("The load '%1' does not fit this model; choose another.").arg(loadSpec_->text()));
   }
   if (useSettings_) QSettings().setValue(QStringLiteral("lastModel"), nameOrPath);
   statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(model->source_path)));
@@ -318,6 +322,18 @@ bool MainWindow::loadLoad(const QString& fileOrSpec) {
   return err.isEmpty();
 }
 
+bool MainWindow::setPlacement(const QString& policy, int redundantPerRank) {
+  const int i = policy_->findText(policy);
+  if (i < 0 || redundantPerRank < redundant_->minimum() ||
+      redundantPerRank > redundant_->maximum()) {
+    return false;
+  }
+  policy_->setCurrentIndex(i);
+  redundant_->setValue(redundantPerRank);
+  onWorkloadEdited();
+  return true;
+}
+
 void MainWindow::onModelChosen(int index) { loadModel(modelCombo_->itemText(index)); }
 
 void MainWindow::onOpenConfig() {
@@ -327,8 +343,8 @@ void MainWindow::onOpenConfig() {
 }
 
 void MainWindow::onOpenLoad() {
-  const QString path = QFileDialog::getOpenFileName(
-      this, tr("Open an expert load"), QString(), tr("Expert loads (*.json *.csv *.npy)"));
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open an expert load"), QString(),
+                                                    tr("Expert loads (*.json *.csv *.npy)"));
   if (!path.isEmpty()) loadLoad(path);
 }
 

@@ -35,6 +35,9 @@ class MainWindow : public QMainWindow {
   bool loadCluster(const QString& nameOrPath);
   /// Loads an expert-load file or synthetic spec; on failure the model view shows the error.
   bool loadLoad(const QString& fileOrSpec);
+  /// Sets the placement policy the plan costs with ("contiguous", "round_robin", "eplb",
+  /// "best") and the redundant slots per EP rank; false for an unknown policy.
+  bool setPlacement(const QString& policy, int redundantPerRank);
   /// The model view's (label, value) table and the error line, for tests.
   QTableWidget* modelTable() const { return modelTable_; }
   QLabel* errorLabel() const { return errorLabel_; }

@@ -27,11 +27,23 @@ int PlanTableModel::columnCount(const QModelIndex& parent) const {
 
 QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
-  static const char* const kHeaders[kNumColumns] = {
-      "#",           "layout",          "dispatcher",   "mapping",      "router (ms)",
-      "dispatch (ms)", "experts (ms)",  "combine (ms)", "TP (ms)",      "shared (ms)",
-      "layer (ms)",  "step (ms)",       "tokens/s/GPU", "memory (GiB/GPU)", "HBM (GiB)",
-      "imbalance (max/mean)", "fits"};
+  static const char* const kHeaders[kNumColumns] = {"#",
+                                                    "layout",
+                                                    "dispatcher",
+                                                    "mapping",
+                                                    "router (ms)",
+                                                    "dispatch (ms)",
+                                                    "experts (ms)",
+                                                    "combine (ms)",
+                                                    "TP (ms)",
+                                                    "shared (ms)",
+                                                    "layer (ms)",
+                                                    "step (ms)",
+                                                    "tokens/s/GPU",
+                                                    "memory (GiB/GPU)",
+                                                    "HBM (GiB)",
+                                                    "imbalance (max/mean)",
+                                                    "fits"};
   if (role == Qt::DisplayRole) return QString::fromUtf8(kHeaders[section]);
   if (role == Qt::ToolTipRole) {
     switch (section) {
@@ -73,7 +85,8 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     switch (index.column()) {
       case kRank: return index.row() + 1;
       case kLayout: return QString::fromStdString(c.layout.shape_name());
-      case kDispatcher: return QString::fromStdString(planner::dispatcher_name(c.layout.dispatcher));
+      case kDispatcher:
+        return QString::fromStdString(planner::dispatcher_name(c.layout.dispatcher));
       case kMapping: return QString::fromStdString(planner::mapping_name(c.layout.mapping));
       case kLayerTime:
         return display ? QVariant(QString::number(p.total() * 1e3, 'f', 3)) : QVariant(p.total());
@@ -84,8 +97,8 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
         return display ? QVariant(QString::number(c.tokens_per_s_per_gpu, 'f', 0))
                        : QVariant(c.tokens_per_s_per_gpu);
       case kMemory:
-        return display ? QVariant(QString::number(c.memory.total() / (1024.0 * 1024.0 * 1024.0),
-                                                  'f', 2))
+        return display ? QVariant(
+                             QString::number(c.memory.total() / (1024.0 * 1024.0 * 1024.0), 'f', 2))
                        : QVariant(c.memory.total());
       case kCapacity:
         return display ? QVariant(QString::number(c.memory_capacity / (1024.0 * 1024.0 * 1024.0),
@@ -100,13 +113,14 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::ToolTipRole) {
     if (item != nullptr) {
-      return tr("%1, source: %2").arg(formatMs(item->seconds), QString::fromStdString(item->source));
+      return tr("%1, source: %2")
+          .arg(formatMs(item->seconds), QString::fromStdString(item->source));
     }
     if (index.column() == kMemory) {
       const auto& m = c.memory;
       return tr("experts %1, shared %2, dense %3, buffers %4, activations %5 (of %6 HBM)")
-          .arg(formatGiB(m.experts), formatGiB(m.shared), formatGiB(m.dense),
-               formatGiB(m.buffers), formatGiB(m.activations), formatGiB(c.memory_capacity));
+          .arg(formatGiB(m.experts), formatGiB(m.shared), formatGiB(m.dense), formatGiB(m.buffers),
+               formatGiB(m.activations), formatGiB(c.memory_capacity));
     }
     return tr("cost source: %1").arg(QString::fromStdString(plan_->cost_source));
   }

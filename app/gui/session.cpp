@@ -58,8 +58,8 @@ QString Session::setModel(const QString& nameOrPath) {
   if (!m) return QString::fromStdString(m.error().message);
   model_ = std::move(*m);
   fit_.num_groups = model_->router.num_groups;
-  fit_.pairs_per_step = static_cast<std::int64_t>(workload_.tokens_per_gpu) *
-                        model_->num_experts_per_tok;
+  fit_.pairs_per_step =
+      static_cast<std::int64_t>(workload_.tokens_per_gpu) * model_->num_experts_per_tok;
   emit modelChanged();
   // The load follows the model (layer and expert counts); a file that does not fit says so.
   const QString loadError = setLoad(loadSpec_);
@@ -95,9 +95,8 @@ QString Session::setClusterJson(const nlohmann::json& j, const QString& source) 
 
 QString Session::setLoad(const QString& fileOrSpec) {
   const models::MoeModel* mp = model_ ? &*model_ : nullptr;
-  auto data = looksLikeFile(fileOrSpec)
-                  ? planner::read_load_file(fileOrSpec.toStdString(), mp)
-                  : planner::synthetic_load(fileOrSpec.toStdString(), mp);
+  auto data = looksLikeFile(fileOrSpec) ? planner::read_load_file(fileOrSpec.toStdString(), mp)
+                                        : planner::synthetic_load(fileOrSpec.toStdString(), mp);
   if (!data) return QString::fromStdString(data.error().message);
   loadSpec_ = fileOrSpec;
   load_ = std::move(*data);

@@ -66,8 +66,7 @@ QString gbps(double bytesPerSecond) {
 
 }  // namespace
 
-TopologyView::TopologyView(Session* session, QWidget* parent)
-    : QWidget(parent), session_(session) {
+TopologyView::TopologyView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
   auto* outer = new QHBoxLayout(this);
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   outer->addWidget(splitter);
@@ -76,7 +75,8 @@ TopologyView::TopologyView(Session* session, QWidget* parent)
   auto* pl = new QVBoxLayout(panel);
   auto* fileRow = new QHBoxLayout();
   bundled_ = new QComboBox(panel);
-  for (const auto& n : planner::bundled_cluster_names()) bundled_->addItem(QString::fromStdString(n));
+  for (const auto& n : planner::bundled_cluster_names())
+    bundled_->addItem(QString::fromStdString(n));
   bundled_->setToolTip(tr("Bundled clusters (resources/clusters)"));
   fileRow->addWidget(bundled_, 1);
   auto* open = new QPushButton(tr("&Open…"), panel);
@@ -113,7 +113,7 @@ TopologyView::TopologyView(Session* session, QWidget* parent)
   form->addRow(tr("Net&work:"), network_);
   form->addRow(tr("O&versubscription:"), oversub_);
   pl->addLayout(form);
-  editors_ = {device_, nodes_, gpusPerNode_, domain_, nvBw_, nvLat_,
+  editors_ = {device_, nodes_, gpusPerNode_, domain_,  nvBw_,   nvLat_,
               nics_,   nicBw_, netLat_,      network_, oversub_};
 
   error_ = new QLabel(panel);
@@ -194,8 +194,8 @@ bool TopologyView::saveCluster(const QString& path) {
 }
 
 void TopologyView::onOpen() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open a cluster JSON"), QString(),
-                                                    tr("JSON (*.json)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open a cluster JSON"), QString(), tr("JSON (*.json)"));
   if (!path.isEmpty()) openCluster(path);
 }
 
@@ -213,7 +213,7 @@ void TopologyView::loadEditors() {
   if (compact) {
     auto num = [&](const nlohmann::json& o, const char* key, double fallback) {
       return o.is_object() && o.contains(key) && o.at(key).is_number() ? o.at(key).get<double>()
-                                                                        : fallback;
+                                                                       : fallback;
     };
     const nlohmann::json empty = nlohmann::json::object();
     const nlohmann::json& intra = j.contains("intra_node") ? j.at("intra_node") : empty;
@@ -229,7 +229,8 @@ void TopologyView::loadEditors() {
     nicBw_->setValue(num(inter, "nic_bandwidth_gb_per_s", 50));
     netLat_->setValue(num(inter, "latency_us", 5.0));
     network_->setCurrentText(QString::fromStdString(
-        inter.is_object() ? inter.value("network", std::string("rail_optimized")) : "rail_optimized"));
+        inter.is_object() ? inter.value("network", std::string("rail_optimized"))
+                          : "rail_optimized"));
     oversub_->setValue(num(inter, "oversubscription", 1.0));
   }
   if (const auto& c = session_->cluster()) {
@@ -240,8 +241,7 @@ void TopologyView::loadEditors() {
         tr("<b>%1</b> (%2): %3 GPUs × %4 (%5 HBM), %6 nodes, NVLink domains of %7 GPUs.%8")
             .arg(QString::fromStdString(info.name), QString::fromStdString(info.form))
             .arg(c->num_gpus())
-            .arg(QString::fromStdString(info.device.display_name),
-                 formatGiB(info.device.hbm_bytes))
+            .arg(QString::fromStdString(info.device.display_name), formatGiB(info.device.hbm_bytes))
             .arg(info.num_nodes)
             .arg(info.nvlink_domain_gpus)
             .arg(compact ? QString()
@@ -270,7 +270,8 @@ void TopologyView::onEdited() {
     inter["network"] = network_->currentText().toStdString();
     inter["oversubscription"] = oversub_->value();
   }
-  const auto source = session_->cluster() ? session_->cluster()->info().source : std::string("edited");
+  const auto source =
+      session_->cluster() ? session_->cluster()->info().source : std::string("edited");
   const QString err = session_->setClusterJson(j, QString::fromStdString(source));
   showError(err.isEmpty() ? QString() : tr("Edit not applied: %1").arg(err));
 }
@@ -286,9 +287,9 @@ void TopologyView::redraw() {
   const int drawnNodes = std::min(numNodes, kMaxDrawnNodes);
   const double nodeW = gpn * kGpuW + 2 * kNodePad;
   // Nodes in a grid about 1.8 times wider than tall.
-  const int perRow = std::clamp(
-      static_cast<int>(std::ceil(std::sqrt(drawnNodes * 1.8 * (kNodeH + kNodeGap) / (nodeW + kNodeGap)))),
-      1, std::max(1, drawnNodes));
+  const int perRow = std::clamp(static_cast<int>(std::ceil(std::sqrt(
+                                    drawnNodes * 1.8 * (kNodeH + kNodeGap) / (nodeW + kNodeGap)))),
+                                1, std::max(1, drawnNodes));
   const int numRows = (drawnNodes + perRow - 1) / perRow;
   auto nodeOrigin = [&](int node) {
     return QPointF((node % perRow) * (nodeW + kNodeGap), (node / perRow) * (kNodeH + kNodeGap));
@@ -344,11 +345,13 @@ void TopologyView::redraw() {
     }
     std::sort(row.begin(), row.end(), [&](auto a, auto b) { return pos[a].x() < pos[b].x(); });
     bool overlap = false;
-    for (std::size_t i = 1; i < row.size(); ++i) overlap |= pos[row[i]].x() - pos[row[i - 1]].x() < 76;
+    for (std::size_t i = 1; i < row.size(); ++i)
+      overlap |= pos[row[i]].x() - pos[row[i - 1]].x() < 76;
     if (!overlap) continue;
     const double step = std::max(76.0, gridW / static_cast<double>(row.size()));
     const double x0 = gridW / 2 - step * (static_cast<double>(row.size()) - 1) / 2;
-    for (std::size_t i = 0; i < row.size(); ++i) pos[row[i]].setX(x0 + step * static_cast<double>(i));
+    for (std::size_t i = 0; i < row.size(); ++i)
+      pos[row[i]].setX(x0 + step * static_cast<double>(i));
   }
 
   // Distinct bandwidths, fastest first, for colours and the legend.
@@ -390,10 +393,12 @@ void TopologyView::redraw() {
     numEp = lc->layout.ep_size;
     numTp = lc->layout.tp_size;
     for (const auto& grp : lc->layout.ep_groups()) {
-      for (std::size_t r = 0; r < grp.size(); ++r) epRank[static_cast<std::size_t>(grp[r])] = static_cast<int>(r);
+      for (std::size_t r = 0; r < grp.size(); ++r)
+        epRank[static_cast<std::size_t>(grp[r])] = static_cast<int>(r);
     }
     for (const auto& grp : lc->layout.tp_groups()) {
-      for (std::size_t r = 0; r < grp.size(); ++r) tpRank[static_cast<std::size_t>(grp[r])] = static_cast<int>(r);
+      for (std::size_t r = 0; r < grp.size(); ++r)
+        tpRank[static_cast<std::size_t>(grp[r])] = static_cast<int>(r);
     }
   }
   const int by = colourBy_->currentIndex();
@@ -441,7 +446,8 @@ void TopologyView::redraw() {
     }
     auto* item = scene_->addRect(box, QPen(QColor(0x44, 0x44, 0x44)), QBrush(fill));
     item->setPos(pos[v]);
-    item->setToolTip(QString::fromStdString(vi.name + " (" + planner::vertex_kind_name(vi.kind) + ")"));
+    item->setToolTip(
+        QString::fromStdString(vi.name + " (" + planner::vertex_kind_name(vi.kind) + ")"));
     auto* label = new QGraphicsSimpleTextItem(text, item);
     QFont f = label->font();
     f.setPointSizeF(vi.kind == planner::VertexKind::kGpu ? 7.0 : 7.5);

@@ -81,8 +81,7 @@ void expectModelHoldsPlan(const PlanTableModel& m, const planner::Plan& plan) {
     EXPECT_EQ(v(PlanTableModel::kThroughput).toDouble(), c.tokens_per_s_per_gpu);
     EXPECT_EQ(v(PlanTableModel::kMemory).toDouble(), c.memory.total());
     EXPECT_EQ(v(PlanTableModel::kFits).toBool(), c.feasible);
-    EXPECT_EQ(m.index(r, 0).data(PlanTableModel::kRecommendedRole).toBool(),
-              r == plan.recommended);
+    EXPECT_EQ(m.index(r, 0).data(PlanTableModel::kRecommendedRole).toBool(), r == plan.recommended);
     EXPECT_EQ(m.index(r, PlanTableModel::kStepTime).data(Qt::DisplayRole).toString(),
               QString::number(c.step_seconds * 1e3, 'f', 3));
   }
@@ -94,8 +93,8 @@ TEST(GuiLayouts, TableModelHoldsThePlannersPlan) {
   w.waitForIdle();
   const auto* m = w.layoutsView()->model();
   ASSERT_NE(m->plan(), nullptr);
-  expectModelHoldsPlan(*m, libraryPlan(QStringLiteral("uniform"),
-                                       planner::PlacementPolicy::kContiguous));
+  expectModelHoldsPlan(
+      *m, libraryPlan(QStringLiteral("uniform"), planner::PlacementPolicy::kContiguous));
   EXPECT_EQ(m->plan()->cost_source, "roofline");
   EXPECT_TRUE(w.layoutsView()->recommendation()->text().contains(QStringLiteral("Recommended")));
   EXPECT_EQ(w.session()->selectedLayout(), m->plan()->recommended);
@@ -234,16 +233,18 @@ TEST(GuiLoadBalance, FiguresEqualThePlacementMetrics) {
     fit.policy = out.policies[p];
     auto placed = planner::place_for_ep(load, fit, out.epSize);
     ASSERT_TRUE(placed) << placed.error().message;
-    EXPECT_EQ(out.placements[p].placement.physical_to_logical, placed->placement.physical_to_logical);
+    EXPECT_EQ(out.placements[p].placement.physical_to_logical,
+              placed->placement.physical_to_logical);
     auto fig = planner::balance_figures(load, placed->placement);
     ASSERT_TRUE(fig);
     EXPECT_EQ(out.figures[p].balancedness, fig->balancedness);
     EXPECT_EQ(out.figures[p].layer_balancedness, fig->layer_balancedness);
     for (int l = 0; l < load.num_layers(); ++l) {
-      EXPECT_EQ(out.gpuLoads[p][static_cast<std::size_t>(l)],
-                planner::gpu_loads(load.counts[static_cast<std::size_t>(l)],
-                                   placed->placement.physical_to_logical[static_cast<std::size_t>(l)],
-                                   out.epSize));
+      EXPECT_EQ(
+          out.gpuLoads[p][static_cast<std::size_t>(l)],
+          planner::gpu_loads(load.counts[static_cast<std::size_t>(l)],
+                             placed->placement.physical_to_logical[static_cast<std::size_t>(l)],
+                             out.epSize));
     }
   }
   // eplb balances the skewed load better than contiguous.
@@ -268,7 +269,8 @@ TEST(GuiLoadBalance, FiguresEqualThePlacementMetrics) {
   ASSERT_TRUE(v->savePlacement(path));
   auto file = planner::load_placement_file(path.toStdString());
   ASSERT_TRUE(file) << file.error().message;
-  EXPECT_EQ(file->result.placement.physical_to_logical, out.placements[1].placement.physical_to_logical);
+  EXPECT_EQ(file->result.placement.physical_to_logical,
+            out.placements[1].placement.physical_to_logical);
 }
 
 TEST(GuiTraffic, HeatMapIsTheLayerTrafficOfTheSelectedLayout) {
@@ -279,8 +281,8 @@ TEST(GuiTraffic, HeatMapIsTheLayerTrafficOfTheSelectedLayout) {
   ASSERT_NE(lc, nullptr);
   const auto& s = *w.session();
   const planner::RooflineCosts costs(*s.cluster());
-  const planner::CostContext ctx{*s.model(), *s.cluster(), costs, s.workload(), s.load()->load,
-                                 s.placementFn()};
+  const planner::CostContext ctx{*s.model(),   *s.cluster(),   costs,
+                                 s.workload(), s.load()->load, s.placementFn()};
   auto m = planner::layer_traffic(ctx, lc->layout, 0);
   ASSERT_TRUE(m);
   EXPECT_EQ(w.trafficView()->heatMap()->values(), *m);
@@ -339,7 +341,8 @@ TEST(GuiViews, ScreenshotsOfEveryView) {
   w.show();
   QTemporaryDir dir;
   ASSERT_EQ(w.saveScreenshots(dir.path()), 6);
-  for (const char* name : {"model", "topology", "layouts", "load_balance", "traffic", "profiling"}) {
+  for (const char* name :
+       {"model", "topology", "layouts", "load_balance", "traffic", "profiling"}) {
     const QFileInfo png(QDir(dir.path()).filePath(QString::fromLatin1(name) + ".png"));
     EXPECT_TRUE(png.exists()) << name;
     EXPECT_GT(png.size(), 10000) << name;

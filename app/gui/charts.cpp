@@ -216,7 +216,7 @@ QChart* GroupedBarChart::chart() const { return chartView_->chart(); }
 
 void GroupedBarChart::setData(const QString& title, const QStringList& categories,
                               const QStringList& series,
-                              const std::vector<std::vector<double>>& values,
+                              const std::vector<std::vector<double>>& values, const QString& xTitle,
                               const QString& yTitle) {
   QChart* c = chart();
   clearChart(c);
@@ -238,6 +238,12 @@ void GroupedBarChart::setData(const QString& title, const QStringList& categorie
   c->addSeries(bars);
   auto* x = new QBarCategoryAxis();
   x->append(categories);
+  x->setTitleText(xTitle);
+  if (categories.size() > 32) {
+    // Too many groups to label each: name the range instead.
+    x->setLabelsVisible(false);
+    x->setTitleText(tr("%1 %2 … %3").arg(xTitle, categories.front(), categories.back()));
+  }
   auto* y = new QValueAxis();
   y->setTitleText(yTitle);
   y->setRange(0.0, top > 0.0 ? top * 1.1 : 1.0);

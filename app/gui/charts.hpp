@@ -59,7 +59,8 @@ class GroupedBarChart : public QWidget {
  public:
   explicit GroupedBarChart(QWidget* parent = nullptr);
   void setData(const QString& title, const QStringList& categories, const QStringList& series,
-               const std::vector<std::vector<double>>& values, const QString& yTitle);
+               const std::vector<std::vector<double>>& values, const QString& xTitle,
+               const QString& yTitle);
   QChart* chart() const;
 
  private:

@@ -164,7 +164,7 @@ void LoadView::redraw() {
   error_->setText(outcome_.error);
   error_->setVisible(!outcome_.error.isEmpty());
   if (!outcome_.error.isEmpty() || outcome_.placements.empty()) {
-    bars_->setData(tr("Tokens per GPU"), {}, {}, {}, {});
+    bars_->setData(tr("Tokens per GPU"), {}, {}, {}, {}, {});
     balance_->setData(tr("Balancedness per layer"), {}, {}, {}, {}, 0, 1);
     expertMap_->setData(tr("Expert × GPU"), {}, {}, {}, {});
     layerMap_->setData(tr("Layer × GPU"), {}, {}, {}, {});
@@ -192,7 +192,7 @@ void LoadView::redraw() {
   for (int g = 0; g < outcome_.epSize; ++g) gpus << QString::number(g);
   bars_->setData(
       tr("Routed tokens per EP rank, layer %1 (legend: balancedness mean/max)").arg(layer), gpus,
-      names, perGpu, tr("routed tokens"));
+      names, perGpu, tr("EP rank"), tr("routed tokens"));
   QStringList lineNames;
   double lo = 1.0;
   for (std::size_t p = 0; p < np; ++p) {

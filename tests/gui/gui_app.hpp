@@ -11,9 +11,11 @@ inline QApplication& app() {
   static int argc = 1;
   static char name[] = "gui_test";
   static char* argv[] = {name, nullptr};
-  static QApplication instance(argc, argv);
+  // NOTE: never destroyed: a QApplication destroyed by exit handlers, after the platform
+  // plugin's own statics, crashes in ~QPointingDevice under the offscreen platform.
+  static QApplication* instance = new QApplication(argc, argv);
   QStandardPaths::setTestModeEnabled(true);  // settings never touch the user's files
-  return instance;
+  return *instance;
 }
 
 }  // namespace moeplan::gui

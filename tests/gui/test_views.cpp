@@ -13,6 +13,7 @@
 #include <QFileInfo>
 #include <QGraphicsScene>
 #include <QLabel>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardItemModel>
@@ -332,6 +333,26 @@ TEST(GuiViews, CostSourceAndProfilingAreHonest) {
       EXPECT_FALSE(b->isEnabled());
     }
   }
+}
+
+TEST(GuiViews, SettingsRememberTheLastFiles) {
+  app();
+  QCoreApplication::setOrganizationName(QStringLiteral("moeplan-gui-test"));
+  QSettings().clear();
+  {
+    MainWindow w(nullptr, true);
+    ASSERT_TRUE(w.loadModel(QStringLiteral("mixtral-8x7b")));
+    ASSERT_TRUE(w.loadCluster(QStringLiteral("1x-hgx-h200")));
+    ASSERT_TRUE(w.loadLoad(QString::fromLatin1(kSkewed)));
+    w.close();
+  }
+  MainWindow again(nullptr, true);
+  EXPECT_EQ(again.session()->model()->name, "mixtral-8x7b");
+  EXPECT_EQ(again.session()->cluster()->name(), "1x-hgx-h200");
+  EXPECT_EQ(again.session()->load()->load.source, kSkewed);
+  MainWindow plain;  // without settings: the defaults
+  EXPECT_EQ(plain.session()->model()->name, models::kDefaultModel);
+  QSettings().clear();
 }
 
 TEST(GuiViews, ScreenshotsOfEveryView) {

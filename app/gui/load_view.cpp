@@ -7,6 +7,7 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QVBoxLayout>
@@ -60,6 +61,15 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   policyLabel->setBuddy(policy_);
   row->addWidget(policy_);
   row->addStretch(1);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 0);
+  progress_->setMaximumWidth(140);
+  progress_->hide();
+  row->addWidget(progress_);
+  cancel_ = new QPushButton(tr("Cancel"), this);
+  cancel_->setToolTip(tr("Abandon the running placement; the figures shown stay"));
+  cancel_->hide();
+  row->addWidget(cancel_);
   auto* save = new QPushButton(tr("Save &placement…"), this);
   save->setToolTip(
       tr("The heat maps' placement as a moeplan placement file (as `moeplan place "
@@ -92,6 +102,7 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   connect(layer_, &QSpinBox::valueChanged, this, &LoadView::redraw);
   connect(policy_, &QComboBox::currentIndexChanged, this, &LoadView::redraw);
   connect(save, &QPushButton::clicked, this, &LoadView::onSave);
+  connect(cancel_, &QPushButton::clicked, this, &LoadView::cancel);
   connect(session_, &Session::layoutSelected, this, &LoadView::recompute);
   connect(session_, &Session::planFinished, this, &LoadView::recompute);
 }
@@ -142,16 +153,30 @@ void LoadView::recompute() {
         return out;
       });
   watcher_.setFuture(future);
+  running_ = true;
+  progress_->show();
+  cancel_->show();
+}
+
+void LoadView::cancel() {
+  if (!running_) return;
+  ++generation_;
+  progress_->hide();
+  cancel_->hide();
+  header_->setText(tr("Placement cancelled; the figures shown are the previous ones."));
 }
 
 void LoadView::waitForIdle() {
-  while (watcher_.isRunning()) {
+  while (running_) {
     watcher_.waitForFinished();
     QCoreApplication::processEvents();
   }
 }
 
 void LoadView::onDone() {
+  running_ = false;
+  progress_->hide();
+  cancel_->hide();
   BalanceOutcome out = watcher_.result();
   if (out.generation != generation_) return;
   outcome_ = std::move(out);

@@ -14,6 +14,8 @@
 
 class QComboBox;
 class QLabel;
+class QProgressBar;
+class QPushButton;
 class QSpinBox;
 
 namespace moeplan::gui {
@@ -52,6 +54,9 @@ class LoadView : public QWidget {
   HeatMap* layerHeatMap() const { return layerMap_; }
   /// Recomputes now (a running computation is abandoned).
   void recompute();
+  /// Abandons the running placement: its result is dropped, the figures shown stay.
+  void cancel();
+  bool busy() const { return running_; }
   void waitForIdle();
   /// Writes the heat-map policy's placement (moeplan place's file format).
   bool savePlacement(const QString& path);
@@ -67,6 +72,9 @@ class LoadView : public QWidget {
   QComboBox* policy_ = nullptr;
   QLabel* header_ = nullptr;
   QLabel* error_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QPushButton* cancel_ = nullptr;
+  bool running_ = false;
   GroupedBarChart* bars_ = nullptr;
   HeatMap* expertMap_ = nullptr;
   HeatMap* layerMap_ = nullptr;

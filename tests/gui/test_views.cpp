@@ -318,6 +318,20 @@ TEST(GuiSession, CancelKeepsThePreviousPlan) {
   EXPECT_EQ(w.session()->plan(), before);
 }
 
+TEST(GuiLoadBalance, CancelKeepsThePreviousFigures) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  LoadView* v = w.loadView();
+  const auto before = v->outcome().placements.front().placement.physical_to_logical;
+  v->recompute();
+  EXPECT_TRUE(v->busy());
+  v->cancel();
+  v->waitForIdle();
+  EXPECT_FALSE(v->busy());
+  EXPECT_EQ(v->outcome().placements.front().placement.physical_to_logical, before);
+}
+
 TEST(GuiViews, CostSourceAndProfilingAreHonest) {
   app();
   MainWindow w;

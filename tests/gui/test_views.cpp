@@ -10,8 +10,10 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFile>
 #include <QFileInfo>
 #include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
 #include <QLabel>
 #include <QSettings>
 #include <QSignalSpy>
@@ -201,6 +203,43 @@ TEST(GuiTopology, InvalidEditShowsWhyInPlaceAndKeepsTheCluster) {
   EXPECT_EQ(w.session()->cluster()->info().nvlink_domain_gpus, 16);
   EXPECT_FALSE(t->openCluster(QStringLiteral("/nonexistent/cluster.json")));
   EXPECT_FALSE(t->errorLabel()->isHidden());
+}
+
+TEST(GuiTopology, ExplicitFormIsDrawnAndEditedInItsFile) {
+  app();
+  MainWindow w;
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("chain.json"));
+  QFile f(path);
+  ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+  f.write(R"({"name": "chain", "device": "h100",
+    "vertices": [{"name": "a", "kind": "gpu"}, {"name": "s", "kind": "switch"},
+                 {"name": "b", "kind": "gpu"}],
+    "edges": [{"from": "a", "to": "s", "bandwidth_gb_per_s": 100, "latency_us": 1},
+              {"from": "s", "to": "b", "bandwidth_gb_per_s": 25, "latency_us": 3}]})");
+  f.close();
+  TopologyView* t = w.topologyView();
+  ASSERT_TRUE(t->openCluster(path)) << t->errorLabel()->text().toStdString();
+  EXPECT_EQ(w.session()->cluster()->num_gpus(), 2);
+  EXPECT_FALSE(t->nodesSpin()->isEnabled());
+  // Two GPUs, one switch, two links.
+  EXPECT_GE(t->scene()->items().size(), 5);
+}
+
+TEST(GuiTopology, SelectedLayoutColoursGpusByRank) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  const planner::LayoutCost* lc = w.session()->selectedLayoutCost();
+  ASSERT_NE(lc, nullptr);
+  // Every GPU of the layout is labelled with its EP and TP rank.
+  int labelled = 0;
+  for (QGraphicsItem* item : w.topologyView()->scene()->items()) {
+    if (auto* text = dynamic_cast<QGraphicsSimpleTextItem*>(item)) {
+      labelled += text->text().startsWith(QStringLiteral("E")) ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(labelled, lc->layout.num_gpus);
 }
 
 TEST(GuiTopology, SavedClusterLoadsBackEqual) {

@@ -13,10 +13,10 @@ namespace moeplan::planner {
 PlacementConfig policy_config(const PolicyFit& fit, int num_experts, int ep_size) {
   PlacementConfig c;
   c.num_gpus = ep_size;
-  c.num_nodes = fit.gpus_per_node > 0 && ep_size % fit.gpus_per_node == 0 &&
-                        ep_size >= fit.gpus_per_node
-                    ? ep_size / fit.gpus_per_node
-                    : 1;
+  c.num_nodes =
+      fit.gpus_per_node > 0 && ep_size % fit.gpus_per_node == 0 && ep_size >= fit.gpus_per_node
+          ? ep_size / fit.gpus_per_node
+          : 1;
   const bool replicates =
       fit.policy == PlacementPolicy::kEplb || fit.policy == PlacementPolicy::kBest;
   c.num_slots = num_experts + (replicates ? fit.redundant_per_rank * ep_size : 0);
@@ -25,7 +25,8 @@ PlacementConfig policy_config(const PolicyFit& fit, int num_experts, int ep_size
 }
 
 Result<PlacementResult> place_for_ep(const ExpertLoad& load, const PolicyFit& fit, int ep_size) {
-  if (ep_size <= 0) return Error{"placement: expected an EP size ≥ 1, got " + std::to_string(ep_size)};
+  if (ep_size <= 0)
+    return Error{"placement: expected an EP size ≥ 1, got " + std::to_string(ep_size)};
   const PlacementConfig config = policy_config(fit, load.num_experts, ep_size);
   BestOptions best;
   if (fit.policy == PlacementPolicy::kBest) {
@@ -47,8 +48,8 @@ PlacementFn policy_placement_fn(const ExpertLoad& load, const PolicyFit& fit) {
       if (auto it = cache->by_ep.find(ep_size); it != cache->by_ep.end()) return it->second;
     }
     auto placed = place_for_ep(load, fit, ep_size);
-    Result<Placement> r = placed ? Result<Placement>(placed->placement)
-                                 : Result<Placement>(placed.error());
+    Result<Placement> r =
+        placed ? Result<Placement>(placed->placement) : Result<Placement>(placed.error());
     const std::lock_guard<std::mutex> lock(cache->mutex);
     cache->by_ep.emplace(ep_size, r);
     return r;
@@ -109,9 +110,10 @@ Result<std::vector<std::vector<double>>> layer_traffic(const CostContext& ctx, c
   one.source = ctx.load.source;
   one.num_experts = ctx.load.num_experts;
   one.counts = {ctx.load.counts[static_cast<std::size_t>(num_layers > 1 ? layer : 0)]};
-  auto placement = ctx.placement ? ctx.placement(layout.ep_size)
-                                 : Result<Placement>(contiguous_placement(
-                                       1, ctx.model.num_experts, layout.ep_size));
+  auto placement =
+      ctx.placement
+          ? ctx.placement(layout.ep_size)
+          : Result<Placement>(contiguous_placement(1, ctx.model.num_experts, layout.ep_size));
   if (!placement) return placement.error();
   Placement p = *placement;
   if (p.num_layers() > 1) {
@@ -121,8 +123,8 @@ Result<std::vector<std::vector<double>>> layer_traffic(const CostContext& ctx, c
     p.physical_to_logical = {p.physical_to_logical[static_cast<std::size_t>(layer)]};
   }
   const RecordingCosts recording(ctx.costs);
-  CostContext one_ctx{ctx.model, ctx.cluster, recording, ctx.workload, one,
-                      [p](int) -> Result<Placement> { return p; }};
+  CostContext one_ctx{ctx.model,    ctx.cluster, recording,
+                      ctx.workload, one,         [p](int) -> Result<Placement> { return p; }};
   auto cost = cost_layout(one_ctx, layout);
   if (!cost) return cost.error();
   const auto n = static_cast<std::size_t>(layout.num_gpus);

@@ -15,11 +15,11 @@ namespace moeplan::planner {
 /// How a policy is fitted to an EP size.
 struct PolicyFit {
   PlacementPolicy policy = PlacementPolicy::kContiguous;
-  int gpus_per_node = 8;         ///< EP rank r lies on node r / gpus_per_node (tp = 1)
-  int num_groups = 1;            ///< the model's expert groups (DeepSeek's n_group)
-  int redundant_per_rank = 0;    ///< extra slots per EP rank (replicas of hot experts)
+  int gpus_per_node = 8;            ///< EP rank r lies on node r / gpus_per_node (tp = 1)
+  int num_groups = 1;               ///< the model's expert groups (DeepSeek's n_group)
+  int redundant_per_rank = 0;       ///< extra slots per EP rank (replicas of hot experts)
   std::int64_t pairs_per_step = 0;  ///< routed pairs per step for `best`'s samples (0: 65536)
-  std::uint64_t seed = 0;        ///< `best`'s sample seed
+  std::uint64_t seed = 0;           ///< `best`'s sample seed
 };
 
 /// `best` draws this many step samples from the load (what `moeplan place` does without steps).

@@ -66,4 +66,9 @@ Result<LoadData> parse_load_npy(const std::string& bytes, const std::string& sou
 /// With shuffle=1 each layer gets its own random expert order; otherwise expert 0 is hottest.
 Result<LoadData> synthetic_load(const std::string& spec, const models::MoeModel* model = nullptr);
 
+/// A load file when `file_or_spec` contains '/' or ends in .json, .csv or .npy (read_load_file),
+/// else a synthetic spec (synthetic_load). What `plan --load` and moeplan-gui's load field take.
+Result<LoadData> load_file_or_spec(const std::string& file_or_spec,
+                                   const models::MoeModel* model = nullptr);
+
 }  // namespace moeplan::planner

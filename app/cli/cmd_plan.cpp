@@ -8,6 +8,8 @@
 #include "models/file_io.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
+#include "planner/layout_figures.hpp"
+#include "planner/load_io.hpp"
 #include "planner/plan.hpp"
 #include "planner/roofline_costs.hpp"
 
@@ -29,6 +31,9 @@ struct PlanOptions {
   bool json = false;
   bool explain = false;
   bool attention_dp = false;
+  std::string load;
+  std::string placement = "contiguous";
+  int redundant = 0;
   std::string output;
 };
 
@@ -156,6 +161,31 @@ int run_plan(const PlanOptions& o) {
     }
   }
   req.attention_dp = o.attention_dp;
+  const auto policy = planner::parse_policy(o.placement);
+  if (!policy) return report_error(policy.error());
+  if (o.redundant < 0 || o.redundant > 1024) {
+    return report_error(Error{"--redundant: expected 0..1024 slots per EP rank, got " +
+                              std::to_string(o.redundant)});
+  }
+  if (!o.load.empty()) {
+    auto data = planner::load_file_or_spec(o.load, &*model);
+    if (!data) return report_error(data.error());
+    req.load = std::move(data->load);
+  } else if (*policy != planner::PlacementPolicy::kContiguous || o.redundant > 0) {
+    return report_error(Error{"--placement " + o.placement +
+                              " and --redundant need an expert load (--load FILE|SPEC)"});
+  }
+  if (*policy != planner::PlacementPolicy::kContiguous) {
+    // The same fit moeplan-gui uses: EP ranks on nodes of the cluster, the model's groups.
+    planner::PolicyFit fit;
+    fit.policy = *policy;
+    fit.gpus_per_node = cluster->info().gpus_per_node;
+    fit.num_groups = model->router.num_groups;
+    fit.redundant_per_rank = o.redundant;
+    fit.pairs_per_step =
+        static_cast<std::int64_t>(req.workload.tokens_per_gpu) * model->num_experts_per_tok;
+    req.placement = planner::policy_placement_fn(req.load, fit);
+  }
   const planner::RooflineCosts costs(*cluster);
   auto plan = planner::make_plan(*model, *cluster, costs, req);
   if (!plan) return report_error(plan.error());
@@ -195,6 +225,15 @@ void add_plan_command(CLI::App& app, Action& action) {
   cmd->add_flag("--explain", o->explain, "Also list the excluded combinations and their rule");
   cmd->add_flag("--attention-dp", o->attention_dp,
                 "Also enumerate attention data-parallel replicas (dp·ep·tp = GPUs)");
+  cmd->add_option("--load", o->load,
+                  "Expert load: a file (.json, .csv, .npy) or a synthetic spec such as "
+                  "powerlaw:alpha=1.2,shuffle=1 (default: uniform)");
+  cmd->add_option("--placement", o->placement,
+                  "Placement each EP size is costed with: contiguous, round_robin, eplb, best")
+      ->capture_default_str();
+  cmd->add_option("--redundant", o->redundant,
+                  "Redundant expert slots per EP rank for eplb and best")
+      ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
   cmd->callback([&action, o] { action = [o] { return run_plan(*o); }; });
 }

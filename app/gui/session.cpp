@@ -11,15 +11,6 @@
 
 namespace moeplan::gui {
 
-namespace {
-
-bool looksLikeFile(const QString& s) {
-  return s.contains(QLatin1Char('/')) || s.endsWith(QStringLiteral(".json")) ||
-         s.endsWith(QStringLiteral(".csv")) || s.endsWith(QStringLiteral(".npy"));
-}
-
-}  // namespace
-
 QString formatMs(double seconds) { return QString::number(seconds * 1e3, 'f', 3) + " ms"; }
 QString formatGiB(double bytes) {
   return QString::number(bytes / (1024.0 * 1024.0 * 1024.0), 'f', 2) + " GiB";
@@ -95,8 +86,7 @@ QString Session::setClusterJson(const nlohmann::json& j, const QString& source) 
 
 QString Session::setLoad(const QString& fileOrSpec) {
   const models::MoeModel* mp = model_ ? &*model_ : nullptr;
-  auto data = looksLikeFile(fileOrSpec) ? planner::read_load_file(fileOrSpec.toStdString(), mp)
-                                        : planner::synthetic_load(fileOrSpec.toStdString(), mp);
+  auto data = planner::load_file_or_spec(fileOrSpec.toStdString(), mp);
   if (!data) return QString::fromStdString(data.error().message);
   loadSpec_ = fileOrSpec;
   load_ = std::move(*data);

@@ -34,6 +34,7 @@ struct PlanOptions {
   std::string load;
   std::string placement = "contiguous";
   int redundant = 0;
+  int traffic = -1;
   std::string output;
 };
 
@@ -189,10 +190,42 @@ int run_plan(const PlanOptions& o) {
   const planner::RooflineCosts costs(*cluster);
   auto plan = planner::make_plan(*model, *cluster, costs, req);
   if (!plan) return report_error(plan.error());
-  const std::string text =
-      o.json ? planner::plan_to_json(*plan, o.top_opt->count() > 0 ? o.top : 0, o.explain).dump(2) +
-                   "\n"
-             : render_plan(*plan, *cluster, o.top, o.explain);
+  nlohmann::json j;
+  std::string text;
+  if (o.json) j = planner::plan_to_json(*plan, o.top_opt->count() > 0 ? o.top : 0, o.explain);
+  if (!o.json) text = render_plan(*plan, *cluster, o.top, o.explain);
+  if (o.traffic >= 0) {
+    // Layer `traffic` of the recommended layout (the first when none fits): GPU × GPU bytes.
+    const planner::ExpertLoad load =
+        req.load.num_layers() > 0
+            ? req.load
+            : planner::ExpertLoad::uniform(model->num_moe_layers(), model->num_experts);
+    const auto& best = plan->layouts[static_cast<std::size_t>(std::max(0, plan->recommended))];
+    const planner::CostContext ctx{*model, *cluster, costs, req.workload, load, req.placement};
+    auto m = planner::layer_traffic(ctx, best.layout, o.traffic);
+    if (!m) return report_error(Error{"--traffic: " + m.error().message});
+    const std::string name = best.layout.shape_name() + " " +
+                             planner::dispatcher_name(best.layout.dispatcher) + " " +
+                             planner::mapping_name(best.layout.mapping);
+    if (o.json) {
+      j["traffic"] = {{"layout", name}, {"layer", o.traffic}, {"bytes", *m}};
+    } else {
+      text += "\ntraffic of " + name + ", MoE layer " + std::to_string(o.traffic) +
+              ": MiB GPU i (row) sends GPU j (column), dispatch and combine\n";
+      Table t;
+      t.add_column("GPU", Table::Align::kRight);
+      for (std::size_t c = 0; c < m->size(); ++c) {
+        t.add_column(std::to_string(c), Table::Align::kRight);
+      }
+      for (std::size_t r = 0; r < m->size(); ++r) {
+        std::vector<std::string> row = {std::to_string(r)};
+        for (double b : (*m)[r]) row.push_back(format_fixed(b / (1024.0 * 1024.0), 1));
+        t.add_row(row);
+      }
+      text += t.render();
+    }
+  }
+  if (o.json) text = j.dump(2) + "\n";
   if (!o.output.empty()) {
     const Status s = write_file_atomic(o.output, text);
     if (!s) return report_error(s.error());
@@ -234,6 +267,9 @@ void add_plan_command(CLI::App& app, Action& action) {
   cmd->add_option("--redundant", o->redundant,
                   "Redundant expert slots per EP rank for eplb and best")
       ->capture_default_str();
+  cmd->add_option("--traffic", o->traffic,
+                  "Also give MoE layer N's GPU × GPU dispatch and combine bytes of the "
+                  "recommended layout");
   cmd->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
   cmd->callback([&action, o] { action = [o] { return run_plan(*o); }; });
 }

@@ -18,6 +18,7 @@
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "app/gui/plan_table_model.hpp"
 #include "app/gui/session.hpp"
@@ -308,14 +309,14 @@ void HeatMap::setData(const QString& title, const std::vector<std::vector<double
   colTitle_ = colTitle;
   unit_ = unit;
   max_ = 0.0;
-  min_ = values_.empty() || values_.front().empty() ? 0.0 : values_.front().front();
+  min_ = std::numeric_limits<double>::infinity();
   for (const auto& r : values_) {
     for (double v : r) {
       max_ = std::max(max_, v);
-      min_ = std::min(min_, v);
+      if (v > 0.0) min_ = std::min(min_, v);
     }
   }
-  if (!fromMin_) min_ = 0.0;
+  if (!fromMin_ || !std::isfinite(min_)) min_ = 0.0;
   update();
 }
 

@@ -92,7 +92,8 @@ class HeatMap : public QWidget {
   void setData(const QString& title, const std::vector<std::vector<double>>& values,
                const QString& rowTitle, const QString& colTitle, const QString& unit);
   void setBlocks(int rowBlock, int colBlock);
-  /// Colours span [min, max] of the values instead of [0, max] (shows small differences).
+  /// Colours span [smallest positive value, max] instead of [0, max] (shows small differences;
+  /// zero cells stay white).
   void setScaleFromMin(bool on) { fromMin_ = on; }
   /// Formats a cell value for the colour bar and tooltips (default: 3 significant digits).
   void setFormatter(std::function<QString(double)> f) { format_ = std::move(f); }

@@ -302,6 +302,7 @@ TrafficView::TrafficView(Session* session, QWidget* parent) : QWidget(parent), s
   layout->addWidget(error_);
   map_ = new HeatMap(this);
   map_->setFormatter(formatBytes);
+  map_->setScaleFromMin(true);
   layout->addWidget(map_, 1);
   summary_ = new QLabel(this);
   summary_->setWordWrap(true);
@@ -359,7 +360,8 @@ void TrafficView::recompute() {
       tr("Red lines mark node boundaries (%1 GPUs per node): blocks on the diagonal stay inside "
          "a node (NVLink), the rest cross the network. Flows as the roofline cost model prices "
          "them (all-to-all(-v) and all-gather(-v) of dispatch and combine; TP all-reduces left "
-         "out); %2 tokens per GPU, %3.")
+         "out); %2 tokens per GPU, %3. Colours span the smallest to the largest non-zero "
+         "entry; white is no traffic.")
           .arg(gpn)
           .arg(session_->workload().tokens_per_gpu)
           .arg(QString::fromStdString(planner::phase_name(session_->workload().phase))));

@@ -844,4 +844,16 @@ Result<LoadData> synthetic_load(const std::string& spec, const models::MoeModel*
   return d;
 }
 
+Result<LoadData> load_file_or_spec(const std::string& file_or_spec, const models::MoeModel* model) {
+  const auto ends_with = [&](const std::string& suffix) {
+    return file_or_spec.size() >= suffix.size() &&
+           file_or_spec.compare(file_or_spec.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (file_or_spec.find('/') != std::string::npos || ends_with(".json") || ends_with(".csv") ||
+      ends_with(".npy")) {
+    return read_load_file(file_or_spec, model);
+  }
+  return synthetic_load(file_or_spec, model);
+}
+
 }  // namespace moeplan::planner

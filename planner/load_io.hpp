@@ -74,4 +74,9 @@ struct SyntheticSpec {
 };
 Result<SyntheticSpec> parse_synthetic_spec(const std::string& spec);
 
+/// A load file when `file_or_spec` contains '/' or ends in .json, .csv or .npy (read_load_file),
+/// else a synthetic spec (synthetic_load). What `plan --load` and moeplan-gui's load field take.
+Result<LoadData> load_file_or_spec(const std::string& file_or_spec,
+                                   const models::MoeModel* model = nullptr);
+
 }  // namespace moeplan::planner

@@ -10,6 +10,7 @@
 #include "models/file_io.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
+#include "planner/layout_figures.hpp"
 #include "planner/load_io.hpp"
 #include "planner/placement.hpp"
 #include "planner/placement_file.hpp"
@@ -35,11 +36,11 @@ struct PlanOptions {
   bool json = false;
   bool explain = false;
   bool attention_dp = false;
+  std::string load;                      // --load FILE|SPEC
+  std::string placement = "contiguous";  // a policy, or a placement file
+  int redundant = 0;                     // redundant slots per EP rank
+  int traffic = -1;
   std::string output;
-  std::string load;                      // --load FILE
-  std::string synthetic;                 // --synthetic SPEC
-  std::string placement = "contiguous";  // policy or placement file
-  int redundant = 0;                     // --redundant-experts
   bool per_layer = false;
   std::string export_format;
   std::string export_layout;
@@ -47,58 +48,32 @@ struct PlanOptions {
   std::string layout_file;
 };
 
-// The placement for each EP size: a policy fit to the load on that many GPUs, or a file.
-Result<planner::PlacementFn> placement_fn(const PlanOptions& o, const models::MoeModel& model,
-                                          const planner::Cluster& cluster,
-                                          const planner::ExpertLoad& load,
-                                          planner::PlanRequest& req) {
-  const bool is_file =
-      o.placement.find('/') != std::string::npos ||
-      (o.placement.size() > 5 && o.placement.compare(o.placement.size() - 5, 5, ".json") == 0);
-  if (is_file) {
-    auto file = planner::load_placement_file(o.placement);
-    if (!file) return file.error();
-    const auto& p = file->result.placement;
-    if (p.num_experts != model.num_experts) {
-      return Error{o.placement + ": placement has " + std::to_string(p.num_experts) +
-                   " experts, expected " + std::to_string(model.num_experts) + " (" + model.name +
-                   ")"};
-    }
-    if (p.num_layers() != 1 && p.num_layers() != model.num_moe_layers()) {
-      return Error{o.placement + ": placement has " + std::to_string(p.num_layers()) +
-                   " layers, expected 1 or the " + std::to_string(model.num_moe_layers()) +
-                   " MoE layers of " + model.name};
-    }
-    req.only_ep_size = p.ep_size;
-    req.only_ep_rule =
-        "placement file " + o.placement + " is for ep_size " + std::to_string(p.ep_size);
-    planner::Placement placement = p;
-    placement.policy = o.placement;
-    return planner::PlacementFn([placement](int) { return Result<planner::Placement>(placement); });
+bool is_placement_file(const std::string& placement) {
+  return placement.find('/') != std::string::npos ||
+         (placement.size() > 5 && placement.compare(placement.size() - 5, 5, ".json") == 0);
+}
+
+// A placement file (`moeplan place --out`) fits one EP size: the plan keeps only those layouts.
+Result<planner::PlacementFn> placement_file_fn(const std::string& path,
+                                               const models::MoeModel& model,
+                                               planner::PlanRequest& req) {
+  auto file = planner::load_placement_file(path);
+  if (!file) return file.error();
+  const auto& p = file->result.placement;
+  if (p.num_experts != model.num_experts) {
+    return Error{path + ": placement has " + std::to_string(p.num_experts) + " experts, expected " +
+                 std::to_string(model.num_experts) + " (" + model.name + ")"};
   }
-  auto policy = planner::parse_policy(o.placement);
-  if (!policy) return Error{"--placement: " + policy.error().message + ", or a placement file"};
-  if (o.redundant < 0) {
-    return Error{"--redundant-experts: expected 0 or more, got " + std::to_string(o.redundant)};
+  if (p.num_layers() != 1 && p.num_layers() != model.num_moe_layers()) {
+    return Error{path + ": placement has " + std::to_string(p.num_layers()) +
+                 " layers, expected 1 or the " + std::to_string(model.num_moe_layers()) +
+                 " MoE layers of " + model.name};
   }
-  const int gpus_per_node = std::max(1, cluster.info().gpus_per_node);
-  const int groups = model.router.num_groups;
-  const int redundant = o.redundant;
-  const planner::PlacementPolicy pol = *policy;
-  return planner::PlacementFn(
-      [&model, load, gpus_per_node, groups, redundant, pol](int ep) -> Result<planner::Placement> {
-        planner::PlacementConfig cfg;
-        cfg.num_gpus = ep;
-        // NOTE: an EP group of more GPUs than a node spans ep / gpus_per_node nodes.
-        cfg.num_nodes = ep > gpus_per_node && ep % gpus_per_node == 0 ? ep / gpus_per_node : 1;
-        // Redundant slots, rounded up so every EP rank holds the same number of slots.
-        const int slots = model.num_experts + redundant;
-        cfg.num_slots = (slots + ep - 1) / ep * ep;
-        cfg.num_groups = groups;
-        auto r = planner::place_experts(load, pol, cfg);
-        if (!r) return r.error();
-        return r->placement;
-      });
+  req.only_ep_size = p.ep_size;
+  req.only_ep_rule = "placement file " + path + " is for ep_size " + std::to_string(p.ep_size);
+  planner::Placement placement = p;
+  placement.policy = path;
+  return planner::PlacementFn([placement](int) { return Result<planner::Placement>(placement); });
 }
 
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3); }
@@ -319,25 +294,45 @@ int run_plan(const PlanOptions& o) {
     }
   }
   req.attention_dp = o.attention_dp;
-  if (!o.load.empty() && !o.synthetic.empty()) {
-    return report_error(Error{"--load and --synthetic: expected one of them, got both"});
+  if (o.redundant < 0 || o.redundant > 1024) {
+    return report_error(Error{"--redundant: expected 0..1024 slots per EP rank, got " +
+                              std::to_string(o.redundant)});
   }
-  if (!o.load.empty() || !o.synthetic.empty()) {
-    auto data = !o.load.empty() ? planner::read_load_file(o.load, &*model)
-                                : (profiler::is_routed_spec(o.synthetic)
-                                       ? profiler::routed_load(o.synthetic, *model)
-                                       : planner::synthetic_load(o.synthetic, &*model));
+  if (!o.load.empty()) {
+    auto data = profiler::is_routed_spec(o.load) ? profiler::routed_load(o.load, *model)
+                                                 : planner::load_file_or_spec(o.load, &*model);
     if (!data) return report_error(data.error());
     req.load = std::move(data->load);
   }
-  const planner::ExpertLoad load =
-      req.load.num_layers() > 0
-          ? req.load
-          : planner::ExpertLoad::uniform(model->num_moe_layers(), model->num_experts);
-  if (o.placement != "contiguous" || o.redundant != 0) {
-    auto fn = placement_fn(o, *model, *cluster, load, req);
+  if (is_placement_file(o.placement)) {
+    auto fn = placement_file_fn(o.placement, *model, req);
     if (!fn) return report_error(fn.error());
     req.placement = std::move(*fn);
+  } else {
+    const auto policy = planner::parse_policy(o.placement);
+    if (!policy)
+      return report_error(
+          Error{"--placement: " + policy.error().message + ", or a placement file"});
+    if (o.load.empty() && (*policy != planner::PlacementPolicy::kContiguous || o.redundant > 0)) {
+      return report_error(Error{"--placement " + o.placement +
+                                " and --redundant need an expert load (--load FILE|SPEC)"});
+    }
+    if (*policy == planner::PlacementPolicy::kContiguous && o.redundant > 0) {
+      return report_error(Error{"--redundant " + std::to_string(o.redundant) +
+                                ": contiguous placement has no replicas; expected --placement "
+                                "round_robin, eplb or best"});
+    }
+    if (*policy != planner::PlacementPolicy::kContiguous) {
+      // The same fit moeplan-gui uses: EP ranks on nodes of the cluster, the model's groups.
+      planner::PolicyFit fit;
+      fit.policy = *policy;
+      fit.gpus_per_node = cluster->info().gpus_per_node;
+      fit.num_groups = model->router.num_groups;
+      fit.redundant_per_rank = o.redundant;
+      fit.pairs_per_step =
+          static_cast<std::int64_t>(req.workload.tokens_per_gpu) * model->num_experts_per_tok;
+      req.placement = planner::policy_placement_fn(req.load, fit);
+    }
   }
   const planner::RooflineCosts costs(*cluster);
   auto plan = planner::make_plan(*model, *cluster, costs, req);
@@ -350,11 +345,45 @@ int run_plan(const PlanOptions& o) {
     if (!spec) return report_error(spec.error());
     return emit_export(*spec, *export_format, o.out_dir);
   }
-  const std::string text =
-      o.json ? planner::plan_to_json(*plan, o.top_opt->count() > 0 ? o.top : 0, o.explain).dump(2) +
-                   "\n"
-             : render_plan(*plan, *cluster, o.top, o.explain) +
-                   (o.per_layer ? render_per_layer(*plan) : std::string());
+  nlohmann::json j;
+  std::string text;
+  if (o.json) j = planner::plan_to_json(*plan, o.top_opt->count() > 0 ? o.top : 0, o.explain);
+  if (!o.json) {
+    text = render_plan(*plan, *cluster, o.top, o.explain) +
+           (o.per_layer ? render_per_layer(*plan) : std::string());
+  }
+  if (o.traffic >= 0) {
+    // Layer `traffic` of the recommended layout (the first when none fits): GPU × GPU bytes.
+    const planner::ExpertLoad load =
+        req.load.num_layers() > 0
+            ? req.load
+            : planner::ExpertLoad::uniform(model->num_moe_layers(), model->num_experts);
+    const auto& best = plan->layouts[static_cast<std::size_t>(std::max(0, plan->recommended))];
+    const planner::CostContext ctx{*model, *cluster, costs, req.workload, load, req.placement};
+    auto m = planner::layer_traffic(ctx, best.layout, o.traffic);
+    if (!m) return report_error(Error{"--traffic: " + m.error().message});
+    const std::string name = best.layout.shape_name() + " " +
+                             planner::dispatcher_name(best.layout.dispatcher) + " " +
+                             planner::mapping_name(best.layout.mapping);
+    if (o.json) {
+      j["traffic"] = {{"layout", name}, {"layer", o.traffic}, {"bytes", *m}};
+    } else {
+      text += "\ntraffic of " + name + ", MoE layer " + std::to_string(o.traffic) +
+              ": MiB GPU i (row) sends GPU j (column), dispatch and combine\n";
+      Table t;
+      t.add_column("GPU", Table::Align::kRight);
+      for (std::size_t c = 0; c < m->size(); ++c) {
+        t.add_column(std::to_string(c), Table::Align::kRight);
+      }
+      for (std::size_t r = 0; r < m->size(); ++r) {
+        std::vector<std::string> row = {std::to_string(r)};
+        for (double b : (*m)[r]) row.push_back(format_fixed(b / (1024.0 * 1024.0), 1));
+        t.add_row(row);
+      }
+      text += t.render();
+    }
+  }
+  if (o.json) text = j.dump(2) + "\n";
   if (!o.output.empty()) {
     const Status s = write_file_atomic(o.output, text);
     if (!s) return report_error(s.error());
@@ -387,17 +416,20 @@ void add_plan_command(CLI::App& app, Action& action) {
   cmd->add_flag("--explain", o->explain, "Also list the excluded combinations and their rule");
   cmd->add_flag("--attention-dp", o->attention_dp,
                 "Also enumerate attention data-parallel replicas (dp·ep·tp = GPUs)");
-  cmd->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
   cmd->add_option("--load", o->load,
-                  "Expert load file: SGLang JSON, CSV, .npy or a top-k trace (docs/PLACEMENT.md)");
-  cmd->add_option("--synthetic", o->synthetic,
-                  "Synthetic load: uniform, powerlaw:alpha=A, hot:n=N,share=S (docs/PLACEMENT.md)");
+                  "Expert load: a file (.json, .csv, .npy) or a synthetic spec such as "
+                  "powerlaw:alpha=1.2,shuffle=1 or routed:tokens=1024 (default: uniform)");
   cmd->add_option("--placement", o->placement,
-                  "contiguous, round_robin, eplb, best (fit per EP size), or a placement file")
+                  "Placement each EP size is costed with: contiguous, round_robin, eplb, best, "
+                  "or a placement file from `moeplan place --out` (its EP size only)")
       ->capture_default_str();
-  cmd->add_option("--redundant-experts", o->redundant,
-                  "Extra expert slots per layer (rounded up to a multiple of ep)")
+  cmd->add_option("--redundant", o->redundant,
+                  "Redundant expert slots per EP rank for eplb and best")
       ->capture_default_str();
+  cmd->add_option("--traffic", o->traffic,
+                  "Also give MoE layer N's GPU × GPU dispatch and combine bytes of the "
+                  "recommended layout");
+  cmd->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
   cmd->add_flag("--per-layer", o->per_layer,
                 "Also list each MoE layer's cost and imbalance for the recommended layout");
   cmd->add_option("--export", o->export_format,

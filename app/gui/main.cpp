@@ -5,9 +5,20 @@
 #include <cstdio>
 
 #include "app/gui/main_window.hpp"
+#include "app/gui/topology_view.hpp"
+
+namespace {
+
+int fail(const QString& what) {
+  std::fprintf(stderr, "moeplan-gui: error: %s\n", what.toLocal8Bit().constData());
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("moeplan"));
   QApplication::setApplicationName(QStringLiteral("moeplan-gui"));
   QApplication::setApplicationVersion(QStringLiteral(MOEPLAN_VERSION));
   QCommandLineParser parser;
@@ -20,24 +31,56 @@ int main(int argc, char** argv) {
   const QCommandLineOption model(QStringLiteral("model"),
                                  QStringLiteral("Bundled model name or config.json path."),
                                  QStringLiteral("NAME|PATH"));
+  const QCommandLineOption cluster(QStringLiteral("cluster"),
+                                   QStringLiteral("Bundled cluster name or cluster JSON path."),
+                                   QStringLiteral("NAME|PATH"));
+  const QCommandLineOption load(
+      QStringLiteral("load"),
+      QStringLiteral("Expert-load file (.json, .csv, .npy) or synthetic spec (e.g. "
+                     "powerlaw:alpha=1.2,shuffle=1)."),
+      QStringLiteral("PATH|SPEC"));
+  const QCommandLineOption placement(
+      QStringLiteral("placement"),
+      QStringLiteral("Placement policy the plan costs with: contiguous, round_robin, eplb, best."),
+      QStringLiteral("POLICY"), QStringLiteral("contiguous"));
+  const QCommandLineOption redundant(
+      QStringLiteral("redundant"),
+      QStringLiteral("Redundant expert slots per EP rank for eplb and best (0-16)."),
+      QStringLiteral("N"), QStringLiteral("0"));
+  parser.addOption(placement);
+  parser.addOption(redundant);
   parser.addOption(screenshot);
   parser.addOption(model);
+  parser.addOption(cluster);
+  parser.addOption(load);
   parser.process(app);
 
-  moeplan::gui::MainWindow window;
-  if (parser.isSet(model) && !window.loadModel(parser.value(model)) && parser.isSet(screenshot)) {
-    std::fprintf(stderr, "moeplan-gui: error: %s\n",
-                 window.errorLabel()->text().toLocal8Bit().constData());
-    return 2;
+  const bool shots = parser.isSet(screenshot);
+  moeplan::gui::MainWindow window(nullptr, !shots);
+  if (parser.isSet(model) && !window.loadModel(parser.value(model)) && shots) {
+    return fail(window.errorLabel()->text());
   }
-  if (parser.isSet(screenshot)) {
+  if (parser.isSet(cluster) && !window.loadCluster(parser.value(cluster)) && shots) {
+    return fail(window.topologyView()->errorLabel()->text());
+  }
+  if (parser.isSet(load) && !window.loadLoad(parser.value(load)) && shots) {
+    return fail(window.loadErrorLabel()->text());
+  }
+  if (parser.isSet(placement) || parser.isSet(redundant)) {
+    bool ok = false;
+    const int n = parser.value(redundant).toInt(&ok);
+    if (!ok || !window.setPlacement(parser.value(placement), n)) {
+      return fail(
+          QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
+                         "--redundant: expected 0-16"));
+    }
+  }
+  if (shots) {
+    window.resize(1366, 768);
     window.show();
     const int n = window.saveScreenshots(parser.value(screenshot));
-    if (n < 0) {
-      std::fprintf(stderr, "moeplan-gui: error: cannot write screenshots to %s\n",
-                   parser.value(screenshot).toLocal8Bit().constData());
-      return 2;
-    }
+    if (n < 0)
+      return fail(QStringLiteral("cannot write screenshots to ") + parser.value(screenshot));
     std::printf("wrote %d screenshot(s) to %s\n", n,
                 parser.value(screenshot).toLocal8Bit().constData());
     return 0;

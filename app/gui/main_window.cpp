@@ -1,75 +1,282 @@
 // The moeplan-gui main window.
 #include "app/gui/main_window.hpp"
 
+#include <QAction>
+#include <QCloseEvent>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QDir>
 #include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QKeySequence>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressBar>
 #include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStandardItemModel>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
 #include "app/gui/export_dialog.hpp"
+#include "app/gui/layouts_view.hpp"
+#include "app/gui/load_view.hpp"
+#include "app/gui/session.hpp"
+#include "app/gui/topology_view.hpp"
 #include "kernels/backends.hpp"
 #include "models/model_summary.hpp"
 #include "models/registry.hpp"
 
 namespace moeplan::gui {
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(QWidget* parent, bool useSettings)
+    : QMainWindow(parent), useSettings_(useSettings) {
   setWindowTitle(QStringLiteral("moeplan %1").arg(QStringLiteral(MOEPLAN_VERSION)));
+  session_ = new Session(this);
   tabs_ = new QTabWidget(this);
-  tabs_->addTab(buildModelView(), tr("Model"));
+  auto add = [this](QWidget* page, const QString& name, const QString& title) {
+    page->setObjectName(name);
+    tabs_->addTab(page, title);
+  };
+  add(buildModelView(), QStringLiteral("model"), tr("&Model && workload"));
+  topology_ = new TopologyView(session_, tabs_);
+  add(topology_, QStringLiteral("topology"), tr("&Topology"));
+  connect(topology_, &TopologyView::clusterOpened, this, [this](const QString& nameOrPath) {
+    if (useSettings_) QSettings().setValue(QStringLiteral("lastCluster"), nameOrPath);
+  });
+  layouts_ = new LayoutsView(session_, tabs_);
+  add(layouts_, QStringLiteral("layouts"), tr("&Layouts"));
+  loadView_ = new LoadView(session_, tabs_);
+  add(loadView_, QStringLiteral("load_balance"), tr("Load &balance"));
+  traffic_ = new TrafficView(session_, tabs_);
+  add(traffic_, QStringLiteral("traffic"), tr("T&raffic"));
+  add(buildProfilingView(), QStringLiteral("profiling"), tr("&Profiling"));
   setCentralWidget(tabs_);
 
   auto* file = menuBar()->addMenu(tr("&File"));
-  file->addAction(tr("&Open config.json…"), this, &MainWindow::onOpenConfig);
+  file->addAction(tr("&Open config.json…"), QKeySequence::Open, this, &MainWindow::onOpenConfig);
+  file->addAction(tr("Open expert &load…"), this, &MainWindow::onOpenLoad);
   file->addAction(tr("&Export layout…"), this,
                   [this] { showExportDialog(this, modelCombo_->currentText()); });
   file->addSeparator();
-  file->addAction(tr("&Quit"), this, &QWidget::close);
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+  auto* view = menuBar()->addMenu(tr("&View"));
+  for (int i = 0; i < tabs_->count(); ++i) {
+    view->addAction(tabs_->tabText(i)
+                        .remove(QLatin1Char('&'))
+                        .replace(QStringLiteral("&&"), QStringLiteral("&")),
+                    QKeySequence(Qt::ALT | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
+                    [this, i] { tabs_->setCurrentIndex(i); });
+  }
+  view->addSeparator();
+  view->addAction(tr("&Plan again"), QKeySequence(Qt::Key_F5), session_, &Session::replan);
   auto* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&Backends…"), this, &MainWindow::onShowBackends);
 
-  resize(900, 620);
-  loadModel(QString::fromLatin1(models::kDefaultModel));
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 0);
+  progress_->setMaximumWidth(160);
+  progress_->hide();
+  cancel_ = new QPushButton(tr("Cancel"), this);
+  cancel_->setShortcut(QKeySequence(Qt::Key_Escape));
+  cancel_->setToolTip(tr("Abandon the running plan (Esc)"));
+  cancel_->hide();
+  statusBar()->addPermanentWidget(progress_);
+  statusBar()->addPermanentWidget(cancel_);
+  connect(cancel_, &QPushButton::clicked, session_, &Session::cancel);
+  connect(session_, &Session::planStarted, this, [this] {
+    progress_->show();
+    cancel_->show();
+    statusBar()->showMessage(tr("Planning…"));
+  });
+  connect(session_, &Session::planFinished, this, [this] {
+    progress_->hide();
+    cancel_->hide();
+    const auto plan = session_->plan();
+    statusBar()->showMessage(plan ? tr("Planned %1 layouts (%2)")
+                                        .arg(plan->layouts.size())
+                                        .arg(QString::fromStdString(plan->cost_source))
+                                  : session_->planError());
+  });
+  connect(session_, &Session::planCancelled, this, [this] {
+    progress_->hide();
+    cancel_->hide();
+    statusBar()->showMessage(tr("Planning cancelled; the views keep the previous plan."));
+  });
+  connect(session_, &Session::loadChanged, this, [this] {
+    const auto& l = session_->load();
+    loadSummary_->setText(
+        l ? tr("Load: %1 (%2), %3 layers × %4 experts")
+                .arg(QString::fromStdString(l->load.source), QString::fromStdString(l->format))
+                .arg(l->load.num_layers())
+                .arg(l->load.num_experts)
+          : tr("Load: none"));
+  });
+
+  resize(1280, 720);
+  QString model = QString::fromLatin1(models::kDefaultModel);
+  QString cluster = QString::fromLatin1(planner::kDefaultCluster);
+  QString load = QStringLiteral("uniform");
+  if (useSettings_) {
+    QSettings s;
+    restoreGeometry(s.value(QStringLiteral("geometry")).toByteArray());
+    restoreState(s.value(QStringLiteral("windowState")).toByteArray());
+    model = s.value(QStringLiteral("lastModel"), model).toString();
+    cluster = s.value(QStringLiteral("lastCluster"), cluster).toString();
+    load = s.value(QStringLiteral("lastLoad"), load).toString();
+  }
+  if (!loadModel(model)) loadModel(QString::fromLatin1(models::kDefaultModel));
+  if (!loadCluster(cluster)) loadCluster(QString::fromLatin1(planner::kDefaultCluster));
+  if (!loadLoad(load)) loadLoad(QStringLiteral("uniform"));
 }
 
 QWidget* MainWindow::buildModelView() {
   auto* page = new QWidget(this);
-  auto* layout = new QVBoxLayout(page);
+  auto* outer = new QHBoxLayout(page);
+  auto* left = new QVBoxLayout();
   auto* row = new QHBoxLayout();
-  row->addWidget(new QLabel(tr("Model:"), page));
+  auto* modelLabel = new QLabel(tr("M&odel:"), page);
+  row->addWidget(modelLabel);
   modelCombo_ = new QComboBox(page);
+  modelLabel->setBuddy(modelCombo_);
   for (const auto& name : models::bundled_model_names()) {
     modelCombo_->addItem(QString::fromStdString(name));
   }
   row->addWidget(modelCombo_, 1);
   auto* open = new QPushButton(tr("Open config.json…"), page);
   row->addWidget(open);
-  layout->addLayout(row);
+  left->addLayout(row);
 
   errorLabel_ = new QLabel(page);
   errorLabel_->setStyleSheet(QStringLiteral("color: #b00020;"));
   errorLabel_->setWordWrap(true);
   errorLabel_->hide();
-  layout->addWidget(errorLabel_);
+  left->addWidget(errorLabel_);
 
   modelTable_ = new QTableWidget(0, 2, page);
   modelTable_->setHorizontalHeaderLabels({tr("Figure"), tr("Value")});
   modelTable_->horizontalHeader()->setStretchLastSection(true);
   modelTable_->verticalHeader()->hide();
   modelTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  layout->addWidget(modelTable_, 1);
+  left->addWidget(modelTable_, 1);
+  outer->addLayout(left, 3);
+
+  auto* box = new QGroupBox(tr("Workload"), page);
+  auto* form = new QFormLayout(box);
+  phase_ = new QComboBox(box);
+  phase_->addItems({QStringLiteral("prefill"), QStringLiteral("decode")});
+  tokens_ = new QSpinBox(box);
+  tokens_->setRange(1, 1 << 20);
+  tokens_->setValue(planner::kDefaultPrefillTokensPerGpu);
+  tokens_->setSuffix(tr(" tokens/GPU"));
+  tokens_->setKeyboardTracking(false);
+  form->addRow(tr("P&hase:"), phase_);
+  form->addRow(tr("Tok&ens per GPU:"), tokens_);
+  auto* loadRow = new QHBoxLayout();
+  loadSpec_ = new QLineEdit(QStringLiteral("uniform"), box);
+  loadSpec_->setToolTip(
+      tr("A load file (.json, .csv, .npy) or a synthetic spec: uniform, powerlaw:alpha=1.2, "
+         "hot:n=4,share=0.5 (keys: shuffle=1, layers=, tokens=, seed=). Enter applies."));
+  loadRow->addWidget(loadSpec_, 1);
+  auto* openLoad = new QPushButton(tr("File…"), box);
+  loadRow->addWidget(openLoad);
+  auto* loadLabel = new QLabel(tr("Expert &load:"), box);
+  loadLabel->setBuddy(loadSpec_);
+  form->addRow(loadLabel, loadRow);
+  loadError_ = new QLabel(box);
+  loadError_->setStyleSheet(QStringLiteral("color: #b00020;"));
+  loadError_->setWordWrap(true);
+  loadError_->hide();
+  form->addRow(loadError_);
+  loadSummary_ = new QLabel(box);
+  loadSummary_->setWordWrap(true);
+  form->addRow(loadSummary_);
+  policy_ = new QComboBox(box);
+  policy_->addItems({QStringLiteral("contiguous"), QStringLiteral("round_robin"),
+                     QStringLiteral("eplb"), QStringLiteral("best")});
+  policy_->setToolTip(tr("Expert placement the plan costs each EP size with"));
+  form->addRow(tr("Pl&acement:"), policy_);
+  redundant_ = new QSpinBox(box);
+  redundant_->setRange(0, 16);
+  redundant_->setSuffix(tr(" per EP rank"));
+  redundant_->setToolTip(tr("Redundant expert slots (replicas of hot experts) for eplb and best"));
+  form->addRow(tr("Re&dundant slots:"), redundant_);
+  costSource_ = new QComboBox(box);
+  costSource_->addItem(tr("roofline (device spec + topology)"));
+  costSource_->addItem(tr("profile DB — needs a profile DB (issue 6)"));
+  if (auto* m = qobject_cast<QStandardItemModel*>(costSource_->model())) {
+    m->item(1)->setEnabled(false);
+  }
+  costSource_->setToolTip(
+      tr("Measured costs need a profile DB written by `moeplan profile`, which arrives with "
+         "issue 6; until then every figure is a roofline estimate."));
+  form->addRow(tr("&Cost source:"), costSource_);
+  auto* note = new QLabel(tr("Every change plans again in the background (F5 forces it; Esc "
+                             "cancels). Results are in the Layouts, Load balance and Traffic "
+                             "views."),
+                          box);
+  note->setWordWrap(true);
+  form->addRow(note);
+  outer->addWidget(box, 2);
 
   connect(modelCombo_, &QComboBox::activated, this, &MainWindow::onModelChosen);
   connect(open, &QPushButton::clicked, this, &MainWindow::onOpenConfig);
+  connect(openLoad, &QPushButton::clicked, this, &MainWindow::onOpenLoad);
+  connect(loadSpec_, &QLineEdit::returnPressed, this, [this] { loadLoad(loadSpec_->text()); });
+  connect(phase_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    const QSignalBlocker block(tokens_);
+    tokens_->setValue(i == 0 ? planner::kDefaultPrefillTokensPerGpu
+                             : planner::kDefaultDecodeBatchPerGpu);
+    tokens_->setSuffix(i == 0 ? tr(" tokens/GPU") : tr(" sequences/GPU"));
+    onWorkloadEdited();
+  });
+  connect(tokens_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  connect(policy_, &QComboBox::currentIndexChanged, this, &MainWindow::onWorkloadEdited);
+  connect(redundant_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  return page;
+}
+
+QWidget* MainWindow::buildProfilingView() {
+  auto* page = new QWidget(this);
+  auto* layout = new QVBoxLayout(page);
+  auto* statement = new QLabel(
+      tr("<b>Profiling arrives with the profiler (issue 6).</b> `moeplan profile` and `moeplan "
+         "validate` are not part of this build yet, so this view cannot measure anything and "
+         "shows no measurements. Until then every figure in moeplan-gui comes from the roofline "
+         "cost source (device spec and topology)."),
+      page);
+  statement->setWordWrap(true);
+  layout->addWidget(statement);
+  auto* box = new QGroupBox(tr("Run on this machine"), page);
+  auto* form = new QFormLayout(box);
+  auto* mode = new QComboBox(box);
+  mode->addItems({tr("profile (write a cost DB)"), tr("validate (measured vs predicted)")});
+  auto* db = new QLineEdit(box);
+  db->setPlaceholderText(tr("cost DB path"));
+  auto* start = new QPushButton(tr("Start"), box);
+  auto* stop = new QPushButton(tr("Cancel"), box);
+  form->addRow(tr("Mode:"), mode);
+  form->addRow(tr("Cost DB:"), db);
+  auto* buttons = new QHBoxLayout();
+  buttons->addWidget(start);
+  buttons->addWidget(stop);
+  buttons->addStretch(1);
+  form->addRow(buttons);
+  auto* table = new QTableWidget(0, 5, box);
+  table->setHorizontalHeaderLabels(
+      {tr("op"), tr("shape"), tr("measured (ms)"), tr("predicted (ms)"), tr("disposition")});
+  table->horizontalHeader()->setStretchLastSection(true);
+  form->addRow(table);
+  box->setEnabled(false);
+  layout->addWidget(box, 1);
   return page;
 }
 
@@ -93,7 +300,40 @@ bool MainWindow::loadModel(const QString& nameOrPath) {
   modelTable_->resizeColumnToContents(0);
   const int index = modelCombo_->findText(nameOrPath);
   if (index >= 0) modelCombo_->setCurrentIndex(index);
+  session_->setModel(nameOrPath);
+  // The load follows the model; say so when it no longer fits.
+  loadError_->setVisible(!session_->load());
+  if (!session_->load()) {
+    loadError_->setText(
+        tr("The load '%1' does not fit this model; choose another.").arg(loadSpec_->text()));
+  }
+  if (useSettings_) QSettings().setValue(QStringLiteral("lastModel"), nameOrPath);
   statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(model->source_path)));
+  return true;
+}
+
+bool MainWindow::loadCluster(const QString& nameOrPath) {
+  return topology_->openCluster(nameOrPath);
+}
+
+bool MainWindow::loadLoad(const QString& fileOrSpec) {
+  loadSpec_->setText(fileOrSpec);
+  const QString err = session_->setLoad(fileOrSpec);
+  loadError_->setText(err);
+  loadError_->setVisible(!err.isEmpty());
+  if (err.isEmpty() && useSettings_) QSettings().setValue(QStringLiteral("lastLoad"), fileOrSpec);
+  return err.isEmpty();
+}
+
+bool MainWindow::setPlacement(const QString& policy, int redundantPerRank) {
+  const int i = policy_->findText(policy);
+  if (i < 0 || redundantPerRank < redundant_->minimum() ||
+      redundantPerRank > redundant_->maximum()) {
+    return false;
+  }
+  policy_->setCurrentIndex(i);
+  redundant_->setValue(redundantPerRank);
+  onWorkloadEdited();
   return true;
 }
 
@@ -103,6 +343,21 @@ void MainWindow::onOpenConfig() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open a Hugging Face config.json"),
                                                     QString(), tr("JSON (*.json)"));
   if (!path.isEmpty()) loadModel(path);
+}
+
+void MainWindow::onOpenLoad() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open an expert load"), QString(),
+                                                    tr("Expert loads (*.json *.csv *.npy)"));
+  if (!path.isEmpty()) loadLoad(path);
+}
+
+void MainWindow::onWorkloadEdited() {
+  planner::Workload w;
+  w.phase = phase_->currentIndex() == 0 ? planner::Phase::kPrefill : planner::Phase::kDecode;
+  w.tokens_per_gpu = tokens_->value();
+  session_->setWorkload(w);
+  const auto policy = planner::parse_policy(policy_->currentText().toStdString());
+  if (policy) session_->setPolicy(*policy, redundant_->value());
 }
 
 void MainWindow::onShowBackends() {
@@ -116,14 +371,31 @@ void MainWindow::onShowBackends() {
   QMessageBox::information(this, tr("Backends"), text);
 }
 
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (useSettings_) {
+    QSettings s;
+    s.setValue(QStringLiteral("geometry"), saveGeometry());
+    s.setValue(QStringLiteral("windowState"), saveState());
+  }
+  session_->cancel();
+  QMainWindow::closeEvent(event);
+}
+
+void MainWindow::waitForIdle() {
+  session_->waitForIdle();
+  loadView_->waitForIdle();
+  QCoreApplication::processEvents();
+}
+
 int MainWindow::saveScreenshots(const QString& dir) {
   if (!QDir().mkpath(dir)) return -1;
+  waitForIdle();
   int written = 0;
   for (int i = 0; i < tabs_->count(); ++i) {
     tabs_->setCurrentIndex(i);
+    QCoreApplication::processEvents();
     const QString file =
-        QDir(dir).filePath(tabs_->tabText(i).toLower().replace(QLatin1Char(' '), QLatin1Char('_')) +
-                           QStringLiteral(".png"));
+        QDir(dir).filePath(tabs_->widget(i)->objectName() + QStringLiteral(".png"));
     if (!grab().save(file)) return -1;
     ++written;
   }

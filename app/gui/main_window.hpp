@@ -1,5 +1,5 @@
-// The moeplan-gui main window: the model view (pick a bundled model or open a config.json and
-// see its figures) and the backends dialog. Later views plug into the tab widget.
+// The moeplan-gui main window: the Model & workload, Topology, Layouts, Load balance, Traffic
+// and Profiling views over one Session; a busy indicator with Cancel for planning; settings.
 #pragma once
 
 #include <QMainWindow>
@@ -7,38 +7,87 @@
 
 class QComboBox;
 class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
 class QTabWidget;
 class QTableWidget;
 
 namespace moeplan::gui {
 
+class LayoutsView;
+class LoadView;
+class Session;
+class TopologyView;
+class TrafficView;
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  explicit MainWindow(QWidget* parent = nullptr);
+  /// With `useSettings`, restores and saves window state and last files (QSettings).
+  explicit MainWindow(QWidget* parent = nullptr, bool useSettings = false);
 
   /// Loads a bundled model name or a config.json path; on failure the view shows the error.
   bool loadModel(const QString& nameOrPath);
+  /// Loads a bundled cluster or a cluster JSON; on failure the topology view shows the error.
+  bool loadCluster(const QString& nameOrPath);
+  /// Loads an expert-load file or synthetic spec; on failure the model view shows the error.
+  bool loadLoad(const QString& fileOrSpec);
+  /// Sets the placement policy the plan costs with ("contiguous", "round_robin", "eplb",
+  /// "best") and the redundant slots per EP rank; false for an unknown policy.
+  bool setPlacement(const QString& policy, int redundantPerRank);
   /// The model view's (label, value) table and the error line, for tests.
   QTableWidget* modelTable() const { return modelTable_; }
   QLabel* errorLabel() const { return errorLabel_; }
+  QLabel* loadErrorLabel() const { return loadError_; }
   QTabWidget* tabs() const { return tabs_; }
+  Session* session() const { return session_; }
+  TopologyView* topologyView() const { return topology_; }
+  LayoutsView* layoutsView() const { return layouts_; }
+  LoadView* loadView() const { return loadView_; }
+  TrafficView* trafficView() const { return traffic_; }
+  QComboBox* costSourceCombo() const { return costSource_; }
+  /// Waits for planning and placement to finish and their views to update.
+  void waitForIdle();
   /// Renders every view to DIR/<view>.png. Returns the number of files written, -1 on error.
   int saveScreenshots(const QString& dir);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
 
  private slots:
   void onModelChosen(int index);
   void onOpenConfig();
+  void onOpenLoad();
+  void onWorkloadEdited();
   void onShowBackends();
 
  private:
   QWidget* buildModelView();
+  QWidget* buildProfilingView();
 
+  bool useSettings_ = false;
+  Session* session_ = nullptr;
   QTabWidget* tabs_ = nullptr;
   QComboBox* modelCombo_ = nullptr;
   QTableWidget* modelTable_ = nullptr;
   QLabel* errorLabel_ = nullptr;
+  QComboBox* phase_ = nullptr;
+  QSpinBox* tokens_ = nullptr;
+  QLineEdit* loadSpec_ = nullptr;
+  QLabel* loadError_ = nullptr;
+  QLabel* loadSummary_ = nullptr;
+  QComboBox* policy_ = nullptr;
+  QSpinBox* redundant_ = nullptr;
+  QComboBox* costSource_ = nullptr;
+  TopologyView* topology_ = nullptr;
+  LayoutsView* layouts_ = nullptr;
+  LoadView* loadView_ = nullptr;
+  TrafficView* traffic_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QPushButton* cancel_ = nullptr;
 };
 
 }  // namespace moeplan::gui

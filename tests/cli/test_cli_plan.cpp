@@ -27,6 +27,29 @@ TEST(CliPlan, DecodeExplainGolden) {
   expect_golden("plan_qwen1.5_decode_explain.txt", r.out);
 }
 
+TEST(CliPlan, LoadAndPlacement) {
+  const auto r = run_cli(
+      "plan --load powerlaw:alpha=1.2,shuffle=1 --placement eplb --redundant 1 --json --top 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("expert_load").get<std::string>(), "powerlaw:alpha=1.2,shuffle=1");
+  EXPECT_EQ(j.at("placement").get<std::string>(), "eplb");
+  expect_one_line_error(run_cli("plan --placement eplb"), "need an expert load");
+  // The traffic of the recommended layout (ep16×tp1 a2av here): every pair exchanges data, the
+  // diagonal is zero.
+  const auto t = run_cli("plan --top 1 --json --traffic 0");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto tj = nlohmann::json::parse(t.out).at("traffic");
+  EXPECT_EQ(tj.at("layer").get<int>(), 0);
+  const auto bytes = tj.at("bytes").get<std::vector<std::vector<double>>>();
+  ASSERT_EQ(bytes.size(), 16U);
+  EXPECT_EQ(bytes[3][3], 0.0);
+  EXPECT_GT(bytes[0][15], 0.0);
+  expect_one_line_error(run_cli("plan --traffic 99"), "--traffic");
+  expect_one_line_error(run_cli("plan --load uniform --placement nope"), "nope");
+  expect_one_line_error(run_cli("plan --load /nonexistent/load.csv"), "/nonexistent/load.csv");
+}
+
 TEST(CliPlan, JsonHasTheDocumentedFields) {
   const auto r = run_cli("plan --model mixtral-8x7b --cluster 2x-hgx-h200 --json --explain");
   ASSERT_EQ(r.exit_code, 0) << r.err;

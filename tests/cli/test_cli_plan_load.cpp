@@ -1,4 +1,4 @@
-// `moeplan plan --load/--synthetic --placement`: skew and placement show in the plan, per layer.
+// `moeplan plan --load --placement`: skew and placement show in the plan, per layer.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -20,8 +20,7 @@ nlohmann::json plan_json(const std::string& args) {
 TEST(CliPlanLoad, SkewRaisesCostAndEplbRecoversIt) {
   const auto uniform = plan_json("--model qwen3-30b-a3b --dispatcher a2av");
   const auto skewed = plan_json(kLoad + " --dispatcher a2av");
-  const auto placed =
-      plan_json(kLoad + " --dispatcher a2av --placement eplb --redundant-experts 16");
+  const auto placed = plan_json(kLoad + " --dispatcher a2av --placement eplb --redundant 1");
   ASSERT_FALSE(uniform.empty());
   ASSERT_FALSE(skewed.empty());
   ASSERT_FALSE(placed.empty());
@@ -45,7 +44,7 @@ TEST(CliPlanLoad, SkewRaisesCostAndEplbRecoversIt) {
 
 TEST(CliPlanLoad, PerLayerTableAndSyntheticLoad) {
   const auto r = run_cli(
-      "plan --model qwen3-30b-a3b --synthetic powerlaw:alpha=1.2,shuffle=1,seed=3 "
+      "plan --model qwen3-30b-a3b --load powerlaw:alpha=1.2,shuffle=1,seed=3 "
       "--placement best --per-layer --top 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("placement: best"), std::string::npos);
@@ -59,7 +58,7 @@ TEST(CliPlanLoad, PlacementFileRestrictsToItsEpSize) {
       run_cli("place " + kLoad + " --gpus 16 --slots 144 --policy eplb --out " + file.string());
   ASSERT_EQ(place.exit_code, 0) << place.err;
   const auto from_file = plan_json(kLoad + " --placement " + file.string() + " --dispatcher a2av");
-  const auto fit = plan_json(kLoad + " --placement eplb --redundant-experts 16 --dispatcher a2av");
+  const auto fit = plan_json(kLoad + " --placement eplb --redundant 1 --dispatcher a2av");
   std::filesystem::remove(file);
   ASSERT_FALSE(from_file.empty());
   EXPECT_EQ(from_file.at("layouts")[0].at("ep_size").get<int>(), 16);
@@ -73,13 +72,14 @@ TEST(CliPlanLoad, BadInput) {
     expect_one_line_error(run_cli("plan " + args), part);
   };
   bad("--placement worst", "unknown placement policy 'worst'");
-  bad("--load a.csv --synthetic uniform", "expected one of them, got both");
+  bad("--placement eplb", "need an expert load");
+  bad("--load uniform --redundant 2", "contiguous placement has no replicas");
   bad("--load /nonexistent/load.json", "/nonexistent/load.json");
-  bad("--synthetic powerlaw:alpha=-1", "alpha");
+  bad("--load powerlaw:alpha=-1", "alpha");
   bad("--model qwen3-30b-a3b --load " +
           (moeplan::resource_dir() / "loads" / "dsv2lite_esft.json").string(),
       "has 26 layer rows, expected 48");  // DeepSeek-V2-Lite's load for Qwen3's 48 layers
-  bad("--redundant-experts -3 --placement eplb", "--redundant-experts");
+  bad("--redundant -3 --placement eplb --load uniform", "--redundant");
 }
 
 }  // namespace

@@ -11,18 +11,10 @@
 #include <QTest>
 
 #include "app/gui/main_window.hpp"
+#include "tests/gui/gui_app.hpp"
 
 namespace moeplan::gui {
 namespace {
-
-QApplication& app() {
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-  static int argc = 1;
-  static char name[] = "gui_test";
-  static char* argv[] = {name, nullptr};
-  static QApplication instance(argc, argv);
-  return instance;
-}
 
 QString valueOf(QTableWidget* t, const QString& label) {
   for (int r = 0; r < t->rowCount(); ++r) {

@@ -1,0 +1,58 @@
+// The Layouts view: the ranked plan as a sortable, filterable table, the breakdown and memory
+// charts over the same model, and the recommendation with its reasons.
+#pragma once
+
+#include <QWidget>
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QTableView;
+
+namespace moeplan::gui {
+
+class BreakdownChart;
+class LayoutFilterModel;
+class MemoryChart;
+class PlanTableModel;
+class Session;
+
+class LayoutsView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit LayoutsView(Session* session, QWidget* parent = nullptr);
+
+  PlanTableModel* model() const { return model_; }
+  LayoutFilterModel* filter() const { return filter_; }
+  QTableView* table() const { return table_; }
+  QCheckBox* feasibleOnly() const { return feasible_; }
+  QComboBox* dispatcherFilter() const { return dispatcher_; }
+  QComboBox* mappingFilter() const { return mapping_; }
+  QLabel* errorLabel() const { return error_; }
+  QLabel* recommendation() const { return recommendation_; }
+  BreakdownChart* breakdownChart() const { return breakdown_; }
+  /// Writes the plan as JSON (docs/PLAN_SCHEMA.md, every layout); errors show in the view.
+  bool savePlanJson(const QString& path);
+
+ private slots:
+  void onPlanFinished();
+  void onFilterChanged();
+  void onSave();
+
+ private:
+  Session* session_;
+  PlanTableModel* model_ = nullptr;
+  LayoutFilterModel* filter_ = nullptr;
+  QTableView* table_ = nullptr;
+  QCheckBox* feasible_ = nullptr;
+  QComboBox* dispatcher_ = nullptr;
+  QComboBox* mapping_ = nullptr;
+  QLabel* header_ = nullptr;
+  QLabel* error_ = nullptr;
+  QLabel* recommendation_ = nullptr;
+  BreakdownChart* breakdown_ = nullptr;
+  MemoryChart* memory_ = nullptr;
+};
+
+}  // namespace moeplan::gui

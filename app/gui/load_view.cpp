@@ -1,0 +1,376 @@
+// The load balance and traffic views.
+#include "app/gui/load_view.hpp"
+
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QFileDialog>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+
+#include "app/gui/charts.hpp"
+#include "app/gui/session.hpp"
+#include "planner/layout_figures.hpp"
+#include "planner/placement_file.hpp"
+#include "planner/roofline_costs.hpp"
+
+namespace moeplan::gui {
+
+namespace {
+
+QLabel* makeErrorLabel(QWidget* parent) {
+  auto* l = new QLabel(parent);
+  l->setStyleSheet(QStringLiteral("color: #b00020;"));
+  l->setWordWrap(true);
+  l->hide();
+  return l;
+}
+
+QString tokens(double v) { return QString::number(v, 'f', v < 10.0 ? 2 : 0); }
+
+}  // namespace
+
+const std::vector<planner::PlacementPolicy>& LoadView::comparedPolicies() {
+  static const std::vector<planner::PlacementPolicy> kPolicies = {
+      planner::PlacementPolicy::kContiguous, planner::PlacementPolicy::kEplb,
+      planner::PlacementPolicy::kBest};
+  return kPolicies;
+}
+
+LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
+  auto* layout = new QVBoxLayout(this);
+  auto* row = new QHBoxLayout();
+  row->addWidget(new QLabel(tr("&Layer:"), this));
+  layer_ = new QSpinBox(this);
+  layer_->setRange(0, 0);
+  layer_->setToolTip(tr("MoE layer of the load (0-based)"));
+  qobject_cast<QLabel*>(row->itemAt(0)->widget())->setBuddy(layer_);
+  row->addWidget(layer_);
+  auto* policyLabel = new QLabel(tr("Heat maps &policy:"), this);
+  row->addWidget(policyLabel);
+  policy_ = new QComboBox(this);
+  for (auto p : comparedPolicies())
+    policy_->addItem(QString::fromStdString(planner::policy_name(p)));
+  policy_->setCurrentIndex(1);
+  policyLabel->setBuddy(policy_);
+  row->addWidget(policy_);
+  row->addStretch(1);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 0);
+  progress_->setMaximumWidth(140);
+  progress_->hide();
+  row->addWidget(progress_);
+  cancel_ = new QPushButton(tr("Cancel"), this);
+  cancel_->setToolTip(tr("Abandon the running placement; the figures shown stay"));
+  cancel_->hide();
+  row->addWidget(cancel_);
+  auto* save = new QPushButton(tr("Save &placement…"), this);
+  save->setToolTip(
+      tr("The heat maps' placement as a moeplan placement file (as `moeplan place "
+         "--out` writes)"));
+  row->addWidget(save);
+  layout->addLayout(row);
+  header_ = new QLabel(this);
+  header_->setWordWrap(true);
+  layout->addWidget(header_);
+  error_ = makeErrorLabel(this);
+  layout->addWidget(error_);
+
+  auto* grid = new QGridLayout();
+  bars_ = new GroupedBarChart(this);
+  balance_ = new LineChart(this);
+  expertMap_ = new HeatMap(this);
+  layerMap_ = new HeatMap(this);
+  expertMap_->setFormatter(tokens);
+  layerMap_->setFormatter(tokens);
+  layerMap_->setScaleFromMin(true);
+  grid->addWidget(bars_, 0, 0);
+  grid->addWidget(balance_, 0, 1);
+  grid->addWidget(expertMap_, 1, 0);
+  grid->addWidget(layerMap_, 1, 1);
+  grid->setRowStretch(0, 1);
+  grid->setRowStretch(1, 1);
+  layout->addLayout(grid, 1);
+
+  connect(&watcher_, &QFutureWatcher<BalanceOutcome>::finished, this, &LoadView::onDone);
+  connect(layer_, &QSpinBox::valueChanged, this, &LoadView::redraw);
+  connect(policy_, &QComboBox::currentIndexChanged, this, &LoadView::redraw);
+  connect(save, &QPushButton::clicked, this, &LoadView::onSave);
+  connect(cancel_, &QPushButton::clicked, this, &LoadView::cancel);
+  connect(session_, &Session::layoutSelected, this, &LoadView::recompute);
+  connect(session_, &Session::planFinished, this, &LoadView::recompute);
+}
+
+void LoadView::recompute() {
+  const planner::LayoutCost* lc = session_->selectedLayoutCost();
+  const auto& load = session_->load();
+  const int generation = ++generation_;
+  if (lc == nullptr || !load) {
+    outcome_ = BalanceOutcome{};
+    outcome_.error = !load ? tr("No expert load: the load in the Model view did not load.")
+                           : tr("No layout selected: plan first (Layouts view).");
+    redraw();
+    return;
+  }
+  const int ep = lc->layout.ep_size;
+  header_->setText(tr("Placing experts for ep%1…").arg(ep));
+  auto future =
+      QtConcurrent::run([load = load->load, fit = session_->policyFit(), ep, generation]() {
+        BalanceOutcome out;
+        out.generation = generation;
+        out.epSize = ep;
+        out.policies = comparedPolicies();
+        for (auto policy : out.policies) {
+          planner::PolicyFit f = fit;
+          f.policy = policy;
+          out.numNodes = planner::policy_config(f, load.num_experts, ep).num_nodes;
+          auto placed = planner::place_for_ep(load, f, ep);
+          if (!placed) {
+            out.error = QString::fromStdString(placed.error().message);
+            return out;
+          }
+          auto fig = planner::balance_figures(load, placed->placement);
+          if (!fig) {
+            out.error = QString::fromStdString(fig.error().message);
+            return out;
+          }
+          std::vector<std::vector<double>> loads;
+          for (int l = 0; l < load.num_layers(); ++l) {
+            const auto& map = placed->placement.physical_to_logical[static_cast<std::size_t>(
+                placed->placement.num_layers() == 1 ? 0 : l)];
+            loads.push_back(planner::gpu_loads(load.counts[static_cast<std::size_t>(l)], map, ep));
+          }
+          out.placements.push_back(std::move(*placed));
+          out.figures.push_back(std::move(*fig));
+          out.gpuLoads.push_back(std::move(loads));
+        }
+        return out;
+      });
+  watcher_.setFuture(future);
+  running_ = true;
+  progress_->show();
+  cancel_->show();
+}
+
+void LoadView::cancel() {
+  if (!running_) return;
+  ++generation_;
+  progress_->hide();
+  cancel_->hide();
+  header_->setText(tr("Placement cancelled; the figures shown are the previous ones."));
+}
+
+void LoadView::waitForIdle() {
+  while (running_) {
+    watcher_.waitForFinished();
+    QCoreApplication::processEvents();
+  }
+}
+
+void LoadView::onDone() {
+  running_ = false;
+  progress_->hide();
+  cancel_->hide();
+  BalanceOutcome out = watcher_.result();
+  if (out.generation != generation_) return;
+  outcome_ = std::move(out);
+  const int layers = outcome_.gpuLoads.empty() ? 1 : static_cast<int>(outcome_.gpuLoads[0].size());
+  layer_->setRange(0, std::max(0, layers - 1));
+  redraw();
+}
+
+void LoadView::redraw() {
+  error_->setText(outcome_.error);
+  error_->setVisible(!outcome_.error.isEmpty());
+  if (!outcome_.error.isEmpty() || outcome_.placements.empty()) {
+    bars_->setData(tr("Tokens per GPU"), {}, {}, {}, {}, {});
+    balance_->setData(tr("Balancedness per layer"), {}, {}, {}, {}, 0, 1);
+    expertMap_->setData(tr("Expert × GPU"), {}, {}, {}, {});
+    layerMap_->setData(tr("Layer × GPU"), {}, {}, {}, {});
+    return;
+  }
+  const auto& load = session_->load();
+  const planner::LayoutCost* lc = session_->selectedLayoutCost();
+  const int layer = layer_->value();
+  const auto np = outcome_.policies.size();
+  QStringList names, gpus;
+  std::vector<std::vector<double>> perGpu;
+  std::vector<std::vector<double>> balance;
+  for (std::size_t p = 0; p < np; ++p) {
+    names << QStringLiteral("%1 (%2)").arg(
+        QString::fromStdString(planner::policy_name(outcome_.policies[p])),
+        QString::number(
+            outcome_.figures[p].layer_balancedness.empty()
+                ? outcome_.figures[p].balancedness
+                : outcome_.figures[p].layer_balancedness[static_cast<std::size_t>(std::min<int>(
+                      layer, static_cast<int>(outcome_.figures[p].layer_balancedness.size()) - 1))],
+            'f', 3));
+    perGpu.push_back(outcome_.gpuLoads[p][static_cast<std::size_t>(layer)]);
+    balance.push_back(outcome_.figures[p].layer_balancedness);
+  }
+  for (int g = 0; g < outcome_.epSize; ++g) gpus << QString::number(g);
+  bars_->setData(
+      tr("Routed tokens per EP rank, layer %1 (legend: balancedness mean/max)").arg(layer), gpus,
+      names, perGpu, tr("EP rank"), tr("routed tokens"));
+  QStringList lineNames;
+  double lo = 1.0;
+  for (std::size_t p = 0; p < np; ++p) {
+    lineNames << QStringLiteral("%1: mean %2")
+                     .arg(QString::fromStdString(planner::policy_name(outcome_.policies[p])),
+                          QString::number(outcome_.figures[p].balancedness, 'f', 3));
+    for (double b : balance[p]) lo = std::min(lo, b);
+  }
+  balance_->setData(tr("Balancedness per layer (mean / max GPU load; 1 = perfect)"), lineNames,
+                    balance, tr("MoE layer"), tr("balancedness"), std::max(0.0, lo - 0.05), 1.0);
+  const auto hp = static_cast<std::size_t>(policy_->currentIndex());
+  const auto& placement = outcome_.placements[hp].placement;
+  const auto& map =
+      placement
+          .physical_to_logical[static_cast<std::size_t>(placement.num_layers() == 1 ? 0 : layer)];
+  expertMap_->setData(tr("Expert × EP rank, layer %1, %2: routed tokens")
+                          .arg(layer)
+                          .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp]))),
+                      planner::expert_gpu_loads(load->load.counts[static_cast<std::size_t>(layer)],
+                                                map, outcome_.epSize),
+                      tr("expert"), tr("EP rank"), tr("tokens"));
+  layerMap_->setData(tr("Layer × EP rank, %1: routed tokens")
+                         .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp]))),
+                     outcome_.gpuLoads[hp], tr("MoE layer"), tr("EP rank"), tr("tokens"));
+  const int perNode = outcome_.numNodes > 1 ? outcome_.epSize / outcome_.numNodes : 0;
+  expertMap_->setBlocks(0, perNode);
+  layerMap_->setBlocks(0, perNode);
+  header_->setText(
+      tr("Load <b>%1</b> (%2 layers × %3 experts) placed on the %4 EP ranks of %5 (%6 node%7, "
+         "%8 redundant slot(s) per rank for eplb and best). Token counts are routed (token, "
+         "expert) pairs of the load. Best's search took %9 s.")
+          .arg(QString::fromStdString(load->load.source))
+          .arg(load->load.num_layers())
+          .arg(load->load.num_experts)
+          .arg(outcome_.epSize)
+          .arg(lc != nullptr ? QString::fromStdString(lc->layout.shape_name()) : QString())
+          .arg(outcome_.numNodes)
+          .arg(outcome_.numNodes == 1 ? QString() : QStringLiteral("s"))
+          .arg(session_->policyFit().redundant_per_rank)
+          .arg(QString::number(outcome_.placements.back().seconds, 'f', 2)));
+}
+
+bool LoadView::savePlacement(const QString& path) {
+  if (outcome_.placements.empty() || !session_->load()) {
+    error_->setText(tr("No placement to save."));
+    error_->show();
+    return false;
+  }
+  const auto hp = static_cast<std::size_t>(policy_->currentIndex());
+  planner::PolicyFit fit = session_->policyFit();
+  fit.policy = outcome_.policies[hp];
+  const auto& load = *session_->load();
+  planner::PlacementFile file{outcome_.placements[hp],
+                              planner::policy_config(fit, load.load.num_experts, outcome_.epSize),
+                              load.layer_ids, load.load.source};
+  const Status s = planner::write_placement_file(path.toStdString(), file);
+  error_->setText(s.ok() ? QString() : QString::fromStdString(s.error().message));
+  error_->setVisible(!s.ok());
+  return s.ok();
+}
+
+void LoadView::onSave() {
+  const QString path =
+      QFileDialog::getSaveFileName(this, tr("Save the placement"), QString(), tr("JSON (*.json)"));
+  if (!path.isEmpty()) savePlacement(path);
+}
+
+TrafficView::TrafficView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
+  auto* layout = new QVBoxLayout(this);
+  auto* row = new QHBoxLayout();
+  auto* label = new QLabel(tr("&Layer:"), this);
+  row->addWidget(label);
+  layer_ = new QSpinBox(this);
+  label->setBuddy(layer_);
+  row->addWidget(layer_);
+  row->addStretch(1);
+  layout->addLayout(row);
+  header_ = new QLabel(this);
+  header_->setWordWrap(true);
+  layout->addWidget(header_);
+  error_ = makeErrorLabel(this);
+  layout->addWidget(error_);
+  map_ = new HeatMap(this);
+  map_->setFormatter(formatBytes);
+  map_->setScaleFromMin(true);
+  layout->addWidget(map_, 1);
+  summary_ = new QLabel(this);
+  summary_->setWordWrap(true);
+  layout->addWidget(summary_);
+  connect(layer_, &QSpinBox::valueChanged, this, &TrafficView::recompute);
+  connect(session_, &Session::layoutSelected, this, &TrafficView::recompute);
+}
+
+void TrafficView::recompute() {
+  const planner::LayoutCost* lc = session_->selectedLayoutCost();
+  const auto& model = session_->model();
+  const auto& cluster = session_->cluster();
+  const auto& load = session_->load();
+  auto fail = [this](const QString& text) {
+    error_->setText(text);
+    error_->setVisible(!text.isEmpty());
+    map_->setData(tr("GPU × GPU bytes"), {}, {}, {}, {});
+    summary_->clear();
+  };
+  if (lc == nullptr || !model || !cluster || !load) {
+    fail(tr("No layout selected: plan first (Layouts view)."));
+    return;
+  }
+  const int layers =
+      load->load.num_layers() > 1 ? load->load.num_layers() : model->num_moe_layers();
+  {
+    const QSignalBlocker block(layer_);
+    layer_->setRange(0, std::max(0, layers - 1));
+  }
+  const planner::RooflineCosts costs(*cluster);
+  const planner::CostContext ctx{
+      *model, *cluster, costs, session_->workload(), load->load, session_->placementFn()};
+  auto m = planner::layer_traffic(ctx, lc->layout, layer_->value());
+  if (!m) {
+    fail(QString::fromStdString(m.error().message));
+    return;
+  }
+  error_->hide();
+  const int gpn = cluster->info().gpus_per_node;
+  double intra = 0.0, inter = 0.0;
+  for (std::size_t i = 0; i < m->size(); ++i) {
+    for (std::size_t j = 0; j < m->size(); ++j) {
+      (static_cast<int>(i) / gpn == static_cast<int>(j) / gpn ? intra : inter) += (*m)[i][j];
+    }
+  }
+  map_->setData(tr("Bytes GPU i sends GPU j in one MoE layer (dispatch + combine), layer %1, %2 "
+                   "%3 %4")
+                    .arg(layer_->value())
+                    .arg(QString::fromStdString(lc->layout.shape_name()),
+                         QString::fromStdString(planner::dispatcher_name(lc->layout.dispatcher)),
+                         QString::fromStdString(planner::mapping_name(lc->layout.mapping))),
+                *m, tr("sending GPU"), tr("receiving GPU"), tr("bytes"));
+  map_->setBlocks(gpn, gpn);
+  header_->setText(
+      tr("Red lines mark node boundaries (%1 GPUs per node): blocks on the diagonal stay inside "
+         "a node (NVLink), the rest cross the network. Flows as the roofline cost model prices "
+         "them (all-to-all(-v) and all-gather(-v) of dispatch and combine; TP all-reduces left "
+         "out); %2 tokens per GPU, %3. Colours span the smallest to the largest non-zero "
+         "entry; white is no traffic.")
+          .arg(gpn)
+          .arg(session_->workload().tokens_per_gpu)
+          .arg(QString::fromStdString(planner::phase_name(session_->workload().phase))));
+  const double total = intra + inter;
+  summary_->setText(tr("Total %1 per MoE layer: %2 inside nodes (%3 %), %4 across nodes (%5 %).")
+                        .arg(formatBytes(total), formatBytes(intra))
+                        .arg(total > 0 ? 100.0 * intra / total : 0.0, 0, 'f', 1)
+                        .arg(formatBytes(inter))
+                        .arg(total > 0 ? 100.0 * inter / total : 0.0, 0, 'f', 1));
+}
+
+}  // namespace moeplan::gui

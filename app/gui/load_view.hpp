@@ -1,0 +1,106 @@
+// The Load balance view (per-GPU loads of contiguous, eplb and best side by side, the expert ×
+// GPU and layer × GPU heat maps, balancedness per layer) and the Traffic view (the GPU × GPU
+// bytes of a layer's dispatch and combine as a heat map with node blocks). Figures come from
+// planner::place_for_ep, gpu_loads, balance_figures and layer_traffic, computed in a worker.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QString>
+#include <QWidget>
+#include <vector>
+
+#include "planner/placement.hpp"
+#include "planner/placement_metrics.hpp"
+
+class QComboBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+
+namespace moeplan::gui {
+
+class GroupedBarChart;
+class HeatMap;
+class LineChart;
+class Session;
+
+/// The placements of the compared policies for one EP size and their figures.
+struct BalanceOutcome {
+  int generation = 0;
+  int epSize = 0;
+  int numNodes = 1;
+  QString error;
+  std::vector<planner::PlacementPolicy> policies;
+  std::vector<planner::PlacementResult> placements;        ///< one per policy
+  std::vector<planner::BalanceFigures> figures;            ///< one per policy
+  std::vector<std::vector<std::vector<double>>> gpuLoads;  ///< [policy][layer][gpu]
+};
+
+class LoadView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit LoadView(Session* session, QWidget* parent = nullptr);
+
+  /// The policies compared side by side.
+  static const std::vector<planner::PlacementPolicy>& comparedPolicies();
+  QSpinBox* layerSpin() const { return layer_; }
+  QComboBox* policyCombo() const { return policy_; }
+  QLabel* errorLabel() const { return error_; }
+  const BalanceOutcome& outcome() const { return outcome_; }
+  GroupedBarChart* gpuLoadChart() const { return bars_; }
+  HeatMap* expertHeatMap() const { return expertMap_; }
+  HeatMap* layerHeatMap() const { return layerMap_; }
+  /// Recomputes now (a running computation is abandoned).
+  void recompute();
+  /// Abandons the running placement: its result is dropped, the figures shown stay.
+  void cancel();
+  bool busy() const { return running_; }
+  void waitForIdle();
+  /// Writes the heat-map policy's placement (moeplan place's file format).
+  bool savePlacement(const QString& path);
+
+ private slots:
+  void onDone();
+  void redraw();
+  void onSave();
+
+ private:
+  Session* session_;
+  QSpinBox* layer_ = nullptr;
+  QComboBox* policy_ = nullptr;
+  QLabel* header_ = nullptr;
+  QLabel* error_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QPushButton* cancel_ = nullptr;
+  bool running_ = false;
+  GroupedBarChart* bars_ = nullptr;
+  HeatMap* expertMap_ = nullptr;
+  HeatMap* layerMap_ = nullptr;
+  LineChart* balance_ = nullptr;
+  BalanceOutcome outcome_;
+  int generation_ = 0;
+  QFutureWatcher<BalanceOutcome> watcher_;
+};
+
+class TrafficView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit TrafficView(Session* session, QWidget* parent = nullptr);
+  HeatMap* heatMap() const { return map_; }
+  QLabel* errorLabel() const { return error_; }
+  QSpinBox* layerSpin() const { return layer_; }
+  void recompute();
+
+ private:
+  Session* session_;
+  QSpinBox* layer_ = nullptr;
+  QLabel* header_ = nullptr;
+  QLabel* error_ = nullptr;
+  QLabel* summary_ = nullptr;
+  HeatMap* map_ = nullptr;
+};
+
+}  // namespace moeplan::gui

@@ -1,0 +1,185 @@
+// The shared inputs and the plan worker.
+#include "app/gui/session.hpp"
+
+#include <QCoreApplication>
+#include <QFileInfo>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "models/json_reader.hpp"
+#include "models/registry.hpp"
+#include "planner/roofline_costs.hpp"
+
+namespace moeplan::gui {
+
+QString formatMs(double seconds) { return QString::number(seconds * 1e3, 'f', 3) + " ms"; }
+QString formatGiB(double bytes) {
+  return QString::number(bytes / (1024.0 * 1024.0 * 1024.0), 'f', 2) + " GiB";
+}
+QString formatBytes(double bytes) {
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) return formatGiB(bytes);
+  if (bytes >= 1024.0 * 1024.0) return QString::number(bytes / (1024.0 * 1024.0), 'f', 1) + " MiB";
+  if (bytes >= 1024.0) return QString::number(bytes / 1024.0, 'f', 1) + " KiB";
+  return QString::number(bytes, 'f', 0) + " B";
+}
+
+Session::Session(QObject* parent) : QObject(parent) {
+  debounce_.setSingleShot(true);
+  debounce_.setInterval(250);
+  connect(&debounce_, &QTimer::timeout, this, &Session::replan);
+  connect(&watcher_, &QFutureWatcher<PlanOutcome>::finished, this, &Session::onPlanDone);
+}
+
+Session::~Session() { watcher_.waitForFinished(); }
+
+planner::PolicyFit Session::policyFit() const {
+  planner::PolicyFit f = fit_;
+  if (cluster_) f.gpus_per_node = cluster_->info().gpus_per_node;
+  return f;
+}
+
+const planner::LayoutCost* Session::selectedLayoutCost() const {
+  if (!plan_ || selected_ < 0 || selected_ >= static_cast<int>(plan_->layouts.size())) {
+    return nullptr;
+  }
+  return &plan_->layouts[static_cast<std::size_t>(selected_)];
+}
+
+QString Session::setModel(const QString& nameOrPath) {
+  auto m = models::load_model(nameOrPath.toStdString());
+  if (!m) return QString::fromStdString(m.error().message);
+  model_ = std::move(*m);
+  fit_.num_groups = model_->router.num_groups;
+  fit_.pairs_per_step =
+      static_cast<std::int64_t>(workload_.tokens_per_gpu) * model_->num_experts_per_tok;
+  emit modelChanged();
+  // The load follows the model (layer and expert counts); a file that does not fit says so.
+  const QString loadError = setLoad(loadSpec_);
+  if (!loadError.isEmpty()) {
+    load_.reset();
+    emit loadChanged();
+  }
+  scheduleReplan();
+  return {};
+}
+
+QString Session::setClusterName(const QString& nameOrPath) {
+  auto c = planner::load_cluster(nameOrPath.toStdString());
+  if (!c) return QString::fromStdString(c.error().message);
+  auto j = load_json_file(c->info().source);
+  if (!j) return QString::fromStdString(j.error().message);
+  clusterJson_ = *j;
+  cluster_ = std::move(*c);
+  emit clusterChanged();
+  scheduleReplan();
+  return {};
+}
+
+QString Session::setClusterJson(const nlohmann::json& j, const QString& source) {
+  auto c = planner::parse_cluster(j, source.toStdString());
+  if (!c) return QString::fromStdString(c.error().message);
+  clusterJson_ = j;
+  cluster_ = std::move(*c);
+  emit clusterChanged();
+  scheduleReplan();
+  return {};
+}
+
+QString Session::setLoad(const QString& fileOrSpec) {
+  const models::MoeModel* mp = model_ ? &*model_ : nullptr;
+  auto data = planner::load_file_or_spec(fileOrSpec.toStdString(), mp);
+  if (!data) return QString::fromStdString(data.error().message);
+  loadSpec_ = fileOrSpec;
+  load_ = std::move(*data);
+  emit loadChanged();
+  scheduleReplan();
+  return {};
+}
+
+void Session::setWorkload(const planner::Workload& w) {
+  workload_ = w;
+  if (model_) {
+    fit_.pairs_per_step = static_cast<std::int64_t>(w.tokens_per_gpu) * model_->num_experts_per_tok;
+  }
+  scheduleReplan();
+}
+
+void Session::setPolicy(planner::PlacementPolicy policy, int redundantPerRank) {
+  fit_.policy = policy;
+  fit_.redundant_per_rank = redundantPerRank;
+  scheduleReplan();
+}
+
+void Session::selectLayout(int index) {
+  if (index == selected_) return;
+  selected_ = index;
+  emit layoutSelected(index);
+}
+
+void Session::scheduleReplan() { debounce_.start(); }
+
+void Session::replan() {
+  debounce_.stop();
+  if (!model_ || !cluster_ || !load_) {
+    plan_.reset();
+    planError_ = !model_     ? tr("No model: choose one in the Model view.")
+                 : !cluster_ ? tr("No cluster: choose one in the Topology view.")
+                             : tr("No expert load: the load in the Model view did not load.");
+    selected_ = -1;
+    emit planFinished();
+    return;
+  }
+  const int generation = ++generation_;
+  fit_.gpus_per_node = cluster_->info().gpus_per_node;
+  planner::PlanRequest req;
+  req.workload = workload_;
+  req.load = load_->load;
+  placementFn_ = fit_.policy == planner::PlacementPolicy::kContiguous
+                     ? planner::PlacementFn{}
+                     : planner::policy_placement_fn(load_->load, fit_);
+  req.placement = placementFn_;
+  auto future = QtConcurrent::run([model = *model_, cluster = *cluster_, req, generation]() {
+    PlanOutcome out;
+    out.generation = generation;
+    const planner::RooflineCosts costs(cluster);
+    auto plan = planner::make_plan(model, cluster, costs, req);
+    if (plan) {
+      out.plan = std::make_shared<const planner::Plan>(std::move(*plan));
+    } else {
+      out.error = QString::fromStdString(plan.error().message);
+    }
+    return out;
+  });
+  // A plan still running finishes on its own in the pool; the watcher now follows the new one.
+  watcher_.setFuture(future);
+  running_ = true;
+  emit planStarted();
+}
+
+void Session::cancel() {
+  debounce_.stop();
+  if (!running_) return;
+  ++generation_;
+  emit planCancelled();
+}
+
+void Session::waitForIdle() {
+  if (debounce_.isActive()) replan();
+  while (running_) {
+    watcher_.waitForFinished();
+    QCoreApplication::processEvents();
+  }
+  QCoreApplication::processEvents();
+}
+
+void Session::onPlanDone() {
+  running_ = false;
+  const PlanOutcome out = watcher_.result();
+  if (out.generation != generation_) return;  // cancelled
+  plan_ = out.plan;
+  planError_ = out.error;
+  selected_ = plan_ ? (plan_->recommended >= 0 ? plan_->recommended : 0) : -1;
+  emit planFinished();
+  emit layoutSelected(selected_);
+}
+
+}  // namespace moeplan::gui

@@ -1,0 +1,106 @@
+// The inputs every view shares (model, cluster, workload, expert load, placement policy), the
+// plan made from them in a worker thread, and the layout the user selected. Views read from it
+// and edit it; it tells them what changed.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QObject>
+#include <QString>
+#include <QTimer>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "models/moe_model.hpp"
+#include "planner/cluster.hpp"
+#include "planner/layout_figures.hpp"
+#include "planner/load_io.hpp"
+#include "planner/plan.hpp"
+
+namespace moeplan::gui {
+
+/// One finished planning run.
+struct PlanOutcome {
+  std::shared_ptr<const planner::Plan> plan;  ///< null on error
+  QString error;
+  int generation = 0;
+};
+
+class Session : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit Session(QObject* parent = nullptr);
+  ~Session() override;
+
+  const std::optional<models::MoeModel>& model() const { return model_; }
+  const std::optional<planner::Cluster>& cluster() const { return cluster_; }
+  /// The cluster JSON as last applied (edits change it; Save writes it).
+  const nlohmann::json& clusterJson() const { return clusterJson_; }
+  const std::optional<planner::LoadData>& load() const { return load_; }
+  const planner::Workload& workload() const { return workload_; }
+  /// The placement policy fit, with the cluster's GPUs per node.
+  planner::PolicyFit policyFit() const;
+  /// The PlacementFn the last plan used (null: contiguous); shared, so placements made for the
+  /// plan are reused by the views.
+  const planner::PlacementFn& placementFn() const { return placementFn_; }
+  std::shared_ptr<const planner::Plan> plan() const { return plan_; }
+  /// Index into plan()->layouts of the selected layout (the recommended one after each plan).
+  int selectedLayout() const { return selected_; }
+  const planner::LayoutCost* selectedLayoutCost() const;
+  QString planError() const { return planError_; }
+  bool busy() const { return running_; }
+
+  /// Each returns an empty string on success, else the error (the state is left unchanged).
+  QString setModel(const QString& nameOrPath);
+  QString setClusterName(const QString& nameOrPath);
+  QString setClusterJson(const nlohmann::json& j, const QString& source);
+  /// A file path (".json", ".csv", ".npy" or containing '/') or a synthetic spec.
+  QString setLoad(const QString& fileOrSpec);
+  void setWorkload(const planner::Workload& w);
+  void setPolicy(planner::PlacementPolicy policy, int redundantPerRank);
+  void selectLayout(int index);
+
+  /// Starts planning now in a worker thread (a running plan is abandoned).
+  void replan();
+  /// Abandons the running plan: its result is dropped when it arrives.
+  void cancel();
+  /// Blocks until no plan is running and its result has been applied (screenshots, tests).
+  void waitForIdle();
+
+ signals:
+  void modelChanged();
+  void clusterChanged();
+  void loadChanged();
+  void planStarted();
+  void planFinished();  ///< plan() or planError() changed
+  void planCancelled();
+  void layoutSelected(int index);
+
+ private:
+  void scheduleReplan();
+  void onPlanDone();
+
+  std::optional<models::MoeModel> model_;
+  std::optional<planner::Cluster> cluster_;
+  nlohmann::json clusterJson_;
+  std::optional<planner::LoadData> load_;
+  QString loadSpec_ = QStringLiteral("uniform");
+  planner::Workload workload_;
+  planner::PolicyFit fit_;
+  planner::PlacementFn placementFn_;
+  std::shared_ptr<const planner::Plan> plan_;
+  QString planError_;
+  int selected_ = -1;
+  int generation_ = 0;
+  bool running_ = false;  ///< a plan run whose result has not been handled yet
+  QTimer debounce_;
+  QFutureWatcher<PlanOutcome> watcher_;
+};
+
+/// Formats a value with its unit: "12.345 ms", "3.21 GiB", "450 GB/s".
+QString formatMs(double seconds);
+QString formatGiB(double bytes);
+QString formatBytes(double bytes);
+
+}  // namespace moeplan::gui

@@ -1,0 +1,478 @@
+// The cluster topology view.
+#include "app/gui/topology_view.hpp"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGraphicsRectItem>
+#include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
+#include <QGraphicsView>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "app/gui/session.hpp"
+#include "models/file_io.hpp"
+#include "planner/device_spec.hpp"
+
+namespace moeplan::gui {
+
+namespace {
+
+constexpr double kGpuW = 46.0, kGpuH = 30.0, kNodePad = 10.0, kNodeGap = 34.0;
+constexpr double kNodeH = 150.0;
+
+QSpinBox* intSpin(int lo, int hi, const QString& suffix = {}) {
+  auto* s = new QSpinBox();
+  s->setRange(lo, hi);
+  s->setSuffix(suffix);
+  s->setKeyboardTracking(false);
+  return s;
+}
+
+QDoubleSpinBox* doubleSpin(double lo, double hi, int decimals, const QString& suffix) {
+  auto* s = new QDoubleSpinBox();
+  s->setRange(lo, hi);
+  s->setDecimals(decimals);
+  s->setSuffix(suffix);
+  s->setKeyboardTracking(false);
+  return s;
+}
+
+/// Link colour by bandwidth rank among the cluster's distinct bandwidths (fastest first).
+QColor bandwidthColour(int rank, int count) {
+  static const QColor kRamp[] = {QColor(0x1a, 0x98, 0x50), QColor(0x31, 0x6b, 0xc4),
+                                 QColor(0xe0, 0x8a, 0x14), QColor(0xc4, 0x31, 0x31),
+                                 QColor(0x7b, 0x3f, 0xa0)};
+  (void)count;
+  return kRamp[std::min(rank, 4)];
+}
+
+QString gbps(double bytesPerSecond) {
+  return QString::number(bytesPerSecond / 1e9, 'f', bytesPerSecond < 1e10 ? 1 : 0) + " GB/s";
+}
+
+}  // namespace
+
+TopologyView::TopologyView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
+  auto* outer = new QHBoxLayout(this);
+  auto* splitter = new QSplitter(Qt::Horizontal, this);
+  outer->addWidget(splitter);
+
+  auto* panel = new QWidget(splitter);
+  auto* pl = new QVBoxLayout(panel);
+  auto* fileRow = new QHBoxLayout();
+  bundled_ = new QComboBox(panel);
+  for (const auto& n : planner::bundled_cluster_names())
+    bundled_->addItem(QString::fromStdString(n));
+  bundled_->setToolTip(tr("Bundled clusters (resources/clusters)"));
+  fileRow->addWidget(bundled_, 1);
+  auto* open = new QPushButton(tr("&Open…"), panel);
+  auto* save = new QPushButton(tr("&Save…"), panel);
+  open->setToolTip(tr("Open a cluster JSON"));
+  save->setToolTip(tr("Save the edited cluster as JSON"));
+  fileRow->addWidget(open);
+  fileRow->addWidget(save);
+  pl->addLayout(fileRow);
+
+  auto* form = new QFormLayout();
+  device_ = new QComboBox(panel);
+  for (const auto& n : planner::bundled_device_names()) device_->addItem(QString::fromStdString(n));
+  nodes_ = intSpin(1, 4096);
+  gpusPerNode_ = intSpin(1, 144);
+  domain_ = intSpin(1, 4096, tr(" GPUs"));
+  nvBw_ = doubleSpin(0.1, 100000.0, 1, tr(" GB/s"));
+  nvLat_ = doubleSpin(0.0, 1000.0, 2, tr(" µs"));
+  nics_ = intSpin(1, 144);
+  nicBw_ = doubleSpin(0.1, 100000.0, 1, tr(" GB/s"));
+  netLat_ = doubleSpin(0.0, 1000.0, 2, tr(" µs"));
+  network_ = new QComboBox(panel);
+  network_->addItems({QStringLiteral("rail_optimized"), QStringLiteral("fat_tree")});
+  oversub_ = doubleSpin(1.0, 64.0, 2, QStringLiteral(" : 1"));
+  form->addRow(tr("&Device:"), device_);
+  form->addRow(tr("&Nodes:"), nodes_);
+  form->addRow(tr("&GPUs per node:"), gpusPerNode_);
+  form->addRow(tr("NVLink &domain:"), domain_);
+  form->addRow(tr("NVLink &bandwidth:"), nvBw_);
+  form->addRow(tr("NVLink &latency:"), nvLat_);
+  form->addRow(tr("N&ICs per node:"), nics_);
+  form->addRow(tr("NI&C bandwidth:"), nicBw_);
+  form->addRow(tr("Network la&tency:"), netLat_);
+  form->addRow(tr("Net&work:"), network_);
+  form->addRow(tr("O&versubscription:"), oversub_);
+  pl->addLayout(form);
+  editors_ = {device_, nodes_, gpusPerNode_, domain_,  nvBw_,   nvLat_,
+              nics_,   nicBw_, netLat_,      network_, oversub_};
+
+  error_ = new QLabel(panel);
+  error_->setStyleSheet(QStringLiteral("color: #b00020;"));
+  error_->setWordWrap(true);
+  error_->hide();
+  pl->addWidget(error_);
+  summary_ = new QLabel(panel);
+  summary_->setWordWrap(true);
+  pl->addWidget(summary_);
+  auto* colourRow = new QHBoxLayout();
+  colourRow->addWidget(new QLabel(tr("Colour GPUs by:"), panel));
+  colourBy_ = new QComboBox(panel);
+  colourBy_->addItems({tr("EP rank"), tr("TP rank"), tr("node")});
+  colourRow->addWidget(colourBy_, 1);
+  pl->addLayout(colourRow);
+  legend_ = new QLabel(panel);
+  legend_->setWordWrap(true);
+  legend_->setTextFormat(Qt::RichText);
+  pl->addWidget(legend_);
+  pl->addStretch(1);
+  panel->setMinimumWidth(300);
+  panel->setMaximumWidth(380);
+
+  scene_ = new QGraphicsScene(this);
+  view_ = new QGraphicsView(scene_, splitter);
+  view_->viewport()->installEventFilter(this);
+  view_->setRenderHint(QPainter::Antialiasing);
+  view_->setDragMode(QGraphicsView::ScrollHandDrag);
+  view_->setFocusPolicy(Qt::StrongFocus);
+  splitter->setStretchFactor(1, 1);
+
+  connect(bundled_, &QComboBox::activated, this,
+          [this](int i) { openCluster(bundled_->itemText(i)); });
+  connect(open, &QPushButton::clicked, this, &TopologyView::onOpen);
+  connect(save, &QPushButton::clicked, this, &TopologyView::onSave);
+  for (auto* s : {nodes_, gpusPerNode_, domain_, nics_}) {
+    connect(s, &QSpinBox::valueChanged, this, &TopologyView::onEdited);
+  }
+  for (auto* s : {nvBw_, nvLat_, nicBw_, netLat_, oversub_}) {
+    connect(s, &QDoubleSpinBox::valueChanged, this, &TopologyView::onEdited);
+  }
+  connect(network_, &QComboBox::currentIndexChanged, this, &TopologyView::onEdited);
+  connect(device_, &QComboBox::currentIndexChanged, this, &TopologyView::onEdited);
+  connect(colourBy_, &QComboBox::currentIndexChanged, this, &TopologyView::redraw);
+  connect(session_, &Session::clusterChanged, this, [this] {
+    loadEditors();
+    redraw();
+  });
+  connect(session_, &Session::layoutSelected, this, &TopologyView::redraw);
+  loadEditors();
+  redraw();
+}
+
+bool TopologyView::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == view_->viewport() && event->type() == QEvent::Resize) {
+    view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
+void TopologyView::showError(const QString& text) {
+  error_->setText(text);
+  error_->setVisible(!text.isEmpty());
+}
+
+bool TopologyView::openCluster(const QString& nameOrPath) {
+  const QString err = session_->setClusterName(nameOrPath);
+  showError(err);
+  if (err.isEmpty()) emit clusterOpened(nameOrPath);
+  return err.isEmpty();
+}
+
+bool TopologyView::saveCluster(const QString& path) {
+  const Status s = write_file_atomic(path.toStdString(), session_->clusterJson().dump(2) + "\n");
+  showError(s.ok() ? QString() : QString::fromStdString(s.error().message));
+  return s.ok();
+}
+
+void TopologyView::onOpen() {
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open a cluster JSON"), QString(), tr("JSON (*.json)"));
+  if (!path.isEmpty()) openCluster(path);
+}
+
+void TopologyView::onSave() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save the cluster JSON"), QString(),
+                                                    tr("JSON (*.json)"));
+  if (!path.isEmpty()) saveCluster(path);
+}
+
+void TopologyView::loadEditors() {
+  const nlohmann::json& j = session_->clusterJson();
+  loading_ = true;
+  const bool compact = j.is_object() && !j.contains("vertices");
+  for (QWidget* w : editors_) w->setEnabled(compact);
+  if (compact) {
+    auto num = [&](const nlohmann::json& o, const char* key, double fallback) {
+      return o.is_object() && o.contains(key) && o.at(key).is_number() ? o.at(key).get<double>()
+                                                                       : fallback;
+    };
+    const nlohmann::json empty = nlohmann::json::object();
+    const nlohmann::json& intra = j.contains("intra_node") ? j.at("intra_node") : empty;
+    const nlohmann::json& inter = j.contains("inter_node") ? j.at("inter_node") : empty;
+    const int gpn = static_cast<int>(num(j, "gpus_per_node", 8));
+    device_->setCurrentText(QString::fromStdString(j.value("device", std::string("h200"))));
+    nodes_->setValue(static_cast<int>(num(j, "nodes", 1)));
+    gpusPerNode_->setValue(gpn);
+    domain_->setValue(static_cast<int>(num(j, "nvlink_domain_gpus", gpn)));
+    nvBw_->setValue(num(intra, "bandwidth_gb_per_s", 450));
+    nvLat_->setValue(num(intra, "latency_us", 2.0));
+    nics_->setValue(static_cast<int>(num(inter, "nics_per_node", gpn)));
+    nicBw_->setValue(num(inter, "nic_bandwidth_gb_per_s", 50));
+    netLat_->setValue(num(inter, "latency_us", 5.0));
+    network_->setCurrentText(QString::fromStdString(
+        inter.is_object() ? inter.value("network", std::string("rail_optimized"))
+                          : "rail_optimized"));
+    oversub_->setValue(num(inter, "oversubscription", 1.0));
+  }
+  if (const auto& c = session_->cluster()) {
+    const int i = bundled_->findText(QString::fromStdString(c->name()));
+    if (i >= 0) bundled_->setCurrentIndex(i);
+    const auto& info = c->info();
+    summary_->setText(
+        tr("<b>%1</b> (%2): %3 GPUs × %4 (%5 HBM), %6 nodes, NVLink domains of %7 GPUs.%8")
+            .arg(QString::fromStdString(info.name), QString::fromStdString(info.form))
+            .arg(c->num_gpus())
+            .arg(QString::fromStdString(info.device.display_name), formatGiB(info.device.hbm_bytes))
+            .arg(info.num_nodes)
+            .arg(info.nvlink_domain_gpus)
+            .arg(compact ? QString()
+                         : tr(" The explicit form is edited in its file; open it again after "
+                              "editing.")));
+  }
+  loading_ = false;
+}
+
+void TopologyView::onEdited() {
+  if (loading_) return;
+  nlohmann::json j = session_->clusterJson();
+  if (!j.is_object() || j.contains("vertices")) return;
+  const int nodes = nodes_->value(), gpn = gpusPerNode_->value(), domain = domain_->value();
+  j["device"] = device_->currentText().toStdString();
+  j["nodes"] = nodes;
+  j["gpus_per_node"] = gpn;
+  j["nvlink_domain_gpus"] = domain;
+  j["intra_node"]["bandwidth_gb_per_s"] = nvBw_->value();
+  j["intra_node"]["latency_us"] = nvLat_->value();
+  if (j.contains("inter_node") || nodes * gpn > domain) {
+    auto& inter = j["inter_node"];
+    inter["nics_per_node"] = nics_->value();
+    inter["nic_bandwidth_gb_per_s"] = nicBw_->value();
+    inter["latency_us"] = netLat_->value();
+    inter["network"] = network_->currentText().toStdString();
+    inter["oversubscription"] = oversub_->value();
+  }
+  const auto source =
+      session_->cluster() ? session_->cluster()->info().source : std::string("edited");
+  const QString err = session_->setClusterJson(j, QString::fromStdString(source));
+  showError(err.isEmpty() ? QString() : tr("Edit not applied: %1").arg(err));
+}
+
+void TopologyView::redraw() {
+  scene_->clear();
+  const auto& cluster = session_->cluster();
+  if (!cluster) return;
+  const auto& g = cluster->graph();
+  const auto& info = cluster->info();
+  const int gpn = std::max(1, info.gpus_per_node);
+  const int numNodes = (cluster->num_gpus() + gpn - 1) / gpn;
+  const int drawnNodes = std::min(numNodes, kMaxDrawnNodes);
+  const double nodeW = gpn * kGpuW + 2 * kNodePad;
+  // Nodes in a grid about 1.8 times wider than tall.
+  const int perRow = std::clamp(static_cast<int>(std::ceil(std::sqrt(
+                                    drawnNodes * 1.8 * (kNodeH + kNodeGap) / (nodeW + kNodeGap)))),
+                                1, std::max(1, drawnNodes));
+  const int numRows = (drawnNodes + perRow - 1) / perRow;
+  auto nodeOrigin = [&](int node) {
+    return QPointF((node % perRow) * (nodeW + kNodeGap), (node / perRow) * (kNodeH + kNodeGap));
+  };
+  const double bottom = numRows * (kNodeH + kNodeGap);
+
+  // Vertex positions: GPUs by node; NVSwitches and NICs over their GPUs; switches below.
+  const auto nv = static_cast<std::size_t>(boost::num_vertices(g));
+  std::vector<QPointF> pos(nv);
+  std::vector<bool> placed(nv, false);
+  std::vector<std::vector<std::size_t>> nbrs(nv);
+  for (auto [e, end] = boost::edges(g); e != end; ++e) {
+    nbrs[boost::source(*e, g)].push_back(boost::target(*e, g));
+  }
+  for (std::size_t v = 0; v < nv; ++v) {
+    const auto& vi = g[v];
+    if (vi.kind != planner::VertexKind::kGpu) continue;
+    const int node = vi.gpu_index / gpn;
+    if (node >= drawnNodes) continue;
+    const QPointF o = nodeOrigin(node);
+    pos[v] = o + QPointF(kNodePad + (vi.gpu_index % gpn) * kGpuW + kGpuW / 2, 70);
+    placed[v] = true;
+  }
+  auto placeFromNeighbours = [&](planner::VertexKind kind, double dy, bool absoluteY, double y) {
+    for (std::size_t v = 0; v < nv; ++v) {
+      if (g[v].kind != kind || placed[v]) continue;
+      double sx = 0, sy = 0;
+      int n = 0;
+      for (std::size_t u : nbrs[v]) {
+        if (placed[u] && g[u].kind != kind) {
+          sx += pos[u].x();
+          sy += pos[u].y();
+          ++n;
+        }
+      }
+      if (n == 0) continue;
+      pos[v] = QPointF(sx / n, absoluteY ? y : sy / n + dy);
+      placed[v] = true;
+    }
+  };
+  placeFromNeighbours(planner::VertexKind::kNvSwitch, -48, false, 0);
+  placeFromNeighbours(planner::VertexKind::kNic, 48, false, 0);
+  placeFromNeighbours(planner::VertexKind::kSwitch, 0, true, bottom + 20);
+  placeFromNeighbours(planner::VertexKind::kSwitch, 0, true, bottom + 90);
+  // Switches of one row that would overlap spread evenly over the grid's width, in x order.
+  const double gridW = std::min(drawnNodes, perRow) * (nodeW + kNodeGap) - kNodeGap;
+  for (double rowY : {bottom + 20, bottom + 90}) {
+    std::vector<std::size_t> row;
+    for (std::size_t v = 0; v < nv; ++v) {
+      if (placed[v] && g[v].kind == planner::VertexKind::kSwitch && pos[v].y() == rowY) {
+        row.push_back(v);
+      }
+    }
+    std::sort(row.begin(), row.end(), [&](auto a, auto b) { return pos[a].x() < pos[b].x(); });
+    bool overlap = false;
+    for (std::size_t i = 1; i < row.size(); ++i)
+      overlap |= pos[row[i]].x() - pos[row[i - 1]].x() < 76;
+    if (!overlap) continue;
+    const double step = std::max(76.0, gridW / static_cast<double>(row.size()));
+    const double x0 = gridW / 2 - step * (static_cast<double>(row.size()) - 1) / 2;
+    for (std::size_t i = 0; i < row.size(); ++i)
+      pos[row[i]].setX(x0 + step * static_cast<double>(i));
+  }
+
+  // Distinct bandwidths, fastest first, for colours and the legend.
+  std::set<double, std::greater<>> bws;
+  for (int i = 0; i < cluster->num_links(); ++i) bws.insert(cluster->link(i).bandwidth);
+  auto bwRank = [&](double bw) {
+    return static_cast<int>(std::distance(bws.begin(), bws.find(bw)));
+  };
+
+  // Node frames.
+  for (int node = 0; node < drawnNodes; ++node) {
+    const QPointF o = nodeOrigin(node);
+    auto* frame = scene_->addRect(QRectF(o, QSizeF(nodeW, kNodeH)), QPen(QColor(0x99, 0x99, 0x99)),
+                                  QBrush(QColor(0xf6, 0xf6, 0xf6)));
+    frame->setZValue(-2);
+    auto* label = scene_->addSimpleText(tr("node %1").arg(node));
+    label->setPos(o + QPointF(4, kNodeH - 18));
+    label->setBrush(QColor(0x55, 0x55, 0x55));
+  }
+  // Links (one line per cable: the direction with the lower source vertex).
+  for (auto [e, end] = boost::edges(g); e != end; ++e) {
+    const auto s = boost::source(*e, g), t = boost::target(*e, g);
+    if (s > t || !placed[s] || !placed[t]) continue;
+    const double bw = g[*e].bandwidth;
+    QPen pen(bandwidthColour(bwRank(bw), static_cast<int>(bws.size())));
+    pen.setWidthF(std::clamp(std::log10(bw / 1e9 + 1.0), 0.6, 3.0));
+    auto* line = scene_->addLine(QLineF(pos[s], pos[t]), pen);
+    line->setZValue(-1);
+    line->setToolTip(tr("%1 ↔ %2: %3, %4 µs")
+                         .arg(QString::fromStdString(g[s].name), QString::fromStdString(g[t].name),
+                              gbps(bw), QString::number(g[*e].latency * 1e6, 'f', 2)));
+  }
+  // The selected layout's ranks.
+  const planner::LayoutCost* lc = session_->selectedLayoutCost();
+  std::vector<int> epRank(static_cast<std::size_t>(cluster->num_gpus()), -1);
+  std::vector<int> tpRank(epRank.size(), -1);
+  int numEp = 1, numTp = 1;
+  if (lc != nullptr && lc->layout.num_gpus <= cluster->num_gpus()) {
+    numEp = lc->layout.ep_size;
+    numTp = lc->layout.tp_size;
+    for (const auto& grp : lc->layout.ep_groups()) {
+      for (std::size_t r = 0; r < grp.size(); ++r)
+        epRank[static_cast<std::size_t>(grp[r])] = static_cast<int>(r);
+    }
+    for (const auto& grp : lc->layout.tp_groups()) {
+      for (std::size_t r = 0; r < grp.size(); ++r)
+        tpRank[static_cast<std::size_t>(grp[r])] = static_cast<int>(r);
+    }
+  }
+  const int by = colourBy_->currentIndex();
+  for (std::size_t v = 0; v < nv; ++v) {
+    if (!placed[v]) continue;
+    const auto& vi = g[v];
+    QRectF box;
+    QColor fill;
+    QString text;
+    switch (vi.kind) {
+      case planner::VertexKind::kGpu: {
+        box = QRectF(-kGpuW / 2 + 3, -kGpuH / 2, kGpuW - 6, kGpuH);
+        const auto gi = static_cast<std::size_t>(vi.gpu_index);
+        const int rank = by == 0 ? epRank[gi] : by == 1 ? tpRank[gi] : vi.gpu_index / gpn;
+        const int count = by == 0 ? numEp : by == 1 ? numTp : numNodes;
+        fill = rank < 0 ? QColor(0xdd, 0xdd, 0xdd)
+                        : QColor::fromHsv((rank * 300 / std::max(1, count)) % 360, 110, 245);
+        text = epRank[gi] >= 0 ? QStringLiteral("E%1\nT%2").arg(epRank[gi]).arg(tpRank[gi])
+                               : QStringLiteral("G%1").arg(vi.gpu_index);
+        break;
+      }
+      case planner::VertexKind::kNvSwitch: {
+        double lo = pos[v].x(), hi = pos[v].x();
+        for (std::size_t u : nbrs[v]) {
+          if (placed[u]) {
+            lo = std::min(lo, pos[u].x());
+            hi = std::max(hi, pos[u].x());
+          }
+        }
+        box = QRectF(lo - pos[v].x() - kGpuW / 2 + 3, -10, hi - lo + kGpuW - 6, 20);
+        fill = QColor(0xc8, 0xe6, 0xc9);
+        text = QStringLiteral("%1 (NVLink domain)").arg(QString::fromStdString(vi.name));
+        break;
+      }
+      case planner::VertexKind::kNic:
+        box = QRectF(-14, -9, 28, 18);
+        fill = QColor(0xbb, 0xde, 0xfb);
+        text = QStringLiteral("NIC");
+        break;
+      case planner::VertexKind::kSwitch:
+        box = QRectF(-34, -12, 68, 24);
+        fill = QColor(0xff, 0xe0, 0xb2);
+        text = QString::fromStdString(vi.name);
+        break;
+    }
+    auto* item = scene_->addRect(box, QPen(QColor(0x44, 0x44, 0x44)), QBrush(fill));
+    item->setPos(pos[v]);
+    item->setToolTip(
+        QString::fromStdString(vi.name + " (" + planner::vertex_kind_name(vi.kind) + ")"));
+    auto* label = new QGraphicsSimpleTextItem(text, item);
+    QFont f = label->font();
+    f.setPointSizeF(vi.kind == planner::VertexKind::kGpu ? 7.0 : 7.5);
+    label->setFont(f);
+    const QRectF lr = label->boundingRect();
+    label->setPos(box.center() - QPointF(lr.width() / 2, lr.height() / 2));
+  }
+  // Legend.
+  QString legend = tr("<b>Links</b> (per direction):");
+  for (double bw : bws) {
+    legend += QStringLiteral("<br><span style='color:%1'>■■■</span> %2")
+                  .arg(bandwidthColour(bwRank(bw), static_cast<int>(bws.size())).name(), gbps(bw));
+  }
+  if (lc != nullptr) {
+    legend += tr("<br><b>GPUs</b>: E = EP rank, T = TP rank of %1 %2 %3; grey: unused.")
+                  .arg(QString::fromStdString(lc->layout.shape_name()),
+                       QString::fromStdString(planner::dispatcher_name(lc->layout.dispatcher)),
+                       QString::fromStdString(planner::mapping_name(lc->layout.mapping)));
+  }
+  if (drawnNodes < numNodes) {
+    legend += tr("<br>Showing the first %1 of %2 nodes.").arg(drawnNodes).arg(numNodes);
+  }
+  legend_->setText(legend);
+  scene_->setSceneRect(scene_->itemsBoundingRect().adjusted(-10, -10, 10, 10));
+  view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
+}
+
+}  // namespace moeplan::gui

@@ -1,0 +1,427 @@
+// The views under QT_QPA_PLATFORM=offscreen: the layouts table model holds the planner's Plan
+// row for row; topology edits produce the cluster the parser builds from the edited JSON;
+// load-balance and traffic figures equal the planner's for the same inputs; errors show in
+// the view that caused them.
+#include <gtest/gtest.h>
+
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileInfo>
+#include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
+#include <QLabel>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStandardItemModel>
+#include <QTabWidget>
+#include <QTemporaryDir>
+
+#include "app/gui/charts.hpp"
+#include "app/gui/layouts_view.hpp"
+#include "app/gui/load_view.hpp"
+#include "app/gui/main_window.hpp"
+#include "app/gui/plan_table_model.hpp"
+#include "app/gui/session.hpp"
+#include "app/gui/topology_view.hpp"
+#include "models/registry.hpp"
+#include "planner/layout_figures.hpp"
+#include "planner/load_io.hpp"
+#include "planner/placement_file.hpp"
+#include "planner/roofline_costs.hpp"
+#include "tests/gui/gui_app.hpp"
+
+namespace moeplan::gui {
+namespace {
+
+constexpr const char* kSkewed = "powerlaw:alpha=1.2,shuffle=1";
+
+planner::Plan libraryPlan(const QString& loadSpec, planner::PlacementPolicy policy) {
+  auto model = models::load_model(models::kDefaultModel);
+  auto cluster = planner::load_cluster(planner::kDefaultCluster);
+  auto load = planner::synthetic_load(loadSpec.toStdString(), &*model);
+  EXPECT_TRUE(model && cluster && load);
+  planner::PlanRequest req;
+  req.load = load->load;
+  if (policy != planner::PlacementPolicy::kContiguous) {
+    planner::PolicyFit fit;
+    fit.policy = policy;
+    fit.gpus_per_node = cluster->info().gpus_per_node;
+    fit.num_groups = model->router.num_groups;
+    fit.pairs_per_step =
+        static_cast<std::int64_t>(req.workload.tokens_per_gpu) * model->num_experts_per_tok;
+    req.placement = planner::policy_placement_fn(load->load, fit);
+  }
+  const planner::RooflineCosts costs(*cluster);
+  auto plan = planner::make_plan(*model, *cluster, costs, req);
+  EXPECT_TRUE(plan) << plan.error().message;
+  return *plan;
+}
+
+void expectModelHoldsPlan(const PlanTableModel& m, const planner::Plan& plan) {
+  ASSERT_EQ(m.rowCount(), static_cast<int>(plan.layouts.size()));
+  ASSERT_EQ(m.columnCount(), PlanTableModel::kNumColumns);
+  for (int r = 0; r < m.rowCount(); ++r) {
+    const auto& c = plan.layouts[static_cast<std::size_t>(r)];
+    auto v = [&](int col) { return m.index(r, col).data(PlanTableModel::kValueRole); };
+    EXPECT_EQ(v(PlanTableModel::kLayout).toString().toStdString(), c.layout.shape_name());
+    EXPECT_EQ(v(PlanTableModel::kDispatcher).toString().toStdString(),
+              planner::dispatcher_name(c.layout.dispatcher));
+    EXPECT_EQ(v(PlanTableModel::kMapping).toString().toStdString(),
+              planner::mapping_name(c.layout.mapping));
+    EXPECT_EQ(v(PlanTableModel::kRouter).toDouble(), c.per_layer.router.seconds);
+    EXPECT_EQ(v(PlanTableModel::kDispatch).toDouble(), c.per_layer.dispatch.seconds);
+    EXPECT_EQ(v(PlanTableModel::kExperts).toDouble(), c.per_layer.experts.seconds);
+    EXPECT_EQ(v(PlanTableModel::kCombine).toDouble(), c.per_layer.combine.seconds);
+    EXPECT_EQ(v(PlanTableModel::kTp).toDouble(), c.per_layer.tp.seconds);
+    EXPECT_EQ(v(PlanTableModel::kShared).toDouble(), c.per_layer.shared.seconds);
+    EXPECT_EQ(v(PlanTableModel::kStepTime).toDouble(), c.step_seconds);
+    EXPECT_EQ(v(PlanTableModel::kThroughput).toDouble(), c.tokens_per_s_per_gpu);
+    EXPECT_EQ(v(PlanTableModel::kMemory).toDouble(), c.memory.total());
+    EXPECT_EQ(v(PlanTableModel::kFits).toBool(), c.feasible);
+    EXPECT_EQ(m.index(r, 0).data(PlanTableModel::kRecommendedRole).toBool(), r == plan.recommended);
+    EXPECT_EQ(m.index(r, PlanTableModel::kStepTime).data(Qt::DisplayRole).toString(),
+              QString::number(c.step_seconds * 1e3, 'f', 3));
+  }
+}
+
+TEST(GuiLayouts, TableModelHoldsThePlannersPlan) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  const auto* m = w.layoutsView()->model();
+  ASSERT_NE(m->plan(), nullptr);
+  expectModelHoldsPlan(
+      *m, libraryPlan(QStringLiteral("uniform"), planner::PlacementPolicy::kContiguous));
+  EXPECT_EQ(m->plan()->cost_source, "roofline");
+  EXPECT_TRUE(w.layoutsView()->recommendation()->text().contains(QStringLiteral("Recommended")));
+  EXPECT_EQ(w.session()->selectedLayout(), m->plan()->recommended);
+}
+
+TEST(GuiLayouts, SkewedLoadWithEplbMatchesThePlanner) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadLoad(QString::fromLatin1(kSkewed)));
+  w.session()->setPolicy(planner::PlacementPolicy::kEplb, 0);
+  w.waitForIdle();
+  expectModelHoldsPlan(*w.layoutsView()->model(),
+                       libraryPlan(QString::fromLatin1(kSkewed), planner::PlacementPolicy::kEplb));
+}
+
+TEST(GuiLayouts, FiltersAndChartShareTheModel) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  LayoutsView* v = w.layoutsView();
+  const planner::Plan& plan = *v->model()->plan();
+  auto count = [&](auto pred) {
+    return static_cast<int>(std::count_if(plan.layouts.begin(), plan.layouts.end(), pred));
+  };
+  v->dispatcherFilter()->setCurrentIndex(3);  // a2av
+  EXPECT_EQ(v->filter()->rowCount(), count([](const planner::LayoutCost& c) {
+              return c.layout.dispatcher == planner::Dispatcher::kA2av;
+            }));
+  v->mappingFilter()->setCurrentIndex(2);  // ep_innermost
+  EXPECT_EQ(v->filter()->rowCount(), count([](const planner::LayoutCost& c) {
+              return c.layout.dispatcher == planner::Dispatcher::kA2av &&
+                     c.layout.mapping == planner::RankMapping::kEpInnermost;
+            }));
+  v->dispatcherFilter()->setCurrentIndex(0);
+  v->mappingFilter()->setCurrentIndex(0);
+  v->feasibleOnly()->setChecked(true);
+  EXPECT_EQ(v->filter()->rowCount(),
+            count([](const planner::LayoutCost& c) { return c.feasible; }));
+  // The breakdown chart's bars are the filtered rows' times (bottom bar = first row).
+  auto* series = qobject_cast<QAbstractBarSeries*>(v->breakdownChart()->chart()->series().at(0));
+  ASSERT_NE(series, nullptr);
+  const int n = std::min(v->filter()->rowCount(), BreakdownChart::kMaxRows);
+  ASSERT_EQ(series->barSets().at(2)->count(), n);  // experts
+  const QModelIndex first = v->filter()->index(0, PlanTableModel::kExperts);
+  EXPECT_DOUBLE_EQ(series->barSets().at(2)->at(n - 1),
+                   first.data(PlanTableModel::kValueRole).toDouble() * 1e3);
+}
+
+TEST(GuiLayouts, SavesThePlanJson) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("plan.json"));
+  ASSERT_TRUE(w.layoutsView()->savePlanJson(path));
+  EXPECT_GT(QFileInfo(path).size(), 1000);
+  EXPECT_FALSE(w.layoutsView()->savePlanJson(QStringLiteral("/nonexistent/dir/plan.json")));
+  EXPECT_FALSE(w.layoutsView()->errorLabel()->isHidden());
+}
+
+TEST(GuiTopology, EditsProduceTheParsedCluster) {
+  app();
+  MainWindow w;
+  TopologyView* t = w.topologyView();
+  t->nodesSpin()->setValue(4);
+  t->nvlinkBandwidthSpin()->setValue(900.0);
+  ASSERT_TRUE(t->errorLabel()->isHidden()) << t->errorLabel()->text().toStdString();
+  const auto& c = w.session()->cluster();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->num_gpus(), 32);
+  EXPECT_EQ(c->info().num_nodes, 4);
+  // The same cluster the parser builds from the bundled file with the two keys changed.
+  auto base = planner::load_cluster(planner::kDefaultCluster);
+  ASSERT_TRUE(base);
+  nlohmann::json j = w.session()->clusterJson();
+  EXPECT_EQ(j.at("nodes"), 4);
+  EXPECT_EQ(j.at("intra_node").at("bandwidth_gb_per_s"), 900.0);
+  auto expected = planner::parse_cluster(j, base->info().source);
+  ASSERT_TRUE(expected);
+  ASSERT_EQ(c->num_links(), expected->num_links());
+  for (int i = 0; i < c->num_links(); ++i) {
+    EXPECT_EQ(c->link(i).bandwidth, expected->link(i).bandwidth);
+    EXPECT_EQ(c->link(i).latency, expected->link(i).latency);
+    EXPECT_EQ(c->link_name(i), expected->link_name(i));
+  }
+  EXPECT_DOUBLE_EQ(c->link(0).bandwidth, 900e9);
+  // GPUs, NVSwitches, NICs and rails are drawn.
+  EXPECT_GT(t->scene()->items().size(), 32 + 4 + 32 + 8);
+  w.waitForIdle();
+  EXPECT_EQ(w.session()->plan()->num_gpus, 32);
+}
+
+TEST(GuiTopology, InvalidEditShowsWhyInPlaceAndKeepsTheCluster) {
+  app();
+  MainWindow w;
+  TopologyView* t = w.topologyView();
+  t->nvlinkDomainSpin()->setValue(6);
+  EXPECT_FALSE(t->errorLabel()->isHidden());
+  EXPECT_TRUE(t->errorLabel()->text().contains(QStringLiteral("nvlink_domain_gpus")));
+  EXPECT_EQ(w.session()->cluster()->info().nvlink_domain_gpus, 8);
+  t->nvlinkDomainSpin()->setValue(16);  // two nodes in one NVLink domain: valid
+  EXPECT_TRUE(t->errorLabel()->isHidden());
+  EXPECT_EQ(w.session()->cluster()->info().nvlink_domain_gpus, 16);
+  EXPECT_FALSE(t->openCluster(QStringLiteral("/nonexistent/cluster.json")));
+  EXPECT_FALSE(t->errorLabel()->isHidden());
+}
+
+TEST(GuiTopology, ExplicitFormIsDrawnAndEditedInItsFile) {
+  app();
+  MainWindow w;
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("chain.json"));
+  QFile f(path);
+  ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+  f.write(R"({"name": "chain", "device": "h100",
+    "vertices": [{"name": "a", "kind": "gpu"}, {"name": "s", "kind": "switch"},
+                 {"name": "b", "kind": "gpu"}],
+    "edges": [{"from": "a", "to": "s", "bandwidth_gb_per_s": 100, "latency_us": 1},
+              {"from": "s", "to": "b", "bandwidth_gb_per_s": 25, "latency_us": 3}]})");
+  f.close();
+  TopologyView* t = w.topologyView();
+  ASSERT_TRUE(t->openCluster(path)) << t->errorLabel()->text().toStdString();
+  EXPECT_EQ(w.session()->cluster()->num_gpus(), 2);
+  EXPECT_FALSE(t->nodesSpin()->isEnabled());
+  // Two GPUs, one switch, two links.
+  EXPECT_GE(t->scene()->items().size(), 5);
+}
+
+TEST(GuiTopology, SelectedLayoutColoursGpusByRank) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  const planner::LayoutCost* lc = w.session()->selectedLayoutCost();
+  ASSERT_NE(lc, nullptr);
+  // Every GPU of the layout is labelled with its EP and TP rank.
+  int labelled = 0;
+  for (QGraphicsItem* item : w.topologyView()->scene()->items()) {
+    if (auto* text = dynamic_cast<QGraphicsSimpleTextItem*>(item)) {
+      labelled += text->text().startsWith(QStringLiteral("E")) ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(labelled, lc->layout.num_gpus);
+}
+
+TEST(GuiTopology, SavedClusterLoadsBackEqual) {
+  app();
+  MainWindow w;
+  w.topologyView()->nodesSpin()->setValue(3);
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("c.json"));
+  ASSERT_TRUE(w.topologyView()->saveCluster(path));
+  auto back = planner::load_cluster(path.toStdString());
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->num_gpus(), 24);
+}
+
+TEST(GuiLoadBalance, FiguresEqualThePlacementMetrics) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadLoad(QString::fromLatin1(kSkewed)));
+  w.session()->setPolicy(planner::PlacementPolicy::kContiguous, 1);
+  w.waitForIdle();
+  LoadView* v = w.loadView();
+  const BalanceOutcome& out = v->outcome();
+  ASSERT_TRUE(out.error.isEmpty()) << out.error.toStdString();
+  const planner::LayoutCost* lc = w.session()->selectedLayoutCost();
+  ASSERT_NE(lc, nullptr);
+  EXPECT_EQ(out.epSize, lc->layout.ep_size);
+  const auto& load = w.session()->load()->load;
+  ASSERT_EQ(out.policies, LoadView::comparedPolicies());
+  for (std::size_t p = 0; p < out.policies.size(); ++p) {
+    planner::PolicyFit fit = w.session()->policyFit();
+    fit.policy = out.policies[p];
+    auto placed = planner::place_for_ep(load, fit, out.epSize);
+    ASSERT_TRUE(placed) << placed.error().message;
+    EXPECT_EQ(out.placements[p].placement.physical_to_logical,
+              placed->placement.physical_to_logical);
+    auto fig = planner::balance_figures(load, placed->placement);
+    ASSERT_TRUE(fig);
+    EXPECT_EQ(out.figures[p].balancedness, fig->balancedness);
+    EXPECT_EQ(out.figures[p].layer_balancedness, fig->layer_balancedness);
+    for (int l = 0; l < load.num_layers(); ++l) {
+      EXPECT_EQ(
+          out.gpuLoads[p][static_cast<std::size_t>(l)],
+          planner::gpu_loads(load.counts[static_cast<std::size_t>(l)],
+                             placed->placement.physical_to_logical[static_cast<std::size_t>(l)],
+                             out.epSize));
+    }
+  }
+  // eplb balances the skewed load better than contiguous.
+  EXPECT_GT(out.figures[1].balancedness, out.figures[0].balancedness);
+  // The bars of layer 2 are the GPU loads; the heat maps hold the eplb placement's figures.
+  v->layerSpin()->setValue(2);
+  auto* bars = qobject_cast<QBarSeries*>(v->gpuLoadChart()->chart()->series().at(0));
+  ASSERT_NE(bars, nullptr);
+  for (int g = 0; g < out.epSize; ++g) {
+    EXPECT_DOUBLE_EQ(bars->barSets().at(1)->at(g), out.gpuLoads[1][2][static_cast<std::size_t>(g)]);
+  }
+  EXPECT_EQ(v->layerHeatMap()->values(), out.gpuLoads[1]);
+  const auto& em = v->expertHeatMap()->values();
+  ASSERT_EQ(static_cast<int>(em.size()), load.num_experts);
+  for (int g = 0; g < out.epSize; ++g) {
+    double sum = 0.0;
+    for (const auto& row : em) sum += row[static_cast<std::size_t>(g)];
+    EXPECT_NEAR(sum, out.gpuLoads[1][2][static_cast<std::size_t>(g)], 1e-9 * (1.0 + sum));
+  }
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("placement.json"));
+  ASSERT_TRUE(v->savePlacement(path));
+  auto file = planner::load_placement_file(path.toStdString());
+  ASSERT_TRUE(file) << file.error().message;
+  EXPECT_EQ(file->result.placement.physical_to_logical,
+            out.placements[1].placement.physical_to_logical);
+}
+
+TEST(GuiTraffic, HeatMapIsTheLayerTrafficOfTheSelectedLayout) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  const planner::LayoutCost* lc = w.session()->selectedLayoutCost();
+  ASSERT_NE(lc, nullptr);
+  const auto& s = *w.session();
+  const planner::RooflineCosts costs(*s.cluster());
+  const planner::CostContext ctx{*s.model(),   *s.cluster(),   costs,
+                                 s.workload(), s.load()->load, s.placementFn()};
+  auto m = planner::layer_traffic(ctx, lc->layout, 0);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(w.trafficView()->heatMap()->values(), *m);
+  EXPECT_TRUE(w.trafficView()->errorLabel()->isHidden());
+}
+
+TEST(GuiErrors, ShownInTheViewThatCausedThem) {
+  app();
+  MainWindow w;
+  EXPECT_FALSE(w.loadLoad(QStringLiteral("powerlaw:alpha=banana")));
+  EXPECT_FALSE(w.loadErrorLabel()->isHidden());
+  EXPECT_FALSE(w.loadErrorLabel()->text().isEmpty());
+  EXPECT_FALSE(w.loadLoad(QStringLiteral("/nonexistent/load.csv")));
+  EXPECT_TRUE(w.loadErrorLabel()->text().contains(QStringLiteral("/nonexistent/load.csv")));
+  EXPECT_TRUE(w.topologyView()->errorLabel()->isHidden());
+  EXPECT_TRUE(w.layoutsView()->errorLabel()->isHidden());
+  EXPECT_TRUE(w.loadLoad(QStringLiteral("uniform")));
+  EXPECT_TRUE(w.loadErrorLabel()->isHidden());
+}
+
+TEST(GuiSession, CancelKeepsThePreviousPlan) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  const auto before = w.session()->plan();
+  ASSERT_NE(before, nullptr);
+  QSignalSpy cancelled(w.session(), &Session::planCancelled);
+  w.session()->replan();
+  w.session()->cancel();
+  w.waitForIdle();
+  EXPECT_EQ(cancelled.count(), 1);
+  EXPECT_EQ(w.session()->plan(), before);
+}
+
+TEST(GuiLoadBalance, CancelKeepsThePreviousFigures) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  LoadView* v = w.loadView();
+  const auto before = v->outcome().placements.front().placement.physical_to_logical;
+  v->recompute();
+  EXPECT_TRUE(v->busy());
+  v->cancel();
+  v->waitForIdle();
+  EXPECT_FALSE(v->busy());
+  EXPECT_EQ(v->outcome().placements.front().placement.physical_to_logical, before);
+}
+
+TEST(GuiViews, CostSourceAndProfilingAreHonest) {
+  app();
+  MainWindow w;
+  auto* m = qobject_cast<QStandardItemModel*>(w.costSourceCombo()->model());
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(m->item(0)->isEnabled());
+  EXPECT_FALSE(m->item(1)->isEnabled());
+  EXPECT_TRUE(m->item(1)->text().contains(QStringLiteral("needs a profile DB (issue 6)")));
+  QWidget* profiling = w.tabs()->widget(w.tabs()->count() - 1);
+  EXPECT_EQ(profiling->objectName(), QStringLiteral("profiling"));
+  for (auto* b : profiling->findChildren<QWidget*>()) {
+    if (qobject_cast<QComboBox*>(b) != nullptr) {
+      EXPECT_FALSE(b->isEnabled());
+    }
+  }
+}
+
+TEST(GuiViews, SettingsRememberTheLastFiles) {
+  app();
+  QCoreApplication::setOrganizationName(QStringLiteral("moeplan-gui-test"));
+  QSettings().clear();
+  {
+    MainWindow w(nullptr, true);
+    ASSERT_TRUE(w.loadModel(QStringLiteral("mixtral-8x7b")));
+    ASSERT_TRUE(w.loadCluster(QStringLiteral("1x-hgx-h200")));
+    ASSERT_TRUE(w.loadLoad(QString::fromLatin1(kSkewed)));
+    w.close();
+  }
+  MainWindow again(nullptr, true);
+  EXPECT_EQ(again.session()->model()->name, "mixtral-8x7b");
+  EXPECT_EQ(again.session()->cluster()->name(), "1x-hgx-h200");
+  EXPECT_EQ(again.session()->load()->load.source, kSkewed);
+  MainWindow plain;  // without settings: the defaults
+  EXPECT_EQ(plain.session()->model()->name, models::kDefaultModel);
+  QSettings().clear();
+}
+
+TEST(GuiViews, ScreenshotsOfEveryView) {
+  app();
+  MainWindow w;
+  w.resize(1366, 768);
+  w.show();
+  QTemporaryDir dir;
+  ASSERT_EQ(w.saveScreenshots(dir.path()), 6);
+  for (const char* name :
+       {"model", "topology", "layouts", "load_balance", "traffic", "profiling"}) {
+    const QFileInfo png(QDir(dir.path()).filePath(QString::fromLatin1(name) + ".png"));
+    EXPECT_TRUE(png.exists()) << name;
+    EXPECT_GT(png.size(), 10000) << name;
+  }
+}
+
+}  // namespace
+}  // namespace moeplan::gui

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "kernels/dtype_convert.hpp"
+#include "kernels/layer_ops.hpp"
 
 namespace moeplan::kernels {
 
@@ -30,42 +31,9 @@ void tp_reduce(Communicator& tp, DType dtype, std::span<float> data) {
   }
 }
 
-// Rows of `src` (H floats each) listed in `rows` → packed storage bytes.
-std::vector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
-                                    std::span<const int> rows) {
-  const std::size_t row_bytes = storage_bytes(dtype, sz(hidden));
-  std::vector<std::uint8_t> out(rows.size() * row_bytes);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    pack(dtype, src.data() + sz(rows[i]) * sz(hidden), sz(hidden), out.data() + i * row_bytes);
-  }
-  return out;
-}
-
 std::vector<float> unpack_all(DType dtype, std::span<const std::uint8_t> bytes, std::size_t n) {
   std::vector<float> out(n);
   unpack(dtype, bytes.data(), n, out.data());
-  return out;
-}
-
-// out[t] = round(Σ_k w[t,k] · y[pair_row[t·k + j]] + shared[t]), accumulated in fp32.
-std::vector<float> combine(std::span<const float> y, std::span<const int> pair_row,
-                           std::span<const float> weights, std::span<const float> shared,
-                           int num_tokens, int top_k, int hidden, DType dtype) {
-  std::vector<float> out(sz(num_tokens) * sz(hidden), 0.0F);
-  for (int t = 0; t < num_tokens; ++t) {
-    float* o = out.data() + sz(t) * sz(hidden);
-    for (int j = 0; j < top_k; ++j) {
-      const std::size_t pair = sz(t) * sz(top_k) + sz(j);
-      const float w = weights[pair];
-      const float* row = y.data() + sz(pair_row[pair]) * sz(hidden);
-      for (int h = 0; h < hidden; ++h) o[h] += w * row[h];
-    }
-    if (!shared.empty()) {
-      const float* s = shared.data() + sz(t) * sz(hidden);
-      for (int h = 0; h < hidden; ++h) o[h] += s[h];
-    }
-  }
-  round_to(dtype, out);
   return out;
 }
 
@@ -467,10 +435,41 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
   }
   t0 = Clock::now();
   std::vector<float> out =
-      combine(d.rows, d.pair_row, r.weights, shared, mine.count, s.top_k, s.hidden, s.dtype);
+      combine_rows(d.rows, d.pair_row, r.weights, shared, mine.count, s.top_k, s.hidden, s.dtype);
   t.combine = since(t0);
   t.total = since(start);
   if (times != nullptr) *times = t;
+  return out;
+}
+
+std::vector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
+                                    std::span<const int> rows) {
+  const std::size_t row_bytes = storage_bytes(dtype, sz(hidden));
+  std::vector<std::uint8_t> out(rows.size() * row_bytes);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    pack(dtype, src.data() + sz(rows[i]) * sz(hidden), sz(hidden), out.data() + i * row_bytes);
+  }
+  return out;
+}
+
+std::vector<float> combine_rows(std::span<const float> y, std::span<const int> pair_row,
+                                std::span<const float> weights, std::span<const float> shared,
+                                int num_tokens, int top_k, int hidden, DType dtype) {
+  std::vector<float> out(sz(num_tokens) * sz(hidden), 0.0F);
+  for (int t = 0; t < num_tokens; ++t) {
+    float* o = out.data() + sz(t) * sz(hidden);
+    for (int j = 0; j < top_k; ++j) {
+      const std::size_t pair = sz(t) * sz(top_k) + sz(j);
+      const float w = weights[pair];
+      const float* row = y.data() + sz(pair_row[pair]) * sz(hidden);
+      for (int h = 0; h < hidden; ++h) o[h] += w * row[h];
+    }
+    if (!shared.empty()) {
+      const float* s = shared.data() + sz(t) * sz(hidden);
+      for (int h = 0; h < hidden; ++h) o[h] += s[h];
+    }
+  }
+  round_to(dtype, out);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "app/cli/cli_common.hpp"
+#include "app/cli/cost_options.hpp"
 #include "app/cli/table.hpp"
 #include "models/file_io.hpp"
 #include "models/registry.hpp"
@@ -30,6 +31,7 @@ struct PlanOptions {
   bool explain = false;
   bool attention_dp = false;
   std::string output;
+  std::string costs;
 };
 
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3); }
@@ -109,11 +111,19 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
   return out;
 }
 
+std::string source_legend() {
+  return std::string(planner::kSourceExact) + " = measured point, " + planner::kSourceInterp +
+         " = log-space interpolation between measured points, " + planner::kSourceExtrap +
+         " = measured efficiency held outside the measured range, " + planner::kSourceMiss +
+         " = not in the profile, roofline used";
+}
+
 int run_plan(const PlanOptions& o) {
   auto model = models::load_model(o.model);
   if (!model) return report_error(model.error());
-  auto cluster = planner::load_cluster(o.cluster);
-  if (!cluster) return report_error(cluster.error());
+  auto setup = make_cost_setup(o.cluster, o.costs);
+  if (!setup) return report_error(setup.error());
+  const planner::Cluster* cluster = setup->cluster.get();
   const auto phase = planner::parse_phase(o.phase);
   if (!phase) {
     return report_error(Error{"--phase: expected prefill or decode, got '" + o.phase + "'"});
@@ -156,13 +166,31 @@ int run_plan(const PlanOptions& o) {
     }
   }
   req.attention_dp = o.attention_dp;
-  const planner::RooflineCosts costs(*cluster);
-  auto plan = planner::make_plan(*model, *cluster, costs, req);
+  auto plan = planner::make_plan(*model, *cluster, setup->costs(), req);
   if (!plan) return report_error(plan.error());
-  const std::string text =
-      o.json ? planner::plan_to_json(*plan, o.top_opt->count() > 0 ? o.top : 0, o.explain).dump(2) +
-                   "\n"
-             : render_plan(*plan, *cluster, o.top, o.explain);
+  std::vector<std::string> misses;
+  if (setup->measured) misses = setup->measured->misses();
+  std::string text;
+  if (o.json) {
+    nlohmann::json j = planner::plan_to_json(*plan, o.top_opt->count() > 0 ? o.top : 0, o.explain);
+    if (setup->measured) {
+      j["cost_source_misses"] = misses;
+      j["cost_source_legend"] = source_legend();
+    }
+    text = j.dump(2) + "\n";
+  } else {
+    text = render_plan(*plan, *cluster, o.top, o.explain);
+    if (setup->measured) {
+      text += "\nsources: " + source_legend() + "\n";
+      if (misses.empty()) {
+        text += "every query was answered from the cost database\n";
+      } else {
+        text += std::to_string(misses.size()) +
+                " kinds of query missed the cost database and used the roofline:\n";
+        for (const auto& m : misses) text += "  - " + m + "\n";
+      }
+    }
+  }
   if (!o.output.empty()) {
     const Status s = write_file_atomic(o.output, text);
     if (!s) return report_error(s.error());
@@ -180,8 +208,12 @@ void add_plan_command(CLI::App& app, Action& action) {
       "plan", "Rank every legal ep×tp layout, dispatcher and rank mapping; recommend one");
   cmd->add_option("--model", o->model, "Bundled model name or path to a config.json")
       ->capture_default_str();
-  cmd->add_option("--cluster", o->cluster, "Bundled cluster name or path to a cluster JSON")
+  cmd->add_option("--cluster", o->cluster,
+                  "Bundled cluster name, path to a cluster JSON, or local:N (this machine with N "
+                  "ranks; needs --costs)")
       ->capture_default_str();
+  cmd->add_option("--costs", o->costs,
+                  "Cost database written by moeplan profile (default: the roofline)");
   cmd->add_option("--phase", o->phase, "prefill or decode")->capture_default_str();
   o->tokens_opt = cmd->add_option(
       "--tokens", o->tokens,

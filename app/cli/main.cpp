@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   add_verify_command(app, action);
   add_plan_command(app, action);
   add_clusters_command(app, action);
+  add_profile_command(app, action);
+  add_validate_command(app, action);
 
   try {
     app.parse(argc, argv);

@@ -133,15 +133,16 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
       MOEPLAN_TRY_STATUS(add(
           c.dispatch,
           cs.collective({CollectiveOp::kAllReduce, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
-      // Tokens scattered into their slots of the padded send buffer (cleared first); the received
-      // buffer staged out into expert-major rows.
+      // Tokens scattered into their slots of the padded send buffer; the received buffer staged
+      // out into expert-major rows.
       MOEPLAN_TRY_STATUS(
           add(c.dispatch, cs.elementwise({"permute", 2.0 * Tg * k * H * b, d.dtype})));
       MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * send, d.dtype})));
       MOEPLAN_TRY_STATUS(
           add(c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send, {}, d.dtype})));
       for (auto& r : rows) r.assign(spr, ep * cap);
-      MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 2.0 * send, d.dtype})));
+      // Expert outputs staged in, the returned buffer received and staged out.
+      MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 3.0 * send, d.dtype})));
       MOEPLAN_TRY_STATUS(
           add(c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, send, {}, d.dtype})));
       MOEPLAN_TRY_STATUS(
@@ -155,10 +156,10 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
       MOEPLAN_TRY_STATUS(
           add(c.dispatch,
               cs.collective({CollectiveOp::kAllGather, ep_groups, ep * Tg * H * b, {}, d.dtype})));
-      // Own tokens staged into the wire format, the gathered ones out of it; the local filter
-      // gathers the rows routed here.
+      // Own tokens staged into the wire format, the gathered ones received and staged out; the
+      // local filter gathers the rows routed here.
       MOEPLAN_TRY_STATUS(
-          add(c.dispatch, cs.elementwise({"stage", (1.0 + ep) * Tg * H * b, d.dtype})));
+          add(c.dispatch, cs.elementwise({"stage", (1.0 + 2.0 * ep) * Tg * H * b, d.dtype})));
       MOEPLAN_TRY_STATUS(
           add(c.dispatch, cs.elementwise({"permute", 2.0 * pairs_max * H * b, d.dtype})));
       std::vector<std::vector<double>> m(static_cast<std::size_t>(d.ep),
@@ -168,9 +169,11 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
         for (std::size_t j = 0; j < m.size(); ++j) m[i][j] = i == j ? 0.0 : rank_pairs[i] * H * b;
         row_max = std::max(row_max, (ep - 1.0) * rank_pairs[i] * H * b);
       }
-      // This rank's expert outputs staged in, every rank's gathered outputs staged out.
-      MOEPLAN_TRY_STATUS(add(
-          c.combine, cs.elementwise({"stage", (pairs_max + pairs_total) * H * b, d.dtype})));
+      // This rank's expert outputs staged in, every rank's gathered outputs received and staged
+      // out.
+      MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", (pairs_max + 2.0 * pairs_total) *
+                                                                     H * b,
+                                                        d.dtype})));
       if (row_max > 0.0) {
         MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllGatherV, ep_groups,
                                                          row_max, std::move(m), d.dtype})));
@@ -201,13 +204,14 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
       const double recv_max =
           ep * (pairs_total > 0.0 ? Tg * k * pairs_max / pairs_total : 0.0) * H * b;
       // Received rows staged out of the wire format; expert outputs staged back in and the
-      // returned rows out again.
+      // returned rows received and staged out again.
       const double staged = pairs_max * H * b;
       if (send > 0.0) {
         MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups, send,
                                                           std::move(m), d.dtype})));
-        MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", staged, d.dtype})));
-        MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", staged + send, d.dtype})));
+        MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * staged, d.dtype})));
+        MOEPLAN_TRY_STATUS(
+            add(c.combine, cs.elementwise({"stage", staged + 2.0 * send, d.dtype})));
         MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups,
                                                          recv_max, std::move(mt), d.dtype})));
       }

@@ -21,6 +21,10 @@ using Map = Eigen::Map<RowMat>;
 
 enum class Role { kRouter, kGateUp, kDown };
 
+/// Weight copies rotated so their total exceeds a core's caches (L2 is 1–4 MiB per core on
+/// current server CPUs; the layer's local experts span tens of MiB).
+constexpr std::size_t kColdBytes = 64UL * 1024 * 1024;
+
 const char* role_kernel(Role r) {
   switch (r) {
     case Role::kRouter: return "cpu router_logits (one GEMV per row, fp32 out)";
@@ -35,16 +39,27 @@ class GemmCase final : public OpCase {
   GemmCase(int m, int n, int k, DType dtype, Role role)
       : m_(m), n_(n), k_(k), dtype_(dtype), role_(role), backend_(kernels::make_cpu_backend()) {
     a_ = random_values(dtype, usz(m) * usz(k), 1);
-    b_ = random_values(dtype, usz(k) * usz(n), 2);
+    // NOTE: the layer streams every local expert's weights once per forward, so a weight matrix
+    // is cold when its GEMM starts. Rotating over copies that together exceed the per-core
+    // caches measures that; the router's weight is reused by every row and stays hot.
+    const std::size_t b_bytes = usz(k) * usz(n) * sizeof(float);
+    const std::size_t copies =
+        role == Role::kRouter ? 1 : std::clamp<std::size_t>(kColdBytes / b_bytes + 1, 1, 64);
+    for (std::size_t i = 0; i < copies; ++i) {
+      b_pool_.push_back(random_values(dtype, usz(k) * usz(n), static_cast<std::uint32_t>(100 + i)));
+    }
     c_.assign(usz(m) * usz(n), 0.0F);
   }
 
   void run() override {
+    last_ = next_;
+    next_ = (next_ + 1) % b_pool_.size();
+    const std::vector<float>& b = b_pool_[last_];
     if (role_ == Role::kRouter) {
-      backend_->router_logits(kernels::OpContext{}, a_, m_, k_, b_, n_, c_);
+      backend_->router_logits(kernels::OpContext{}, a_, m_, k_, b, n_, c_);
     } else {
       Map c(c_.data(), m_, n_);
-      c.noalias() = ConstMap(a_.data(), m_, k_) * ConstMap(b_.data(), k_, n_);
+      c.noalias() = ConstMap(a_.data(), m_, k_) * ConstMap(b.data(), k_, n_);
       if (role_ == Role::kDown) kernels::round_to(dtype_, c_);
     }
     if (fault_) c_[c_.size() / 2] += 1.0F;
@@ -52,6 +67,7 @@ class GemmCase final : public OpCase {
 
   Check verify() override {
     run();
+    const std::vector<float>& b_ = b_pool_[last_];
     // Sampled entries against a double-precision dot product; the bound is the fp32
     // accumulation error plus the storage rounding of a down projection.
     const long size = static_cast<long>(c_.size());
@@ -81,7 +97,9 @@ class GemmCase final : public OpCase {
   DType dtype_;
   Role role_;
   std::unique_ptr<kernels::Backend> backend_;
-  std::vector<float> a_, b_, c_;
+  std::vector<float> a_, c_;
+  std::vector<std::vector<float>> b_pool_;
+  std::size_t next_ = 0, last_ = 0;
 };
 
 std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {

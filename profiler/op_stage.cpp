@@ -1,6 +1,8 @@
 // stage: activations copied into a collective's wire buffer (packed to the storage dtype) and
-// out of the received one (unpacked), each into a fresh buffer as the layer allocates them.
-// Bytes: the wire bytes packed plus the wire bytes unpacked (2·n·b for n values).
+// out of a received one (unpacked), each into a fresh zeroed buffer as the layer allocates them.
+// Bytes: 2·b per value (the wire bytes written plus the wire bytes read), so a value that is
+// received (copied into the receive buffer, then unpacked) counts 2·b as one packed and
+// unpacked does.
 #include "profiler/op_common.hpp"
 #include "profiler/ops.hpp"
 
@@ -18,8 +20,9 @@ class StageCase final : public OpCase {
     std::vector<std::uint8_t> wire(kernels::storage_bytes(dtype_, in_.size()));
     kernels::pack(dtype_, in_.data(), in_.size(), wire.data());
     if (fault_) wire[wire.size() / 2] ^= 0x10U;
-    out_.assign(in_.size(), 0.0F);
-    kernels::unpack(dtype_, wire.data(), in_.size(), out_.data());
+    std::vector<float> out(in_.size());
+    kernels::unpack(dtype_, wire.data(), in_.size(), out.data());
+    out_ = std::move(out);  // a fresh buffer every run, as the layer allocates its own
   }
 
   Check verify() override {

@@ -10,6 +10,8 @@ namespace moeplan::cli {
 
 Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string& costs_path) {
   CostSetup s;
+  const auto local = planner::parse_local_cluster(cluster);
+  if (local && !*local) return local->error();
   if (!costs_path.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(costs_path, ec)) {
@@ -21,8 +23,7 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
     s.db = std::move(*db);
   }
   std::string device;
-  if (const auto local = planner::parse_local_cluster(cluster)) {
-    if (!*local) return local->error();
+  if (local) {
     const int n = **local;
     if (!s.db) {
       return Error{"--cluster " + cluster +

@@ -119,9 +119,8 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
 
   // Router: logits GEMM [Tg, H] x [H, E], then softmax/sigmoid + top-k over fp32 logits.
   MOEPLAN_TRY_STATUS(add(c.router, cs.gemm({Tg, static_cast<double>(d.num_experts), H, d.dtype})));
-  MOEPLAN_TRY_STATUS(
-      add(c.router,
-          cs.elementwise({"router_topk", Tg * d.num_experts * 4.0 + Tg * k * 8.0, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(
+      c.router, cs.elementwise({"router_topk", Tg * d.num_experts * 4.0 + Tg * k * 8.0, d.dtype})));
 
   // Rows each local slot computes, per EP rank.
   std::vector<std::vector<double>> rows(static_cast<std::size_t>(d.ep));
@@ -171,9 +170,8 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
       }
       // This rank's expert outputs staged in, every rank's gathered outputs received and staged
       // out.
-      MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", (pairs_max + 2.0 * pairs_total) *
-                                                                     H * b,
-                                                        d.dtype})));
+      MOEPLAN_TRY_STATUS(add(
+          c.combine, cs.elementwise({"stage", (pairs_max + 2.0 * pairs_total) * H * b, d.dtype})));
       if (row_max > 0.0) {
         MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllGatherV, ep_groups,
                                                          row_max, std::move(m), d.dtype})));
@@ -210,8 +208,7 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
         MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups, send,
                                                           std::move(m), d.dtype})));
         MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * staged, d.dtype})));
-        MOEPLAN_TRY_STATUS(
-            add(c.combine, cs.elementwise({"stage", staged + 2.0 * send, d.dtype})));
+        MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", staged + 2.0 * send, d.dtype})));
         MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups,
                                                          recv_max, std::move(mt), d.dtype})));
       }
@@ -236,7 +233,8 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
     CostItem item;
     const double m_total = std::accumulate(rows[r].begin(), rows[r].end(), 0.0);
     MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({rows[r], 2.0 * d.width, H, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(item, cs.elementwise({"silu_mul", 3.0 * m_total * d.width * b, d.dtype})));
+    MOEPLAN_TRY_STATUS(
+        add(item, cs.elementwise({"silu_mul", 3.0 * m_total * d.width * b, d.dtype})));
     MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({rows[r], H, d.width, d.dtype})));
     if (item.seconds > slowest) {
       slowest = item.seconds;
@@ -263,7 +261,8 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
         add(c.shared, cs.elementwise({"silu_mul", 3.0 * Tg * d.shared_width * b, d.dtype})));
     MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({Tg, H, d.shared_width, d.dtype})));
     if (ctx.model.shared_expert_gated) {
-      MOEPLAN_TRY_STATUS(add(c.shared, cs.elementwise({"sigmoid_gate", 3.0 * Tg * H * b, d.dtype})));
+      MOEPLAN_TRY_STATUS(
+          add(c.shared, cs.elementwise({"sigmoid_gate", 3.0 * Tg * H * b, d.dtype})));
     }
   }
   f.activations =

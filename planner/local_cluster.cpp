@@ -9,8 +9,9 @@ std::optional<Result<int>> parse_local_cluster(const std::string& text) {
   const std::string prefix = "local:";
   if (text.rfind(prefix, 0) != 0) return std::nullopt;
   const std::string digits = text.substr(prefix.size());
-  const auto bad = Error{"--cluster '" + text +
-                         "': expected local:N with N the number of ranks (1 to 4096), e.g. local:2"};
+  const auto bad =
+      Error{"--cluster '" + text +
+            "': expected local:N with N the number of ranks (1 to 4096), e.g. local:2"};
   if (digits.empty() || digits.size() > 4 ||
       digits.find_first_not_of("0123456789") != std::string::npos) {
     return Result<int>(bad);
@@ -44,8 +45,8 @@ Result<Cluster> local_cluster(int num_ranks, const DeviceSpec& device, double la
   ClusterInfo info;
   info.name = "local:" + std::to_string(num_ranks);
   info.source = "local:" + std::to_string(num_ranks);
-  info.description = std::to_string(num_ranks) + " ranks of " + device.name +
-                     " on one host (shared memory)";
+  info.description =
+      std::to_string(num_ranks) + " ranks of " + device.name + " on one host (shared memory)";
   info.form = "local";
   info.device = device;
   info.num_nodes = 1;

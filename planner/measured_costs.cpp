@@ -49,8 +49,8 @@ std::string fmt(double v) {
 }
 
 bool is_collective_op(const std::string& op) {
-  return op == "all_to_all" || op == "all_to_all_v" || op == "all_gather" ||
-         op == "all_gather_v" || op == "all_reduce" || op == "reduce_scatter";
+  return op == "all_to_all" || op == "all_to_all_v" || op == "all_gather" || op == "all_gather_v" ||
+         op == "all_reduce" || op == "reduce_scatter";
 }
 
 bool is_elementwise_op(const std::string& op) {
@@ -75,7 +75,8 @@ double curve_lookup(const CostCurve& c, double x, double (*roofline)(const void*
     const double x0 = c.x[i - 1], x1 = c.x[i];
     const double f = std::log(x / x0) / std::log(x1 / x0);
     *source = kSourceInterp;
-    return std::exp(std::log(c.seconds[i - 1]) + f * (std::log(c.seconds[i]) - std::log(c.seconds[i - 1])));
+    return std::exp(std::log(c.seconds[i - 1]) +
+                    f * (std::log(c.seconds[i]) - std::log(c.seconds[i - 1])));
   }
   const std::size_t e = i == 0 ? 0 : n - 1;
   *source = kSourceExtrap;
@@ -91,15 +92,25 @@ std::vector<std::string> point_devices(const std::vector<CostPoint>& points) {
   return {s.begin(), s.end()};
 }
 
-Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(const CostDb& db,
-                                                           const Cluster& cluster,
-                                                           const std::string& device) {
+std::string statistic_name(CostStatistic s) { return s == CostStatistic::kP10 ? "p10" : "median"; }
+
+std::optional<CostStatistic> parse_statistic(const std::string& name) {
+  if (name == "median") return CostStatistic::kMedian;
+  if (name == "p10") return CostStatistic::kP10;
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(const CostDb& db, const Cluster& cluster,
+                                                           const std::string& device,
+                                                           CostStatistic statistic) {
   auto points = db.points();
   if (!points) return points.error();
   const auto devices = point_devices(*points);
   if (devices.empty()) {
-    return Error{db.path() + ": the cost database holds no measured point; expected a profile "
-                             "(moeplan profile --out " + db.path() + ")"};
+    return Error{db.path() +
+                 ": the cost database holds no measured point; expected a profile "
+                 "(moeplan profile --out " +
+                 db.path() + ")"};
   }
   std::string chosen = device;
   if (chosen.empty()) {
@@ -119,12 +130,16 @@ Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(const CostDb& db,
   for (auto& p : *points) {
     if (p.device == chosen) mine.push_back(std::move(p));
   }
-  auto out = std::make_unique<MeasuredCosts>(mine, cluster, "measured:" + db.path());
+  auto out = std::make_unique<MeasuredCosts>(
+      mine, cluster,
+      "measured:" + db.path() +
+          (statistic == CostStatistic::kMedian ? "" : " (" + statistic_name(statistic) + ")"),
+      statistic);
   return out;
 }
 
 MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster& cluster,
-                             std::string name)
+                             std::string name, CostStatistic statistic)
     : name_(std::move(name)), roofline_(cluster) {
   std::map<GemmKey, std::map<double, std::vector<double>>> g;
   std::map<OpKey, std::map<double, std::vector<double>>> e;
@@ -132,13 +147,13 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
   for (const auto& p : points) {
     if (device_.empty()) device_ = p.device;
     if (p.disposition != Disposition::kPassed) continue;
+    const double t = statistic == CostStatistic::kP10 && p.p10_s > 0.0 ? p.p10_s : p.median_s;
     if (p.op == "gemm") {
-      add_sample(g[{p.dtype, std::lround(p.n), std::lround(p.k)}], p.m, p.median_s);
+      add_sample(g[{p.dtype, std::lround(p.n), std::lround(p.k)}], p.m, t);
     } else if (is_elementwise_op(p.op)) {
-      add_sample(e[{p.op, p.dtype}], p.m, p.median_s);
+      add_sample(e[{p.op, p.dtype}], p.m, t);
     } else if (is_collective_op(p.op)) {
-      add_sample(c[{p.op, p.dtype, p.group_size, static_cast<int>(std::lround(p.n))}], p.m,
-                 p.median_s);
+      add_sample(c[{p.op, p.dtype, p.group_size, static_cast<int>(std::lround(p.n))}], p.m, t);
     }
   }
   for (const auto& [k, s] : g) gemm_[k] = make_curve(s);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -36,15 +37,25 @@ struct CostCurve {
 double curve_lookup(const CostCurve& curve, double x, double (*roofline)(const void*, double),
                     const void* roofline_ctx, std::string* source);
 
+/// Which timing statistic of a point a MeasuredCosts answers with.
+enum class CostStatistic : std::uint8_t {
+  kMedian,  ///< the default
+  kP10,     ///< the 10th percentile: closer to the unloaded time on a shared machine
+};
+std::string statistic_name(CostStatistic s);  ///< "median", "p10"
+std::optional<CostStatistic> parse_statistic(const std::string& name);
+
 class MeasuredCosts final : public CostSource {
  public:
   /// Reads every passed point of `device` from `db` ("" = the database's only device, or the
   /// cluster's device when the database holds several). Errors: an empty database, or no
   /// points of that device (the message lists the devices it has).
-  static Result<std::unique_ptr<MeasuredCosts>> load(const CostDb& db, const Cluster& cluster,
-                                                     const std::string& device = "");
+  static Result<std::unique_ptr<MeasuredCosts>> load(
+      const CostDb& db, const Cluster& cluster, const std::string& device = "",
+      CostStatistic statistic = CostStatistic::kMedian);
   /// Builds from points already read (tests); `name` is the source's name.
-  MeasuredCosts(const std::vector<CostPoint>& points, const Cluster& cluster, std::string name);
+  MeasuredCosts(const std::vector<CostPoint>& points, const Cluster& cluster, std::string name,
+                CostStatistic statistic = CostStatistic::kMedian);
 
   std::string name() const override { return name_; }
   const std::string& device() const { return device_; }
@@ -59,9 +70,9 @@ class MeasuredCosts final : public CostSource {
   std::vector<std::string> misses() const;
 
  private:
-  using GemmKey = std::tuple<std::string, long, long>;                 // dtype, n, k
-  using OpKey = std::tuple<std::string, std::string>;                  // op, dtype
-  using CollKey = std::tuple<std::string, std::string, int, int>;      // op, dtype, g, groups
+  using GemmKey = std::tuple<std::string, long, long>;             // dtype, n, k
+  using OpKey = std::tuple<std::string, std::string>;              // op, dtype
+  using CollKey = std::tuple<std::string, std::string, int, int>;  // op, dtype, g, groups
   Result<CostEstimate> gemm_one(double m, double n, double k, DType dtype) const;
   void note_miss(const std::string& what) const;
 

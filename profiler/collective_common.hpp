@@ -8,9 +8,8 @@ namespace moeplan::profiler {
 
 /// Byte i of the block rank `src` sends to rank `dst`.
 inline std::uint8_t pattern_byte(int src, int dst, std::size_t i) {
-  return static_cast<std::uint8_t>((static_cast<std::size_t>(src) * 31U +
-                                    static_cast<std::size_t>(dst) * 7U + i * 13U) &
-                                   0xffU);
+  return static_cast<std::uint8_t>(
+      (static_cast<std::size_t>(src) * 31U + static_cast<std::size_t>(dst) * 7U + i * 13U) & 0xffU);
 }
 
 /// Points of a collective: every group size, dtype and S = 2^j bytes (rounded to whole

@@ -75,9 +75,9 @@ struct SweepSpec {
   std::vector<int> tp_sizes;     ///< tp of every legal layout on world_size ranks
   std::vector<int> group_sizes;  ///< collective group sizes (2..world_size dividing it)
   std::vector<DType> dtypes;
-  int max_rows = 4096;                     ///< GEMM rows up to this
-  double min_bytes = 256.0;                ///< elementwise and collective sizes from this
-  double max_bytes = 64.0 * 1024 * 1024;   ///< up to this (capped by memory)
+  int max_rows = 4096;                    ///< GEMM rows up to this
+  double min_bytes = 256.0;               ///< elementwise and collective sizes from this
+  double max_bytes = 64.0 * 1024 * 1024;  ///< up to this (capped by memory)
   bool quick = false;
 };
 

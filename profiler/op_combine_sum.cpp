@@ -50,8 +50,8 @@ class CombineCase final : public OpCase {
         }
         const double got = out_[t * usz(h_) + c];
         if (!(std::abs(got - ref) <= sum_tolerance(dtype_, 2 * (k_ + 1), abs_sum, ref))) {
-          return {false, "out[" + std::to_string(t) + "," + std::to_string(c) + "] = " +
-                             std::to_string(got) + ", expected " + std::to_string(ref)};
+          return {false, "out[" + std::to_string(t) + "," + std::to_string(c) +
+                             "] = " + std::to_string(got) + ", expected " + std::to_string(ref)};
         }
       }
     }
@@ -77,15 +77,18 @@ OpTable combine_sum_op() {
       p.dtype = dt;
       p.bytes = static_cast<double>(tokens) * token_bytes(s, dt);
       p.m = p.bytes;
-      p.shape = shape_text({{"bytes", p.bytes}, {"tokens", static_cast<double>(tokens)},
-                            {"top_k", s.top_k}, {"hidden", s.hidden}});
+      p.shape = shape_text({{"bytes", p.bytes},
+                            {"tokens", static_cast<double>(tokens)},
+                            {"top_k", s.top_k},
+                            {"hidden", s.hidden}});
       p.kernel = "layer combine_rows";
       return p;
     });
   };
   t.init = [](const OpPoint& p, const SweepSpec& s,
               kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
-    if (p.dtype == DType::kFp8) return Error{"combine_sum: fp8 is not a storage dtype of the CPU backend"};
+    if (p.dtype == DType::kFp8)
+      return Error{"combine_sum: fp8 is not a storage dtype of the CPU backend"};
     return std::unique_ptr<OpCase>(std::make_unique<CombineCase>(
         s, static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype))), p.dtype));
   };

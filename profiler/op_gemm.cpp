@@ -84,9 +84,9 @@ class GemmCase final : public OpCase {
       const double tol = sum_tolerance(out_dtype, k_, abs_sum, ref);
       const double got = c_[usz(idx)];
       if (!(std::abs(got - ref) <= tol)) {
-        return {false, "C[" + std::to_string(i) + "," + std::to_string(j) + "] = " +
-                           std::to_string(got) + ", expected " + std::to_string(ref) + " ± " +
-                           std::to_string(tol)};
+        return {false, "C[" + std::to_string(i) + "," + std::to_string(j) +
+                           "] = " + std::to_string(got) + ", expected " + std::to_string(ref) +
+                           " ± " + std::to_string(tol)};
       }
     }
     return {};
@@ -130,9 +130,9 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
         p.k = k;
         p.shape = shape_text({{"m", m}, {"n", n}, {"k", k}});
         p.flops = 2.0 * m * n * static_cast<double>(k);
-        p.bytes = (static_cast<double>(m) * k + static_cast<double>(k) * n +
-                   static_cast<double>(m) * n) *
-                  dtype_size(dt);
+        p.bytes =
+            (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
+            dtype_size(dt);
         p.kernel = role_kernel(role);
         out.push_back(std::move(p));
       }

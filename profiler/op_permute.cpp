@@ -62,15 +62,16 @@ OpTable permute_op() {
       p.dtype = dt;
       p.bytes = static_cast<double>(rows) * row_bytes(s, dt);
       p.m = p.bytes;
-      p.shape = shape_text({{"bytes", p.bytes}, {"rows", static_cast<double>(rows)},
-                            {"hidden", s.hidden}});
+      p.shape = shape_text(
+          {{"bytes", p.bytes}, {"rows", static_cast<double>(rows)}, {"hidden", s.hidden}});
       p.kernel = "layer pack_rows (gather + pack)";
       return p;
     });
   };
   t.init = [](const OpPoint& p, const SweepSpec& s,
               kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
-    if (p.dtype == DType::kFp8) return Error{"permute: fp8 is not a storage dtype of the CPU backend"};
+    if (p.dtype == DType::kFp8)
+      return Error{"permute: fp8 is not a storage dtype of the CPU backend"};
     const int rows = static_cast<int>(std::lround(p.bytes / row_bytes(s, p.dtype)));
     return std::unique_ptr<OpCase>(std::make_unique<PermuteCase>(s.hidden, rows, p.dtype));
   };

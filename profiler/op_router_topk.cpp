@@ -83,8 +83,10 @@ OpTable router_topk_op() {
       p.dtype = dt;
       p.bytes = static_cast<double>(tokens) * token_bytes(s, dt);
       p.m = p.bytes;
-      p.shape = shape_text({{"bytes", p.bytes}, {"tokens", static_cast<double>(tokens)},
-                            {"experts", s.num_experts}, {"top_k", s.top_k}});
+      p.shape = shape_text({{"bytes", p.bytes},
+                            {"tokens", static_cast<double>(tokens)},
+                            {"experts", s.num_experts},
+                            {"top_k", s.top_k}});
       p.kernel = "cpu route (" + models::scoring_name(s.router.scoring) + ", " +
                  models::topk_method_name(s.router.topk_method) + ")";
       return p;

@@ -69,8 +69,8 @@ OpTable sigmoid_gate_op() {
       p.dtype = dt;
       p.bytes = static_cast<double>(tokens) * token_bytes(s, dt);
       p.m = p.bytes;
-      p.shape = shape_text({{"bytes", p.bytes}, {"tokens", static_cast<double>(tokens)},
-                            {"hidden", s.hidden}});
+      p.shape = shape_text(
+          {{"bytes", p.bytes}, {"tokens", static_cast<double>(tokens)}, {"hidden", s.hidden}});
       p.kernel = "cpu sigmoid_gate_rows";
       return p;
     });

@@ -33,8 +33,8 @@ class SiluCase final : public OpCase {
         const double ref = g / (1.0 + std::exp(-g)) * u;
         const double got = act_[r * w + c];
         if (!(std::abs(got - ref) <= tol_rel * std::abs(ref) + 1e-30)) {
-          return {false, "act[" + std::to_string(r) + "," + std::to_string(c) + "] = " +
-                             std::to_string(got) + ", expected " + std::to_string(ref)};
+          return {false, "act[" + std::to_string(r) + "," + std::to_string(c) +
+                             "] = " + std::to_string(got) + ", expected " + std::to_string(ref)};
         }
       }
     }
@@ -60,15 +60,16 @@ OpTable silu_mul_op() {
       p.dtype = dt;
       p.bytes = static_cast<double>(rows) * row_bytes(s, dt);
       p.m = p.bytes;
-      p.shape = shape_text({{"bytes", p.bytes}, {"rows", static_cast<double>(rows)},
-                            {"width", s.intermediate}});
+      p.shape = shape_text(
+          {{"bytes", p.bytes}, {"rows", static_cast<double>(rows)}, {"width", s.intermediate}});
       p.kernel = "cpu silu_mul_rows";
       return p;
     });
   };
   t.init = [](const OpPoint& p, const SweepSpec& s,
               kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
-    if (p.dtype == DType::kFp8) return Error{"silu_mul: fp8 is not a storage dtype of the CPU backend"};
+    if (p.dtype == DType::kFp8)
+      return Error{"silu_mul: fp8 is not a storage dtype of the CPU backend"};
     return std::unique_ptr<OpCase>(std::make_unique<SiluCase>(
         std::lround(p.bytes / row_bytes(s, p.dtype)), s.intermediate, p.dtype));
   };

@@ -60,7 +60,8 @@ OpTable stage_op() {
   };
   t.init = [](const OpPoint& p, const SweepSpec& s,
               kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
-    if (p.dtype == DType::kFp8) return Error{"stage: fp8 is not a storage dtype of the CPU backend"};
+    if (p.dtype == DType::kFp8)
+      return Error{"stage: fp8 is not a storage dtype of the CPU backend"};
     return std::unique_ptr<OpCase>(
         std::make_unique<StageCase>(std::lround(p.bytes / value_bytes(s, p.dtype)), p.dtype));
   };

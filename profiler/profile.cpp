@@ -123,7 +123,8 @@ Result<ProfileSummary> run_profile(
       m.disposition = planner::Disposition::kNotSupported;
       m.detail = "exceeds the memory cap of this host";
     } else {
-      kernels::Communicator* group = table->collective ? groups.at(point.group_size).get() : nullptr;
+      kernels::Communicator* group =
+          table->collective ? groups.at(point.group_size).get() : nullptr;
       auto c = table->init(point, req.sweep, group);
       if (!c) {
         m.disposition = planner::Disposition::kNotSupported;

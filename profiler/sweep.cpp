@@ -10,10 +10,9 @@ namespace moeplan::profiler {
 
 const std::vector<OpTable>& all_ops() {
   static const std::vector<OpTable> ops = {
-      gemm_op(),         router_topk_op(),  permute_op(),       stage_op(),
-      silu_mul_op(),     sigmoid_gate_op(), combine_sum_op(),   all_to_all_op(),
-      all_to_all_v_op(), all_gather_op(),   all_gather_v_op(),  all_reduce_op(),
-      reduce_scatter_op()};
+      gemm_op(),         router_topk_op(), permute_op(),       stage_op(),        silu_mul_op(),
+      sigmoid_gate_op(), combine_sum_op(), all_to_all_op(),    all_to_all_v_op(), all_gather_op(),
+      all_gather_v_op(), all_reduce_op(),  reduce_scatter_op()};
   return ops;
 }
 
@@ -49,8 +48,9 @@ Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& 
   }
   for (const DType d : r.dtypes) {
     if (d == DType::kFp8) {
-      return Error{"--dtype: fp8 is not a storage dtype of the CPU backend; expected fp32, bf16 "
-                   "or fp16"};
+      return Error{
+          "--dtype: fp8 is not a storage dtype of the CPU backend; expected fp32, bf16 "
+          "or fp16"};
     }
   }
   s.dtypes = r.dtypes.empty() ? std::vector<DType>{model.dtype} : r.dtypes;

@@ -10,8 +10,8 @@
 namespace moeplan::profiler {
 
 struct SweepRequest {
-  int scale = 1;           ///< widths divided by this (as verify/validate --scale)
-  int world_size = 1;      ///< ranks the planner will plan for (collective group sizes, tp)
+  int scale = 1;       ///< widths divided by this (as verify/validate --scale)
+  int world_size = 1;  ///< ranks the planner will plan for (collective group sizes, tp)
   std::vector<DType> dtypes;
   bool quick = false;      ///< powers of two only, small caps
   int max_tokens = 0;      ///< GEMM rows up to this (0: 4096, quick 512)

@@ -56,8 +56,8 @@ Result<profiler::ProfileRequest> build_request(const ProfileOptions& o, int worl
   if (o.out.empty()) return Error{"--out: expected the path of the cost database to write"};
   if (!o.cluster.empty() && o.cluster != "local:" + std::to_string(world_size)) {
     return Error{"--cluster " + o.cluster + ": a CPU profile measures this machine with its " +
-                 std::to_string(world_size) + " ranks; expected local:" +
-                 std::to_string(world_size) + " or no --cluster"};
+                 std::to_string(world_size) +
+                 " ranks; expected local:" + std::to_string(world_size) + " or no --cluster"};
   }
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
     return Error{"--max-seconds: expected a time per point in (0, 600] s"};
@@ -94,7 +94,12 @@ Result<profiler::ProfileRequest> build_request(const ProfileOptions& o, int worl
   req.resume = o.resume;
   req.command = o.command;
   req.harness.max_seconds = o.max_seconds;
+  // NOTE: a sample of at least 5 ms (back-to-back runs) is scheduled like a layer phase is: on a
+  // machine shared with other work, sub-millisecond samples dodge preemption that a phase of
+  // tens of milliseconds cannot.
+  req.harness.min_sample_s = 5e-3;
   if (o.quick) {
+    req.harness.min_sample_s = 2e-4;
     req.harness.min_reps = 3;
     req.harness.max_seconds = std::min(o.max_seconds, 0.2);
   }
@@ -235,9 +240,8 @@ void add_profile_command(CLI::App& app, Action& action) {
   cmd->add_option("--ranks", o->ranks,
                   "In-process ranks (threads) for collectives; default 1, or the mpirun world");
   cmd->callback([&action, o] {
-    o->command = "moeplan profile --backend " + o->backend + " --model " + o->model +
-                 " --scale " + std::to_string(o->scale) +
-                 (o->dtypes.empty() ? "" : " --dtype " + o->dtypes) +
+    o->command = "moeplan profile --backend " + o->backend + " --model " + o->model + " --scale " +
+                 std::to_string(o->scale) + (o->dtypes.empty() ? "" : " --dtype " + o->dtypes) +
                  (o->ops.empty() ? "" : " --ops " + o->ops) + (o->quick ? " --quick" : "") +
                  (o->resume ? " --resume" : "") + " --out " + o->out;
     action = [o] { return run_profile_command(*o); };

@@ -36,6 +36,7 @@ struct ValidateOptions {
   int ranks = -1;
   std::uint64_t seed = 20241120;
   double max_seconds = 3.0;
+  std::string statistic = "median";
   bool json = false;
 };
 
@@ -63,6 +64,9 @@ std::vector<std::string> split_list(const std::string& text) {
 
 Result<Request> build_request(const ValidateOptions& o, int world) {
   if (o.costs.empty()) return Error{"--costs: expected the cost database written by profile"};
+  if (!planner::parse_statistic(o.statistic)) {
+    return Error{"--statistic: expected median or p10, got '" + o.statistic + "'"};
+  }
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
     return Error{"--max-seconds: expected a time per case in (0, 600] s"};
   }
@@ -89,8 +93,8 @@ Result<Request> build_request(const ValidateOptions& o, int world) {
   if (o.layouts == "all") {
     layouts = kernels::legal_layouts(r.spec, world);
     if (layouts.empty()) {
-      return Error{"--layouts all: no legal layout of " + m->name + " on " +
-                   std::to_string(world) + " ranks"};
+      return Error{"--layouts all: no legal layout of " + m->name + " on " + std::to_string(world) +
+                   " ranks"};
     }
   } else {
     for (const auto& text : split_list(o.layouts)) {
@@ -165,12 +169,8 @@ Result<planner::LayerCost> predict(const Request& req, const planner::Cluster& c
   l.tp_size = c.layout.tp_size;
   l.dispatcher = *planner::parse_dispatcher(kernels::dispatcher_name(c.dispatcher));
   l.mapping = planner::RankMapping::kTpInnermost;
-  const planner::CostContext ctx{req.scaled,
-                                 cluster,
-                                 costs,
-                                 {planner::Phase::kPrefill, c.tokens / world},
-                                 load,
-                                 {}};
+  const planner::CostContext ctx{
+      req.scaled, cluster, costs, {planner::Phase::kPrefill, c.tokens / world}, load, {}};
   auto lc = planner::cost_layout(ctx, l);
   if (!lc) return lc.error();
   return lc->per_layer;
@@ -194,8 +194,9 @@ std::string source_summary(const planner::LayerCost& c) {
 nlohmann::json items_json(const planner::LayerCost& c, bool sources) {
   nlohmann::json j;
   const std::pair<const char*, const planner::CostItem*> items[] = {
-      {"router", &c.router},   {"dispatch", &c.dispatch}, {"experts", &c.experts},
-      {"combine", &c.combine}, {"tp", &c.tp},             {"shared", &c.shared}};
+      {"router", &c.router},   {"dispatch", &c.dispatch},
+      {"experts", &c.experts}, {"combine", &c.combine},
+      {"tp", &c.tp},           {"shared", &c.shared}};
   for (const auto& [name, item] : items) {
     j[name] = sources ? nlohmann::json(item->source) : nlohmann::json(item->seconds * 1e3);
   }
@@ -229,33 +230,33 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                           {"ranks", world},
                           {"communicator", mode},
                           {"costs", o.costs},
+                          {"statistic", o.statistic},
                           {"rows", nlohmann::json::array()}};
     for (const auto& r : rows) {
-      out["rows"].push_back(
-          {{"layout", r.c.layout.name()},
-           {"ep_size", r.c.layout.ep_size},
-           {"tp_size", r.c.layout.tp_size},
-           {"dispatcher", kernels::dispatcher_name(r.c.dispatcher)},
-           {"tokens", r.c.tokens},
-           {"measured_ms", r.measured_s * 1e3},
-           {"measured_p10_ms", r.p10_s * 1e3},
-           {"measured_p90_ms", r.p90_s * 1e3},
-           {"repetitions", r.reps},
-           {"predicted_ms", r.predicted.total() * 1e3},
-           {"roofline_ms", r.roofline.total() * 1e3},
-           {"error", error_of(r.predicted.total(), r.measured_s)},
-           {"roofline_error", error_of(r.roofline.total(), r.measured_s)},
-           {"sources", items_json(r.predicted, true)},
-           {"predicted_parts_ms", items_json(r.predicted, false)},
-           {"roofline_parts_ms", items_json(r.roofline, false)},
-           {"measured_parts_ms",
-            {{"router", r.phases.router * 1e3},
-             {"dispatch", r.phases.dispatch * 1e3},
-             {"experts", r.phases.experts * 1e3},
-             {"tp", r.phases.tp * 1e3},
-             {"combine", r.phases.combine * 1e3},
-             {"shared", r.phases.shared * 1e3}}},
-           {"verified", r.verified}});
+      out["rows"].push_back({{"layout", r.c.layout.name()},
+                             {"ep_size", r.c.layout.ep_size},
+                             {"tp_size", r.c.layout.tp_size},
+                             {"dispatcher", kernels::dispatcher_name(r.c.dispatcher)},
+                             {"tokens", r.c.tokens},
+                             {"measured_ms", r.measured_s * 1e3},
+                             {"measured_p10_ms", r.p10_s * 1e3},
+                             {"measured_p90_ms", r.p90_s * 1e3},
+                             {"repetitions", r.reps},
+                             {"predicted_ms", r.predicted.total() * 1e3},
+                             {"roofline_ms", r.roofline.total() * 1e3},
+                             {"error", error_of(r.predicted.total(), r.measured_s)},
+                             {"roofline_error", error_of(r.roofline.total(), r.measured_s)},
+                             {"sources", items_json(r.predicted, true)},
+                             {"predicted_parts_ms", items_json(r.predicted, false)},
+                             {"roofline_parts_ms", items_json(r.roofline, false)},
+                             {"measured_parts_ms",
+                              {{"router", r.phases.router * 1e3},
+                               {"dispatch", r.phases.dispatch * 1e3},
+                               {"experts", r.phases.experts * 1e3},
+                               {"tp", r.phases.tp * 1e3},
+                               {"combine", r.phases.combine * 1e3},
+                               {"shared", r.phases.shared * 1e3}}},
+                             {"verified", r.verified}});
     }
     out["summary"] = {{"median_abs_error", med_db},
                       {"worst_abs_error", worst_db},
@@ -266,9 +267,9 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
   } else {
     std::printf(
         "validate %s (scale 1/%d, %s) on %d ranks (%s): measured layer vs planner (%s) and "
-        "roofline\n",
+        "roofline, %s times\n",
         req.model.name.c_str(), o.scale, std::string(dtype_name(req.spec.dtype)).c_str(), world,
-        mode.c_str(), o.costs.c_str());
+        mode.c_str(), o.costs.c_str(), o.statistic.c_str());
     Table t;
     t.add_column("layout");
     t.add_column("dispatcher");
@@ -279,18 +280,17 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
     t.add_column("sources (items)");
     for (const auto& r : rows) {
       t.add_row({r.c.layout.name(), kernels::dispatcher_name(r.c.dispatcher),
-                 std::to_string(r.c.tokens), ms(r.measured_s),
-                 ms(r.p10_s) + ".." + ms(r.p90_s), ms(r.predicted.total()),
-                 pct(error_of(r.predicted.total(), r.measured_s)), ms(r.roofline.total()),
-                 pct(error_of(r.roofline.total(), r.measured_s)),
+                 std::to_string(r.c.tokens), ms(r.measured_s), ms(r.p10_s) + ".." + ms(r.p90_s),
+                 ms(r.predicted.total()), pct(error_of(r.predicted.total(), r.measured_s)),
+                 ms(r.roofline.total()), pct(error_of(r.roofline.total(), r.measured_s)),
                  r.verified ? source_summary(r.predicted) : "VERIFY FAILED: " + r.verify_detail});
     }
     std::fputs(t.render().c_str(), stdout);
     std::printf(
         "cost DB: median |error| %s, worst %s; roofline: median |error| %s, worst %s (%zu "
         "cases)\n",
-        pct(med_db).c_str(), pct(worst_db).c_str(), pct(med_roof).c_str(),
-        pct(worst_roof).c_str(), rows.size());
+        pct(med_db).c_str(), pct(worst_db).c_str(), pct(med_roof).c_str(), pct(worst_roof).c_str(),
+        rows.size());
     if (!misses.empty()) {
       std::printf("%zu kinds of query missed the cost database and used the roofline:\n",
                   misses.size());
@@ -302,14 +302,16 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
 
 /// Runs every case collectively; rank 0 gets the rows.
 std::vector<Row> run_cases(kernels::Communicator& world, const Request& req,
-                           const profiler::HarnessOptions& h, Progress* progress) {
+                           const profiler::HarnessOptions& h, planner::CostStatistic statistic,
+                           Progress* progress) {
   std::vector<Row> rows;
   int done = 0;
   for (const auto& c : req.cases) {
     const auto lm = profiler::measure_layer(world, req.spec, c.layout, c.dispatcher, c.tokens, h);
     Row r;
     r.c = c;
-    r.measured_s = lm.measurement.stats.median_s;
+    r.measured_s = statistic == planner::CostStatistic::kP10 ? lm.measurement.stats.p10_s
+                                                             : lm.measurement.stats.median_s;
     r.p10_s = lm.measurement.stats.p10_s;
     r.p90_s = lm.measurement.stats.p90_s;
     r.reps = lm.measurement.stats.repetitions;
@@ -363,15 +365,17 @@ int run_validate_command(const ValidateOptions& o) {
     Result<CostSetup> setup = Error{"not loaded"};
     Status ok = req ? Status::Ok() : Status(req.error());
     if (ok && root) {
-      setup = make_cost_setup("local:" + std::to_string(world->size()), o.costs);
+      setup = make_cost_setup("local:" + std::to_string(world->size()), o.costs,
+                              *planner::parse_statistic(o.statistic));
       if (!setup) ok = setup.error();
     }
     std::vector<std::int64_t> bad{ok ? 0 : 1};
     world->all_reduce_max(bad);
     if (bad[0] != 0) return root ? report_error(ok.error()) : kExitBadInput;
     std::unique_ptr<Progress> progress;
-    if (root) progress = std::make_unique<Progress>("validate", static_cast<int>(req->cases.size()));
-    auto rows = run_cases(*world, *req, h, progress.get());
+    if (root)
+      progress = std::make_unique<Progress>("validate", static_cast<int>(req->cases.size()));
+    auto rows = run_cases(*world, *req, h, *planner::parse_statistic(o.statistic), progress.get());
     if (progress) progress->finish();
     int rc = kExitOk;
     if (root) {
@@ -390,12 +394,13 @@ int run_validate_command(const ValidateOptions& o) {
   }
   auto req = build_request(o, ranks);
   if (!req) return report_error(req.error());
-  auto setup = make_cost_setup("local:" + std::to_string(ranks), o.costs);
+  auto setup = make_cost_setup("local:" + std::to_string(ranks), o.costs,
+                               *planner::parse_statistic(o.statistic));
   if (!setup) return report_error(setup.error());
   Progress progress("validate", static_cast<int>(req->cases.size()));
   std::vector<Row> rows;
   kernels::run_in_process(ranks, [&](kernels::Communicator& world) {
-    auto r = run_cases(world, *req, h, &progress);
+    auto r = run_cases(world, *req, h, *planner::parse_statistic(o.statistic), &progress);
     if (world.rank() == 0) rows = std::move(r);
   });
   progress.finish();
@@ -427,9 +432,14 @@ void add_validate_command(CLI::App& app, Action& action) {
   cmd->add_option("--scale", o->scale,
                   "Divide hidden and expert widths by S (counts and routing kept)")
       ->capture_default_str();
-  cmd->add_option("--ranks", o->ranks, "In-process ranks (threads); default 1, or the mpirun world");
+  cmd->add_option("--ranks", o->ranks,
+                  "In-process ranks (threads); default 1, or the mpirun world");
   cmd->add_option("--seed", o->seed, "Seed of the weights and inputs")->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "Timing budget per case, seconds")
+      ->capture_default_str();
+  cmd->add_option("--statistic", o->statistic,
+                  "Timing statistic compared on both sides: median, or p10 (closer to the "
+                  "unloaded time on a shared machine)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON: one object per (layout, dispatcher, tokens)");
   cmd->callback([&action, o] { action = [o] { return run_validate_command(*o); }; });

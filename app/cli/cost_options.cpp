@@ -8,15 +8,17 @@
 
 namespace moeplan::cli {
 
-Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string& costs_path) {
+Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string& costs_path,
+                                  planner::CostStatistic statistic) {
   CostSetup s;
   const auto local = planner::parse_local_cluster(cluster);
   if (local && !*local) return local->error();
   if (!costs_path.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(costs_path, ec)) {
-      return Error{"--costs " + costs_path + ": no such file; expected a cost database written "
-                                             "by moeplan profile"};
+      return Error{"--costs " + costs_path +
+                   ": no such file; expected a cost database written "
+                   "by moeplan profile"};
     }
     auto db = planner::CostDb::open(costs_path, false);
     if (!db) return Error{"--costs: " + db.error().message};
@@ -35,7 +37,8 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
     const auto devices = planner::point_devices(*points);
     const std::string suffix = "/ranks=" + std::to_string(n);
     for (const auto& d : devices) {
-      if (d.size() >= suffix.size() && d.compare(d.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      if (d.size() >= suffix.size() &&
+          d.compare(d.size() - suffix.size(), suffix.size(), suffix) == 0) {
         device = d;
       }
     }
@@ -44,8 +47,8 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
       std::string list;
       for (const auto& d : devices) list += (list.empty() ? "" : ", ") + d;
       return Error{"--costs " + costs_path + ": no profile of " + std::to_string(n) +
-                   " ranks; expected a device ending in '" + suffix + "' among: " +
-                   (list.empty() ? "(none)" : list)};
+                   " ranks; expected a device ending in '" + suffix +
+                   "' among: " + (list.empty() ? "(none)" : list)};
     }
     const double memory = planner::host_memory_bytes() / n;
     const auto spec = planner::derive_device_spec(*points, device, memory);
@@ -59,7 +62,7 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
   }
   s.roofline = std::make_unique<planner::RooflineCosts>(*s.cluster);
   if (s.db) {
-    auto m = planner::MeasuredCosts::load(*s.db, *s.cluster, device);
+    auto m = planner::MeasuredCosts::load(*s.db, *s.cluster, device, statistic);
     if (!m) return Error{"--costs: " + m.error().message};
     s.measured = std::move(*m);
   }

@@ -25,6 +25,8 @@ struct CostSetup {
 
 /// Loads the cluster (`local:N` needs `costs_path`) and, when `costs_path` is not empty, the cost
 /// database (it must exist; it is opened, never created). Errors name the option and the file.
-Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string& costs_path);
+Result<CostSetup> make_cost_setup(
+    const std::string& cluster, const std::string& costs_path,
+    planner::CostStatistic statistic = planner::CostStatistic::kMedian);
 
 }  // namespace moeplan::cli

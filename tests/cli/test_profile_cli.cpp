@@ -74,11 +74,14 @@ TEST_F(ProfileCli, ValidateAndPlanBadInput) {
   expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --costs " + db()),
                    "--costs");
   expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --tokens 33 "
-                           "--costs " + db()),
+                           "--costs " +
+                           db()),
                    "--tokens");
   expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --layouts 3x1 "
-                           "--costs " + db()),
+                           "--costs " +
+                           db()),
                    "layout 3x1");
+  expect_bad_input(run_cli("validate --statistic mean --costs " + db()), "--statistic");
   expect_bad_input(run_cli("plan --cluster local:2"), "--costs");
   expect_bad_input(run_cli("plan --cluster local:zero --costs " + db()), "local:N");
 }
@@ -89,8 +92,8 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
   EXPECT_NE(p.out.find("0 incorrect"), std::string::npos) << p.out;
   EXPECT_NE(p.out.find("/ranks=2"), std::string::npos) << p.out;
   // The planner on "this machine with 2 ranks", every figure from the database.
-  const auto plan = run_cli("plan --model qwen1.5-moe-a2.7b --cluster local:2 --tokens 32 --costs " +
-                            db() + " --json");
+  const auto plan = run_cli(
+      "plan --model qwen1.5-moe-a2.7b --cluster local:2 --tokens 32 --costs " + db() + " --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   const auto j = nlohmann::json::parse(plan.out);
   EXPECT_EQ(j.at("cost_source").get<std::string>(), "measured:" + db());
@@ -104,8 +107,10 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
   EXPECT_NE(other.out.find("missed the cost database"), std::string::npos) << other.out;
   EXPECT_NE(other.out.find("gemm n="), std::string::npos) << other.out;
   // validate: predicted vs measured for one layout and dispatcher.
-  const auto v = run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --layouts 2x1 "
-                         "--dispatcher a2av --tokens 32 --max-seconds 0.05 --json --costs " + db());
+  const auto v = run_cli(
+      "validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --layouts 2x1 "
+      "--dispatcher a2av --tokens 32 --max-seconds 0.05 --json --costs " +
+      db());
   ASSERT_EQ(v.exit_code, 0) << v.err;
   const auto vj = nlohmann::json::parse(v.out);
   ASSERT_EQ(vj.at("rows").size(), 1U);
@@ -124,8 +129,8 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
 pid_t spawn(const std::string& args) {
   const pid_t pid = fork();
   if (pid == 0) {
-    const std::string cmd = std::string("exec ") + MOEPLAN_CLI_PATH + " " + args +
-                            " >/dev/null 2>/dev/null </dev/null";
+    const std::string cmd =
+        std::string("exec ") + MOEPLAN_CLI_PATH + " " + args + " >/dev/null 2>/dev/null </dev/null";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -154,8 +159,8 @@ std::size_t check_db(const std::string& path) {
 }
 
 TEST_F(ProfileCli, KillNineAtRandomMomentsThenResume) {
-  std::mt19937 rng(static_cast<unsigned>(
-      std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::mt19937 rng(
+      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::uniform_int_distribution<int> delay_ms(50, 700);
   const std::string args = std::string(kTinyProfile) + " --resume --out " + db();
   std::size_t before = 0;

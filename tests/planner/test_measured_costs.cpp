@@ -97,8 +97,8 @@ TEST(MeasuredCosts, AnswersNameTheirSource) {
   EXPECT_EQ(g->source, kSourceMiss);
   EXPECT_DOUBLE_EQ(g->seconds, roof.gemm({4, 128, 32, DType::kBf16})->seconds);
   EXPECT_EQ(mc.gemm({4, 64, 32, DType::kFp16})->source, kSourceMiss);
-  EXPECT_EQ(mc.misses(), (std::vector<std::string>{"gemm n=128 k=32 dtype=bf16",
-                                                   "gemm n=64 k=32 dtype=fp16"}));
+  EXPECT_EQ(mc.misses(),
+            (std::vector<std::string>{"gemm n=128 k=32 dtype=bf16", "gemm n=64 k=32 dtype=fp16"}));
 
   // Grouped GEMM: one GEMM per non-empty group, the worst source named.
   auto gg = mc.grouped_gemm({{1, 0, 4}, 64, 32, DType::kBf16});
@@ -122,11 +122,23 @@ TEST(MeasuredCosts, AnswersNameTheirSource) {
   EXPECT_FALSE(mc.collective({CollectiveOp::kAllToAll, {{0, 5}}, 4096, {}, DType::kBf16}).ok());
 }
 
+TEST(MeasuredCosts, AnswersWithTheChosenStatistic) {
+  const Cluster cl = test_cluster(2);
+  CostPoint p = point("gemm", "bf16", 4, 64, 32, 4e-6);
+  p.p10_s = 3e-6;
+  const MeasuredCosts median({p}, cl, "m");
+  const MeasuredCosts p10({p}, cl, "m", CostStatistic::kP10);
+  EXPECT_DOUBLE_EQ(median.gemm({4, 64, 32, DType::kBf16})->seconds, 4e-6);
+  EXPECT_DOUBLE_EQ(p10.gemm({4, 64, 32, DType::kBf16})->seconds, 3e-6);
+  EXPECT_EQ(parse_statistic("p10"), CostStatistic::kP10);
+  EXPECT_FALSE(parse_statistic("mean").has_value());
+  EXPECT_EQ(statistic_name(CostStatistic::kMedian), "median");
+}
+
 TEST(MeasuredCosts, DerivedDeviceSpecIsThePeaksOfTheProfile) {
-  std::vector<CostPoint> pts = {point("gemm", "bf16", 4, 64, 32, 1e-6),
-                                point("gemm", "bf16", 64, 64, 32, 4e-6),
-                                point("stage", "bf16", 4096, 0, 0, 1e-6),
-                                point("all_to_all", "bf16", 4096, 1, 0, 1e-5, 2)};
+  std::vector<CostPoint> pts = {
+      point("gemm", "bf16", 4, 64, 32, 1e-6), point("gemm", "bf16", 64, 64, 32, 4e-6),
+      point("stage", "bf16", 4096, 0, 0, 1e-6), point("all_to_all", "bf16", 4096, 1, 0, 1e-5, 2)};
   pts.back().bus_bandwidth = 2e8;
   const DeviceSpec d = derive_device_spec(pts, "cpu:test", 1e9);
   EXPECT_DOUBLE_EQ(d.peak_fp32_flops, 2.0 * 64 * 64 * 32 / 4e-6);

@@ -198,8 +198,7 @@ TEST(HarnessOps, WholeLayerVerifiedAgainstTheDenseReference) {
 }
 
 TEST(Profile, WritesEveryPointOnceAndResumes) {
-  const auto path =
-      (std::filesystem::temp_directory_path() / "moeplan_profile_resume.db").string();
+  const auto path = (std::filesystem::temp_directory_path() / "moeplan_profile_resume.db").string();
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
   ProfileRequest req;
   req.sweep = tiny_sweep(2);

@@ -57,13 +57,20 @@ class GemmCase final : public OpCase {
     const std::vector<float>& b = b_pool_[last_];
     if (role_ == Role::kRouter) {
       backend_->router_logits(kernels::OpContext{}, a_, m_, k_, b, n_, c_);
+    } else if (role_ == Role::kGateUp) {
+      // The backend's MLP allocates its gate/up output for every expert: so does this GEMM.
+      RowMat gu(m_, n_);
+      gu.noalias() = ConstMap(a_.data(), m_, k_) * ConstMap(b.data(), k_, n_);
+      fresh_ = std::move(gu);
     } else {
       Map c(c_.data(), m_, n_);
       c.noalias() = ConstMap(a_.data(), m_, k_) * ConstMap(b.data(), k_, n_);
-      if (role_ == Role::kDown) kernels::round_to(dtype_, c_);
+      kernels::round_to(dtype_, c_);
     }
-    if (fault_) c_[c_.size() / 2] += 1.0F;
+    if (fault_) out()[c_.size() / 2] += 1.0F;
   }
+
+  float* out() { return role_ == Role::kGateUp ? fresh_.data() : c_.data(); }
 
   Check verify() override {
     run();
@@ -82,7 +89,7 @@ class GemmCase final : public OpCase {
       }
       const DType out_dtype = role_ == Role::kDown ? dtype_ : DType::kFp32;
       const double tol = sum_tolerance(out_dtype, k_, abs_sum, ref);
-      const double got = c_[usz(idx)];
+      const double got = out()[usz(idx)];
       if (!(std::abs(got - ref) <= tol)) {
         return {false, "C[" + std::to_string(i) + "," + std::to_string(j) +
                            "] = " + std::to_string(got) + ", expected " + std::to_string(ref) +
@@ -98,6 +105,7 @@ class GemmCase final : public OpCase {
   Role role_;
   std::unique_ptr<kernels::Backend> backend_;
   std::vector<float> a_, c_;
+  RowMat fresh_;
   std::vector<std::vector<float>> b_pool_;
   std::size_t next_ = 0, last_ = 0;
 };

@@ -8,6 +8,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/dtype_convert.hpp"
+#include "kernels/layer_ops.hpp"
 #include "kernels/router_math.hpp"
 
 namespace moeplan::kernels {
@@ -116,11 +117,7 @@ class CpuBackend final : public Backend {
     RowMat act;
     mlp(xm, w, hidden, dtype, act, om);
     if (gate.empty()) return;
-    const Eigen::Map<const Eigen::VectorXf> g(gate.data(), hidden);
-    for (int t = 0; t < num_tokens; ++t) {
-      const float z = xm.row(t).dot(g);
-      om.row(t) *= 1.0F / (1.0F + std::exp(-z));
-    }
+    sigmoid_gate_rows(x.data(), num_tokens, hidden, gate, out.data());
   }
 
  private:
@@ -133,19 +130,37 @@ class CpuBackend final : public Backend {
     RowMat gu(x.rows(), 2 * width);
     gu.noalias() = x * w1;
     act.resize(x.rows(), width);
-    for (Eigen::Index r = 0; r < x.rows(); ++r) {
-      for (int c = 0; c < width; ++c) {
-        // The GEMM stores gate and up in `dtype`; SiLU-and-mul reads them and stores in `dtype`.
-        const float g = round_to(dtype, gu(r, c));
-        const float u = round_to(dtype, gu(r, width + c));
-        act(r, c) = round_to(dtype, g / (1.0F + std::exp(-g)) * u);
-      }
-    }
+    silu_mul_rows(gu.data(), static_cast<long>(x.rows()), width, dtype, act.data());
     out.noalias() = act * w2;
   }
 };
 
 }  // namespace
+
+void silu_mul_rows(const float* gu, long rows, int width, DType dtype, float* act) {
+  const auto w = static_cast<std::ptrdiff_t>(width);
+  for (long r = 0; r < rows; ++r) {
+    const float* in = gu + r * 2 * w;
+    float* o = act + r * w;
+    for (std::ptrdiff_t c = 0; c < w; ++c) {
+      // The GEMM stores gate and up in `dtype`; SiLU-and-mul reads them and stores in `dtype`.
+      const float g = round_to(dtype, in[c]);
+      const float u = round_to(dtype, in[w + c]);
+      o[c] = round_to(dtype, g / (1.0F + std::exp(-g)) * u);
+    }
+  }
+}
+
+void sigmoid_gate_rows(const float* x, int num_tokens, int hidden, std::span<const float> gate,
+                       float* out) {
+  const ConstMap xm(x, num_tokens, hidden);
+  Map om(out, num_tokens, hidden);
+  const Eigen::Map<const Eigen::VectorXf> g(gate.data(), hidden);
+  for (int t = 0; t < num_tokens; ++t) {
+    const float z = xm.row(t).dot(g);
+    om.row(t) *= 1.0F / (1.0F + std::exp(-z));
+  }
+}
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "kernels/dtype_convert.hpp"
+#include "kernels/layer_ops.hpp"
 
 namespace moeplan::kernels {
 
@@ -28,17 +29,6 @@ void tp_reduce(Communicator& tp, DType dtype, std::span<float> data) {
     tp.all_reduce_sum(data);
     round_to(dtype, data);
   }
-}
-
-// Rows of `src` (H floats each) listed in `rows` → packed storage bytes.
-std::vector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
-                                    std::span<const int> rows) {
-  const std::size_t row_bytes = storage_bytes(dtype, sz(hidden));
-  std::vector<std::uint8_t> out(rows.size() * row_bytes);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    pack(dtype, src.data() + sz(rows[i]) * sz(hidden), sz(hidden), out.data() + i * row_bytes);
-  }
-  return out;
 }
 
 std::vector<float> unpack_all(DType dtype, std::span<const std::uint8_t> bytes, std::size_t n) {
@@ -450,6 +440,26 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
   t.combine = since(t0);
   t.total = since(start);
   if (times != nullptr) *times = t;
+  return out;
+}
+
+std::vector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
+                                    std::span<const int> rows) {
+  const std::size_t row_bytes = storage_bytes(dtype, sz(hidden));
+  std::vector<std::uint8_t> out(rows.size() * row_bytes);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    pack(dtype, src.data() + sz(rows[i]) * sz(hidden), sz(hidden), out.data() + i * row_bytes);
+  }
+  return out;
+}
+
+std::vector<float> combine_rows(std::span<const float> y, std::span<const int> pair_row,
+                                std::span<const float> weights, std::span<const float> shared,
+                                int num_tokens, int top_k, int hidden, DType dtype) {
+  // The CPU backend's combine: the profiler times exactly what the layer runs.
+  std::vector<float> out(sz(num_tokens) * sz(hidden), 0.0F);
+  make_cpu_backend()->combine(OpContext{}, y, pair_row, weights, shared, num_tokens, top_k, hidden,
+                              dtype, out);
   return out;
 }
 

@@ -17,6 +17,51 @@ std::optional<Phase> parse_phase(const std::string& name) {
 
 namespace {
 
+/// Inverse of the standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9).
+double normal_quantile(double p) {
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                                 -2.759285104469687e+02, 1.383577518672690e+02,
+                                 -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                                 -1.556989798598866e+02, 6.680131188771972e+01,
+                                 -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                                 -2.400758277161838e+00, -2.549732539343734e+00,
+                                 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                                 2.445134137142996e+00, 3.754408661907416e+00};
+  const double lo = 0.02425;
+  if (p < lo) {
+    const double q = std::sqrt(-2.0 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  }
+  if (p > 1.0 - lo) return -normal_quantile(1.0 - p);
+  const double q = p - 0.5;
+  const double r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+}
+
+}  // namespace
+
+double padded_capacity(const std::vector<double>& slot_tokens, int ep_size) {
+  // NOTE: slot s receives c_s pairs in total, each from one of ep source ranks: a source's count
+  // is Binomial(c_s, 1/ep) with mean μ = c_s/ep and σ² = μ(1 − 1/ep). The capacity is the
+  // largest count any source sends to any slot; the expected largest of ep such counts is
+  // μ + σ·z(ep) with Blom's z(n) = Φ⁻¹((n − 0.375)/(n + 0.25)) (0.59 for 2 sources, 1.03 for 4).
+  const double ep = static_cast<double>(ep_size);
+  const double z = ep_size > 1 ? normal_quantile((ep - 0.375) / (ep + 0.25)) : 0.0;
+  double cap = 0.0;
+  for (const double c : slot_tokens) {
+    const double mu = c / ep;
+    cap = std::max(cap, mu + z * std::sqrt(std::max(0.0, mu * (1.0 - 1.0 / ep))));
+  }
+  return std::ceil(cap);
+}
+
+namespace {
+
 /// Adds an answer to a cost item; the item names every source that contributed.
 Status add(CostItem& item, const Result<CostEstimate>& r) {
   if (!r) return r.error();
@@ -74,26 +119,33 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
 
   // Router: logits GEMM [Tg, H] x [H, E], then softmax/sigmoid + top-k over fp32 logits.
   MOEPLAN_TRY_STATUS(add(c.router, cs.gemm({Tg, static_cast<double>(d.num_experts), H, d.dtype})));
-  MOEPLAN_TRY_STATUS(
-      add(c.router, cs.elementwise({"router_topk", Tg * d.num_experts * 4.0 + Tg * k * 8.0})));
+  MOEPLAN_TRY_STATUS(add(
+      c.router, cs.elementwise({"router_topk", Tg * d.num_experts * 4.0 + Tg * k * 8.0, d.dtype})));
 
   // Rows each local slot computes, per EP rank.
   std::vector<std::vector<double>> rows(static_cast<std::size_t>(d.ep));
   switch (layout.dispatcher) {
     case Dispatcher::kPaddedA2a: {
-      // Capacity: the most tokens one rank routes to one slot, all-reduced (MAX) over EP.
-      const double cap = std::ceil(*std::max_element(slots.begin(), slots.end()) / ep);
+      // Capacity: the most tokens one source rank routes to one slot, all-reduced (MAX) over EP.
+      const double cap = padded_capacity(slots, d.ep);
       const double send = static_cast<double>(num_slots) * cap * H * b;
       MOEPLAN_TRY_STATUS(add(
           c.dispatch,
           cs.collective({CollectiveOp::kAllReduce, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
-      MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", Tg * k * H * b + send})));
+      // Tokens scattered into their slots of the padded send buffer; the received buffer staged
+      // out into expert-major rows.
+      MOEPLAN_TRY_STATUS(
+          add(c.dispatch, cs.elementwise({"permute", 2.0 * Tg * k * H * b, d.dtype})));
+      MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * send, d.dtype})));
       MOEPLAN_TRY_STATUS(
           add(c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send, {}, d.dtype})));
       for (auto& r : rows) r.assign(spr, ep * cap);
+      // Expert outputs staged in, the returned buffer received and staged out.
+      MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 3.0 * send, d.dtype})));
       MOEPLAN_TRY_STATUS(
           add(c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, send, {}, d.dtype})));
-      MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"combine_sum", send + Tg * H * b})));
+      MOEPLAN_TRY_STATUS(
+          add(c.combine, cs.elementwise({"combine_sum", (Tg * k + Tg) * H * b, d.dtype})));
       f.buffers = 2.0 * send;
       break;
     }
@@ -103,7 +155,12 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
       MOEPLAN_TRY_STATUS(
           add(c.dispatch,
               cs.collective({CollectiveOp::kAllGather, ep_groups, ep * Tg * H * b, {}, d.dtype})));
-      MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", 2.0 * pairs_max * H * b})));
+      // Own tokens staged into the wire format, the gathered ones received and staged out; the
+      // local filter gathers the rows routed here.
+      MOEPLAN_TRY_STATUS(
+          add(c.dispatch, cs.elementwise({"stage", (1.0 + 2.0 * ep) * Tg * H * b, d.dtype})));
+      MOEPLAN_TRY_STATUS(
+          add(c.dispatch, cs.elementwise({"permute", 2.0 * pairs_max * H * b, d.dtype})));
       std::vector<std::vector<double>> m(static_cast<std::size_t>(d.ep),
                                          std::vector<double>(static_cast<std::size_t>(d.ep)));
       double row_max = 0.0;
@@ -111,12 +168,16 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
         for (std::size_t j = 0; j < m.size(); ++j) m[i][j] = i == j ? 0.0 : rank_pairs[i] * H * b;
         row_max = std::max(row_max, (ep - 1.0) * rank_pairs[i] * H * b);
       }
+      // This rank's expert outputs staged in, every rank's gathered outputs received and staged
+      // out.
+      MOEPLAN_TRY_STATUS(add(
+          c.combine, cs.elementwise({"stage", (pairs_max + 2.0 * pairs_total) * H * b, d.dtype})));
       if (row_max > 0.0) {
         MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllGatherV, ep_groups,
                                                          row_max, std::move(m), d.dtype})));
       }
       MOEPLAN_TRY_STATUS(
-          add(c.combine, cs.elementwise({"combine_sum", Tg * k * H * b + Tg * H * b})));
+          add(c.combine, cs.elementwise({"combine_sum", (Tg * k + Tg) * H * b, d.dtype})));
       f.buffers = ep * Tg * H * b + pairs_total * H * b;
       break;
     }
@@ -125,7 +186,8 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
       MOEPLAN_TRY_STATUS(add(
           c.dispatch,
           cs.collective({CollectiveOp::kAllToAll, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
-      MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", 2.0 * Tg * k * H * b})));
+      MOEPLAN_TRY_STATUS(
+          add(c.dispatch, cs.elementwise({"permute", 2.0 * Tg * k * H * b, d.dtype})));
       std::vector<std::vector<double>> m(static_cast<std::size_t>(d.ep),
                                          std::vector<double>(static_cast<std::size_t>(d.ep)));
       std::vector<std::vector<double>> mt = m;
@@ -139,13 +201,19 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
       const double send = Tg * k * H * b;
       const double recv_max =
           ep * (pairs_total > 0.0 ? Tg * k * pairs_max / pairs_total : 0.0) * H * b;
+      // Received rows staged out of the wire format; expert outputs staged back in and the
+      // returned rows received and staged out again.
+      const double staged = pairs_max * H * b;
       if (send > 0.0) {
         MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups, send,
                                                           std::move(m), d.dtype})));
+        MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * staged, d.dtype})));
+        MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", staged + 2.0 * send, d.dtype})));
         MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups,
                                                          recv_max, std::move(mt), d.dtype})));
       }
-      MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"combine_sum", send + Tg * H * b})));
+      MOEPLAN_TRY_STATUS(
+          add(c.combine, cs.elementwise({"combine_sum", (Tg * k + Tg) * H * b, d.dtype})));
       f.buffers = send + recv_max;
       break;
     }
@@ -165,7 +233,8 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
     CostItem item;
     const double m_total = std::accumulate(rows[r].begin(), rows[r].end(), 0.0);
     MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({rows[r], 2.0 * d.width, H, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(item, cs.elementwise({"silu_mul", 3.0 * m_total * d.width * b})));
+    MOEPLAN_TRY_STATUS(
+        add(item, cs.elementwise({"silu_mul", 3.0 * m_total * d.width * b, d.dtype})));
     MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({rows[r], H, d.width, d.dtype})));
     if (item.seconds > slowest) {
       slowest = item.seconds;
@@ -188,10 +257,12 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
   }
   if (d.shared_width > 0.0) {
     MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({Tg, 2.0 * d.shared_width, H, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(c.shared, cs.elementwise({"silu_mul", 3.0 * Tg * d.shared_width * b})));
+    MOEPLAN_TRY_STATUS(
+        add(c.shared, cs.elementwise({"silu_mul", 3.0 * Tg * d.shared_width * b, d.dtype})));
     MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({Tg, H, d.shared_width, d.dtype})));
     if (ctx.model.shared_expert_gated) {
-      MOEPLAN_TRY_STATUS(add(c.shared, cs.elementwise({"sigmoid_gate", 3.0 * Tg * H * b})));
+      MOEPLAN_TRY_STATUS(
+          add(c.shared, cs.elementwise({"sigmoid_gate", 3.0 * Tg * H * b, d.dtype})));
     }
   }
   f.activations =

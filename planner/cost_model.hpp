@@ -90,6 +90,10 @@ struct CostContext {
   PlacementFn placement;   ///< null: contiguous_placement
 };
 
+/// Rows per slot the padded all-to-all computes on every EP rank: the expected largest count one
+/// source rank routes to one slot (see cost_model.cpp), from the slots' total counts.
+double padded_capacity(const std::vector<double>& slot_tokens, int ep_size);
+
 /// Costs one layout. Errors: the layout needs more GPUs than the cluster has, a placement or
 /// load that does not fit the model, or a cost source that cannot answer.
 Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout);

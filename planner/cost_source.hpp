@@ -37,8 +37,10 @@ struct GroupedGemmQuery {
 /// A memory-bound kernel (softmax/top-k, SiLU·mul, permute, weighted sum): bytes it reads and
 /// writes in total.
 struct ElementwiseQuery {
-  std::string op;  ///< "router_topk", "silu_mul", "permute", "combine_sum", "sigmoid_gate"
+  /// "router_topk", "silu_mul", "permute", "combine_sum", "sigmoid_gate", "stage"
+  std::string op;
   double bytes = 0.0;
+  DType dtype = DType::kBf16;  ///< storage dtype of the activations the kernel moves
 };
 
 enum class CollectiveOp { kAllToAll, kAllToAllV, kAllGather, kAllGatherV, kAllReduce };

@@ -29,6 +29,8 @@ void add_models_command(CLI::App& app, Action& action);
 void add_verify_command(CLI::App& app, Action& action);
 void add_plan_command(CLI::App& app, Action& action);
 void add_clusters_command(CLI::App& app, Action& action);
+void add_profile_command(CLI::App& app, Action& action);
+void add_validate_command(CLI::App& app, Action& action);
 void add_place_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 

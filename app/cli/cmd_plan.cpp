@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "app/cli/cli_common.hpp"
+#include "app/cli/cost_options.hpp"
 #include "app/cli/table.hpp"
 #include "models/file_io.hpp"
 #include "models/registry.hpp"
@@ -46,6 +47,7 @@ struct PlanOptions {
   std::string export_layout;
   std::string out_dir;
   std::string layout_file;
+  std::string costs;
 };
 
 bool is_placement_file(const std::string& placement) {
@@ -233,6 +235,13 @@ int run_layout_file(const PlanOptions& o) {
   return kExitOk;
 }
 
+std::string source_legend() {
+  return std::string(planner::kSourceExact) + " = measured point, " + planner::kSourceInterp +
+         " = log-space interpolation between measured points, " + planner::kSourceExtrap +
+         " = measured efficiency held outside the measured range, " + planner::kSourceMiss +
+         " = not in the profile, roofline used";
+}
+
 int run_plan(const PlanOptions& o) {
   if (!o.layout_file.empty()) return run_layout_file(o);
   std::optional<planner::ExportFormat> export_format;
@@ -250,8 +259,9 @@ int run_plan(const PlanOptions& o) {
   }
   auto model = models::load_model(o.model);
   if (!model) return report_error(model.error());
-  auto cluster = planner::load_cluster(o.cluster);
-  if (!cluster) return report_error(cluster.error());
+  auto setup = make_cost_setup(o.cluster, o.costs);
+  if (!setup) return report_error(setup.error());
+  const planner::Cluster* cluster = setup->cluster.get();
   const auto phase = planner::parse_phase(o.phase);
   if (!phase) {
     return report_error(Error{"--phase: expected prefill or decode, got '" + o.phase + "'"});
@@ -334,7 +344,7 @@ int run_plan(const PlanOptions& o) {
       req.placement = planner::policy_placement_fn(req.load, fit);
     }
   }
-  const planner::RooflineCosts costs(*cluster);
+  const planner::CostSource& costs = setup->costs();
   auto plan = planner::make_plan(*model, *cluster, costs, req);
   if (!plan) return report_error(plan.error());
   if (export_format) {
@@ -383,6 +393,22 @@ int run_plan(const PlanOptions& o) {
       text += t.render();
     }
   }
+  if (setup->measured) {
+    const std::vector<std::string> misses = setup->measured->misses();
+    if (o.json) {
+      j["cost_source_misses"] = misses;
+      j["cost_source_legend"] = source_legend();
+    } else {
+      text += "\nsources: " + source_legend() + "\n";
+      if (misses.empty()) {
+        text += "every query was answered from the cost database\n";
+      } else {
+        text += std::to_string(misses.size()) +
+                " kinds of query missed the cost database and used the roofline:\n";
+        for (const auto& m : misses) text += "  - " + m + "\n";
+      }
+    }
+  }
   if (o.json) text = j.dump(2) + "\n";
   if (!o.output.empty()) {
     const Status s = write_file_atomic(o.output, text);
@@ -401,8 +427,12 @@ void add_plan_command(CLI::App& app, Action& action) {
       "plan", "Rank every legal ep×tp layout, dispatcher and rank mapping; recommend one");
   cmd->add_option("--model", o->model, "Bundled model name or path to a config.json")
       ->capture_default_str();
-  cmd->add_option("--cluster", o->cluster, "Bundled cluster name or path to a cluster JSON")
+  cmd->add_option("--cluster", o->cluster,
+                  "Bundled cluster name, path to a cluster JSON, or local:N (this machine with N "
+                  "ranks; needs --costs)")
       ->capture_default_str();
+  cmd->add_option("--costs", o->costs,
+                  "Cost database written by moeplan profile (default: the roofline)");
   cmd->add_option("--phase", o->phase, "prefill or decode")->capture_default_str();
   o->tokens_opt = cmd->add_option(
       "--tokens", o->tokens,

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   add_clusters_command(app, action);
   add_place_command(app, action);
   add_export_command(app, action);
+  add_profile_command(app, action);
+  add_validate_command(app, action);
 
   try {
     app.parse(argc, argv);

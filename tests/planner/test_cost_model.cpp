@@ -107,9 +107,10 @@ TEST(CostModel, PaddedA2aPadsEveryExpertToTheHottest) {
   const auto padded = cost(f, rc, layout(16, 1, Dispatcher::kPaddedA2a), 4096, skew);
   const auto a2av = cost(f, rc, layout(16, 1, Dispatcher::kA2av), 4096, skew);
   // Pairs: 16 · 4096 · 8 = 524288 over weights 8 + 63 = 71; the hot expert gets 8/71 of them,
-  // one rank's share is 1/16 of that: capacity ceil(524288 · 8 / 71 / 16) = 3693 rows per
-  // source rank, so every rank computes 4 slots × 16 × 3693 rows.
-  EXPECT_DOUBLE_EQ(padded.expert_rows, 4.0 * 16 * 3693);
+  // one source rank's mean share is μ = 524288 · 8 / 71 / 16 = 3692.2 rows; the largest of 16
+  // sources' Binomial counts is μ + z(16)·√(μ·15/16) = 3692.2 + 1.7688 · 58.83 = 3796.2, so
+  // the capacity is 3797 and every rank computes 4 slots × 16 × 3797 rows.
+  EXPECT_DOUBLE_EQ(padded.expert_rows, 4.0 * 16 * 3797);
   // a2av: the hot rank (experts 0..3) serves (8 + 3) / 71 of the pairs, no padding.
   EXPECT_NEAR(a2av.expert_rows, 524288.0 * 11 / 71, 1e-6);
   EXPECT_NEAR(a2av.imbalance, 11.0 / 71 * 16, 1e-12);

@@ -1,0 +1,251 @@
+// `moeplan profile`: measure the kernels and collectives a model's layouts need on this machine
+// (threads, or real processes under mpirun/srun) and write them to a cost database.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "app/cli/cli_common.hpp"
+#include "app/cli/progress.hpp"
+#include "kernels/mpi_communicator.hpp"
+#include "kernels/mpi_info.hpp"
+#include "models/registry.hpp"
+#include "profiler/profile.hpp"
+#include "profiler/sweep.hpp"
+
+namespace moeplan::cli {
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_stop_signal(int) { g_stop = 1; }
+
+struct ProfileOptions {
+  std::string backend = "cpu";
+  std::string model = models::kDefaultModel;
+  std::string cluster;
+  std::string dtypes;
+  std::string ops;
+  std::string out;
+  int scale = 1;
+  int ranks = -1;
+  int max_tokens = 0;
+  double max_bytes = 0.0;
+  double max_seconds = 1.0;
+  bool quick = false;
+  bool resume = false;
+  std::string command;
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+/// Everything checked before any file is touched.
+Result<profiler::ProfileRequest> build_request(const ProfileOptions& o, int world_size) {
+  if (o.backend != "cpu") {
+    return Error{"--backend " + o.backend +
+                 ": this build profiles the cpu backend; expected --backend cpu"};
+  }
+  if (o.out.empty()) return Error{"--out: expected the path of the cost database to write"};
+  if (!o.cluster.empty() && o.cluster != "local:" + std::to_string(world_size)) {
+    return Error{"--cluster " + o.cluster + ": a CPU profile measures this machine with its " +
+                 std::to_string(world_size) +
+                 " ranks; expected local:" + std::to_string(world_size) + " or no --cluster"};
+  }
+  if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
+    return Error{"--max-seconds: expected a time per point in (0, 600] s"};
+  }
+  if (o.max_tokens < 0) return Error{"--max-tokens: expected a positive row count"};
+  if (o.max_bytes < 0.0) return Error{"--max-bytes: expected a positive byte count"};
+  auto model = models::load_model(o.model);
+  if (!model) return model.error();
+  profiler::SweepRequest sr;
+  sr.scale = o.scale;
+  sr.world_size = world_size;
+  sr.quick = o.quick;
+  sr.max_tokens = o.max_tokens;
+  sr.max_bytes = o.max_bytes;
+  for (const auto& d : split_list(o.dtypes)) {
+    const auto dt = parse_dtype(d);
+    if (!dt || *dt == DType::kFp8) {
+      return Error{"--dtype: expected fp32, fp16 or bf16, got '" + d + "'"};
+    }
+    sr.dtypes.push_back(*dt);
+  }
+  auto sweep = profiler::make_sweep(*model, sr);
+  if (!sweep) return sweep.error();
+  profiler::ProfileRequest req;
+  req.sweep = *sweep;
+  req.ops = split_list(o.ops);
+  auto points = profiler::sweep_points(req.sweep, req.ops);
+  if (!points) return points.error();
+  if (points->empty()) {
+    return Error{"--ops " + o.ops + ": nothing to measure on " + std::to_string(world_size) +
+                 " rank(s) (collectives need at least 2)"};
+  }
+  req.out_path = o.out;
+  req.resume = o.resume;
+  req.command = o.command;
+  req.harness.max_seconds = o.max_seconds;
+  // NOTE: a sample of at least 5 ms (back-to-back runs) is scheduled like a layer phase is: on a
+  // machine shared with other work, sub-millisecond samples dodge preemption that a phase of
+  // tens of milliseconds cannot.
+  req.harness.min_sample_s = 5e-3;
+  if (o.quick) {
+    req.harness.min_sample_s = 2e-4;
+    req.harness.min_reps = 3;
+    req.harness.max_seconds = std::min(o.max_seconds, 0.2);
+  }
+  return req;
+}
+
+/// The output file's state, checked on rank 0.
+Status check_output(const profiler::ProfileRequest& req) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(req.out_path);
+  if (fs::exists(p, ec)) {
+    if (!fs::is_regular_file(p, ec)) {
+      return Error{"--out " + req.out_path + ": expected a file path, got a directory"};
+    }
+    if (!req.resume) {
+      return Error{"--out " + req.out_path +
+                   " exists; expected --resume to measure what it lacks, or a new path"};
+    }
+  } else {
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    if (!fs::is_directory(dir, ec)) {
+      return Error{"--out " + req.out_path + ": directory " + dir.string() + " does not exist"};
+    }
+  }
+  return Status::Ok();
+}
+
+int report(const profiler::ProfileSummary& s, const std::string& out) {
+  std::printf(
+      "profile %s: %d points: %d measured, %d kept from before, %d incorrect, %d not supported%s\n"
+      "device: %s\n",
+      out.c_str(), s.total, s.measured, s.skipped, s.incorrect, s.not_supported,
+      s.interrupted ? " (interrupted: every completed point is kept; --resume continues)" : "",
+      s.device.c_str());
+  if (s.interrupted) return 130;
+  return s.incorrect > 0 ? kExitFailed : kExitOk;
+}
+
+int run_profile_command(const ProfileOptions& o) {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  const auto stop = [] { return g_stop != 0; };
+  const int launched = kernels::launcher_world_size();
+  if (launched > 1) {
+    if (o.ranks != -1) {
+      return report_error(Error{"--ranks under a launcher of " + std::to_string(launched) +
+                                " processes: expected no --ranks"});
+    }
+    auto world = kernels::mpi_world();
+    if (!world) {
+      return report_error(Error{"launched with " + std::to_string(launched) +
+                                " ranks but MPI is not compiled into this moeplan"});
+    }
+    const bool root = world->rank() == 0;
+    auto req = build_request(o, world->size());
+    Status ok = req ? (root ? check_output(*req) : Status::Ok()) : Status(req.error());
+    std::vector<std::int64_t> bad{ok ? 0 : 1};
+    world->all_reduce_max(bad);
+    if (bad[0] != 0) return root ? report_error(ok.error()) : kExitBadInput;
+    std::unique_ptr<Progress> progress;
+    if (root) progress = std::make_unique<Progress>("profile", 0);
+    int total = 0;
+    auto sum = profiler::run_profile(
+        *world, *req,
+        [&](int done, int n, const std::string& what) {
+          if (total == 0) {
+            total = n;
+            progress = std::make_unique<Progress>("profile", n);
+          }
+          progress->update(done, what);
+        },
+        stop);
+    if (progress) progress->finish();
+    int rc = kExitOk;
+    if (!sum) {
+      rc = root ? report_error(sum.error()) : kExitBadInput;
+    } else if (root) {
+      rc = report(*sum, o.out);
+    }
+    std::vector<std::int64_t> code{rc};
+    world->all_reduce_max(code);
+    return static_cast<int>(code[0]);
+  }
+  const int ranks = o.ranks == -1 ? 1 : o.ranks;
+  if (ranks < 1 || ranks > 64) {
+    return report_error(
+        Error{"--ranks: expected 1 to 64 in-process ranks, got " + std::to_string(ranks)});
+  }
+  auto req = build_request(o, ranks);
+  if (!req) return report_error(req.error());
+  if (const Status s = check_output(*req); !s) return report_error(s.error());
+  std::unique_ptr<Progress> progress;
+  Result<profiler::ProfileSummary> sum = Error{"not run"};
+  kernels::run_in_process(ranks, [&](kernels::Communicator& world) {
+    auto r = profiler::run_profile(
+        world, *req,
+        [&](int done, int n, const std::string& what) {
+          if (!progress) progress = std::make_unique<Progress>("profile", n);
+          progress->update(done, what);
+        },
+        stop);
+    if (world.rank() == 0) sum = std::move(r);
+  });
+  if (progress) progress->finish();
+  if (!sum) return report_error(sum.error());
+  return report(*sum, o.out);
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app, Action& action) {
+  auto o = std::make_shared<ProfileOptions>();
+  auto* cmd = app.add_subcommand(
+      "profile",
+      "Measure the kernels and collectives a model's layouts need on this machine and write "
+      "them to a cost database (threads with --ranks, or real processes under mpirun/srun)");
+  cmd->add_option("--backend", o->backend, "Compute backend to measure: cpu")
+      ->capture_default_str();
+  cmd->add_option("--model", o->model, "Bundled model name or config.json path")
+      ->capture_default_str();
+  cmd->add_option("--cluster", o->cluster, "local:N (must match the rank count; optional)");
+  cmd->add_option("--scale", o->scale,
+                  "Divide hidden and expert widths by S (as verify/validate --scale)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtypes,
+                  "Comma-separated storage dtypes: fp32, fp16, bf16 (default: the model's)");
+  cmd->add_option("--ops", o->ops, "Comma-separated ops to measure (default: all)");
+  cmd->add_option("--max-tokens", o->max_tokens,
+                  "GEMM rows up to this (default 4096, --quick 512)");
+  cmd->add_option("--max-bytes", o->max_bytes,
+                  "Message and elementwise sizes up to this (default 64 MiB, --quick 1 MiB)");
+  cmd->add_option("--max-seconds", o->max_seconds, "Timing budget per point, seconds")
+      ->capture_default_str();
+  cmd->add_flag("--quick", o->quick, "A small sweep (powers of two, small caps, short timing)");
+  cmd->add_option("--out", o->out, "Cost database to write (SQLite; required)");
+  cmd->add_flag("--resume", o->resume, "Add to an existing database, measuring only what it lacks");
+  cmd->add_option("--ranks", o->ranks,
+                  "In-process ranks (threads) for collectives; default 1, or the mpirun world");
+  cmd->callback([&action, o] {
+    o->command = "moeplan profile --backend " + o->backend + " --model " + o->model + " --scale " +
+                 std::to_string(o->scale) + (o->dtypes.empty() ? "" : " --dtype " + o->dtypes) +
+                 (o->ops.empty() ? "" : " --ops " + o->ops) + (o->quick ? " --quick" : "") +
+                 (o->resume ? " --resume" : "") + " --out " + o->out;
+    action = [o] { return run_profile_command(*o); };
+  });
+}
+
+}  // namespace moeplan::cli

@@ -1,0 +1,332 @@
+// MeasuredCosts: curves of measured points, exact hits, log-space interpolation, efficiency-held
+// extrapolation, and roofline fallback on a miss.
+#include "planner/measured_costs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace moeplan::planner {
+
+namespace {
+
+constexpr double kRelTolerance = 1e-9;
+
+bool same_x(double a, double b) { return std::abs(a - b) <= kRelTolerance * std::max(a, b); }
+
+/// Adds (x, t) to a curve under construction; duplicates at one x are averaged later.
+void add_sample(std::map<double, std::vector<double>>& samples, double x, double t) {
+  if (x > 0.0 && t > 0.0) samples[x].push_back(t);
+}
+
+CostCurve make_curve(const std::map<double, std::vector<double>>& samples) {
+  CostCurve c;
+  for (const auto& [x, ts] : samples) {
+    c.x.push_back(x);
+    c.seconds.push_back(std::accumulate(ts.begin(), ts.end(), 0.0) /
+                        static_cast<double>(ts.size()));
+  }
+  return c;
+}
+
+/// The worst of two sources (exact < interp < extrap < miss).
+std::string worse(const std::string& a, const std::string& b) {
+  auto rank = [](const std::string& s) {
+    if (s == kSourceMiss) return 4;
+    if (s == kSourceExtrap) return 3;
+    if (s == kSourceInterp) return 2;
+    if (s == kSourceExact) return 1;
+    return 0;
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+bool is_collective_op(const std::string& op) {
+  return op == "all_to_all" || op == "all_to_all_v" || op == "all_gather" || op == "all_gather_v" ||
+         op == "all_reduce" || op == "reduce_scatter";
+}
+
+bool is_elementwise_op(const std::string& op) {
+  return op == "router_topk" || op == "permute" || op == "combine_sum" || op == "silu_mul" ||
+         op == "sigmoid_gate" || op == "stage";
+}
+
+}  // namespace
+
+double curve_lookup(const CostCurve& c, double x, double (*roofline)(const void*, double),
+                    const void* ctx, std::string* source) {
+  const std::size_t n = c.x.size();
+  const auto it = std::lower_bound(c.x.begin(), c.x.end(), x);
+  const auto i = static_cast<std::size_t>(it - c.x.begin());
+  if (i < n && same_x(c.x[i], x)) {
+    *source = kSourceExact;
+    return c.seconds[i];
+  }
+  if (i > 0 && i < n) {
+    // NOTE: time is close to a power law of size between neighbouring points (linear once the
+    // op is throughput-bound, flat while it is latency-bound), so interpolate log t in log x.
+    const double x0 = c.x[i - 1], x1 = c.x[i];
+    const double f = std::log(x / x0) / std::log(x1 / x0);
+    *source = kSourceInterp;
+    return std::exp(std::log(c.seconds[i - 1]) +
+                    f * (std::log(c.seconds[i]) - std::log(c.seconds[i - 1])));
+  }
+  const std::size_t e = i == 0 ? 0 : n - 1;
+  *source = kSourceExtrap;
+  const double r_end = roofline(ctx, c.x[e]);
+  const double r_x = roofline(ctx, x);
+  if (r_end > 0.0 && r_x > 0.0) return c.seconds[e] * r_x / r_end;  // efficiency held
+  return c.seconds[e] * x / c.x[e];
+}
+
+std::vector<std::string> point_devices(const std::vector<CostPoint>& points) {
+  std::set<std::string> s;
+  for (const auto& p : points) s.insert(p.device);
+  return {s.begin(), s.end()};
+}
+
+std::string statistic_name(CostStatistic s) { return s == CostStatistic::kP10 ? "p10" : "median"; }
+
+std::optional<CostStatistic> parse_statistic(const std::string& name) {
+  if (name == "median") return CostStatistic::kMedian;
+  if (name == "p10") return CostStatistic::kP10;
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(const CostDb& db, const Cluster& cluster,
+                                                           const std::string& device,
+                                                           CostStatistic statistic) {
+  auto points = db.points();
+  if (!points) return points.error();
+  const auto devices = point_devices(*points);
+  if (devices.empty()) {
+    return Error{db.path() +
+                 ": the cost database holds no measured point; expected a profile "
+                 "(moeplan profile --out " +
+                 db.path() + ")"};
+  }
+  std::string chosen = device;
+  if (chosen.empty()) {
+    if (devices.size() == 1) {
+      chosen = devices.front();
+    } else if (std::find(devices.begin(), devices.end(), cluster.device().name) != devices.end()) {
+      chosen = cluster.device().name;
+    }
+  }
+  std::string list;
+  for (const auto& d : devices) list += (list.empty() ? "" : ", ") + d;
+  if (std::find(devices.begin(), devices.end(), chosen) == devices.end()) {
+    return Error{db.path() + ": no points for device '" +
+                 (chosen.empty() ? cluster.device().name : chosen) + "'; expected one of " + list};
+  }
+  std::vector<CostPoint> mine;
+  for (auto& p : *points) {
+    if (p.device == chosen) mine.push_back(std::move(p));
+  }
+  auto out = std::make_unique<MeasuredCosts>(
+      mine, cluster,
+      "measured:" + db.path() +
+          (statistic == CostStatistic::kMedian ? "" : " (" + statistic_name(statistic) + ")"),
+      statistic);
+  return out;
+}
+
+MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster& cluster,
+                             std::string name, CostStatistic statistic)
+    : name_(std::move(name)), roofline_(cluster) {
+  std::map<GemmKey, std::map<double, std::vector<double>>> g;
+  std::map<OpKey, std::map<double, std::vector<double>>> e;
+  std::map<CollKey, std::map<double, std::vector<double>>> c;
+  for (const auto& p : points) {
+    if (device_.empty()) device_ = p.device;
+    if (p.disposition != Disposition::kPassed) continue;
+    const double t = statistic == CostStatistic::kP10 && p.p10_s > 0.0 ? p.p10_s : p.median_s;
+    if (p.op == "gemm") {
+      add_sample(g[{p.dtype, std::lround(p.n), std::lround(p.k)}], p.m, t);
+    } else if (is_elementwise_op(p.op)) {
+      add_sample(e[{p.op, p.dtype}], p.m, t);
+    } else if (is_collective_op(p.op)) {
+      add_sample(c[{p.op, p.dtype, p.group_size, static_cast<int>(std::lround(p.n))}], p.m, t);
+    }
+  }
+  for (const auto& [k, s] : g) gemm_[k] = make_curve(s);
+  for (const auto& [k, s] : e) elementwise_[k] = make_curve(s);
+  for (const auto& [k, s] : c) collective_[k] = make_curve(s);
+}
+
+void MeasuredCosts::note_miss(const std::string& what) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  misses_.insert(what);
+}
+
+std::vector<std::string> MeasuredCosts::misses() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return {misses_.begin(), misses_.end()};
+}
+
+namespace {
+struct GemmRoof {
+  const RooflineCosts* roof;
+  double n, k;
+  DType dtype;
+};
+double gemm_roof(const void* ctx, double m) {
+  const auto* r = static_cast<const GemmRoof*>(ctx);
+  auto t = r->roof->gemm({m, r->n, r->k, r->dtype});
+  return t ? t->seconds : 0.0;
+}
+struct EwRoof {
+  const RooflineCosts* roof;
+  std::string op;
+  DType dtype;
+};
+double ew_roof(const void* ctx, double bytes) {
+  const auto* r = static_cast<const EwRoof*>(ctx);
+  auto t = r->roof->elementwise({r->op, bytes, r->dtype});
+  return t ? t->seconds : 0.0;
+}
+struct CollRoof {
+  const RooflineCosts* roof;
+  const CollectiveQuery* q;
+};
+double coll_roof(const void* ctx, double bytes) {
+  const auto* r = static_cast<const CollRoof*>(ctx);
+  CollectiveQuery q = *r->q;
+  if (!q.matrix.empty() && q.bytes > 0.0) {
+    for (auto& row : q.matrix) {
+      for (double& v : row) v *= bytes / r->q->bytes;
+    }
+  }
+  q.bytes = bytes;
+  auto t = r->roof->collective(q);
+  return t ? t->seconds : 0.0;
+}
+}  // namespace
+
+Result<CostEstimate> MeasuredCosts::gemm_one(double m, double n, double k, DType dtype) const {
+  if (m < 0.0 || n < 0.0 || k < 0.0) return Error{"gemm: expected non-negative m, n, k"};
+  if (m == 0.0 || n == 0.0 || k == 0.0) return CostEstimate{0.0, kSourceTrivial};
+  const auto it = gemm_.find({std::string(dtype_name(dtype)), std::lround(n), std::lround(k)});
+  if (it == gemm_.end() || it->second.x.empty()) {
+    note_miss("gemm n=" + fmt(n) + " k=" + fmt(k) + " dtype=" + std::string(dtype_name(dtype)));
+    auto r = roofline_.gemm({m, n, k, dtype});
+    if (!r) return r.error();
+    return CostEstimate{r->seconds, kSourceMiss};
+  }
+  const GemmRoof ctx{&roofline_, n, k, dtype};
+  CostEstimate out;
+  out.seconds = curve_lookup(it->second, m, gemm_roof, &ctx, &out.source);
+  return out;
+}
+
+Result<CostEstimate> MeasuredCosts::gemm(const GemmQuery& q) const {
+  return gemm_one(q.m, q.n, q.k, q.dtype);
+}
+
+Result<CostEstimate> MeasuredCosts::grouped_gemm(const GroupedGemmQuery& q) const {
+  CostEstimate out{0.0, ""};
+  for (const double m : q.m) {
+    if (m < 0.0) return Error{"grouped_gemm: expected non-negative rows per group"};
+    if (m == 0.0) continue;
+    auto r = gemm_one(m, q.n, q.k, q.dtype);
+    if (!r) return r.error();
+    out.seconds += r->seconds;
+    out.source = out.source.empty() ? r->source : worse(out.source, r->source);
+  }
+  if (out.source.empty()) out.source = kSourceTrivial;
+  return out;
+}
+
+Result<CostEstimate> MeasuredCosts::elementwise(const ElementwiseQuery& q) const {
+  if (q.bytes < 0.0) return Error{"elementwise '" + q.op + "': expected non-negative bytes"};
+  if (q.bytes == 0.0) return CostEstimate{0.0, kSourceTrivial};
+  const auto it = elementwise_.find({q.op, std::string(dtype_name(q.dtype))});
+  if (it == elementwise_.end() || it->second.x.empty()) {
+    note_miss(q.op + " dtype=" + std::string(dtype_name(q.dtype)));
+    auto r = roofline_.elementwise(q);
+    if (!r) return r.error();
+    return CostEstimate{r->seconds, kSourceMiss};
+  }
+  const EwRoof ctx{&roofline_, q.op, q.dtype};
+  CostEstimate out;
+  out.seconds = curve_lookup(it->second, q.bytes, ew_roof, &ctx, &out.source);
+  return out;
+}
+
+Result<CostEstimate> MeasuredCosts::collective(const CollectiveQuery& q) const {
+  // Validates groups and matrix the same way the roofline does.
+  auto roof = roofline_.collective(q);
+  if (!roof) return roof.error();
+  const int g = q.group_size();
+  if (g <= 1 || !(q.bytes > 0.0)) return CostEstimate{0.0, kSourceTrivial};
+  const std::string op = collective_name(q.op);
+  const std::string dt(dtype_name(q.dtype));
+  const int num_groups = static_cast<int>(q.groups.size());
+  // Prefer the curve measured with as many concurrent groups as the query runs; else the one
+  // with the nearest count.
+  const CostCurve* best = nullptr;
+  int best_distance = std::numeric_limits<int>::max();
+  for (auto it = collective_.lower_bound({op, dt, g, 0});
+       it != collective_.end() && std::get<0>(it->first) == op && std::get<1>(it->first) == dt &&
+       std::get<2>(it->first) == g;
+       ++it) {
+    const int distance = std::abs(std::get<3>(it->first) - num_groups);
+    if (!it->second.x.empty() && distance < best_distance) {
+      best = &it->second;
+      best_distance = distance;
+    }
+  }
+  if (best == nullptr) {
+    note_miss(op + " group_size=" + std::to_string(g) + " dtype=" + dt);
+    return CostEstimate{roof->seconds, kSourceMiss};
+  }
+  const CollRoof ctx{&roofline_, &q};
+  CostEstimate out;
+  out.seconds = curve_lookup(*best, q.bytes, coll_roof, &ctx, &out.source);
+  return out;
+}
+
+DeviceSpec derive_device_spec(const std::vector<CostPoint>& points, const std::string& device,
+                              double memory_bytes) {
+  DeviceSpec d;
+  d.name = device;
+  d.display_name = device + " (derived from its profile)";
+  d.hbm_bytes = memory_bytes;
+  for (const auto& p : points) {
+    if (p.device != device || p.disposition != Disposition::kPassed || !(p.median_s > 0.0)) {
+      continue;
+    }
+    if (p.op == "gemm") {
+      d.peak_fp32_flops = std::max(d.peak_fp32_flops, p.flops / p.median_s);
+    } else if (is_elementwise_op(p.op)) {
+      d.hbm_bandwidth = std::max(d.hbm_bandwidth, p.bytes / p.median_s);
+    } else if (is_collective_op(p.op)) {
+      d.nvlink_bandwidth = std::max(d.nvlink_bandwidth, p.bus_bandwidth);
+    }
+  }
+  d.peak_bf16_flops = d.peak_fp32_flops;
+  d.peak_fp8_flops = d.peak_fp32_flops;
+  d.nic_bandwidth = d.nvlink_bandwidth;
+  return d;
+}
+
+double derive_link_latency(const std::vector<CostPoint>& points, const std::string& device) {
+  double best = 0.0;
+  for (const auto& p : points) {
+    if (p.device != device || p.disposition != Disposition::kPassed || !is_collective_op(p.op) ||
+        !(p.median_s > 0.0)) {
+      continue;
+    }
+    best = best == 0.0 ? p.median_s : std::min(best, p.median_s);
+  }
+  return best;
+}
+
+}  // namespace moeplan::planner

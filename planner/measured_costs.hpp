@@ -1,0 +1,103 @@
+// MeasuredCosts: the CostSource that answers from a cost database (a profile of the real kernels
+// and collectives). Exact hits are returned as measured; queries inside the measured range are
+// interpolated in log space; outside it the measured efficiency is held and scaled by the
+// roofline; anything the profile never measured is an explicit miss answered by the roofline.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "planner/cost_db.hpp"
+#include "planner/roofline_costs.hpp"
+
+namespace moeplan::planner {
+
+/// Source names of MeasuredCosts answers (every figure carries one).
+inline constexpr const char* kSourceExact = "db-exact";
+inline constexpr const char* kSourceInterp = "db-interp";
+inline constexpr const char* kSourceExtrap = "db-extrap";
+inline constexpr const char* kSourceMiss = "roofline-miss";
+inline constexpr const char* kSourceTrivial = "trivial";  ///< no work: one-rank group, 0 bytes
+
+/// One measured curve: time against one size (GEMM rows m, or bytes), ascending.
+struct CostCurve {
+  std::vector<double> x;
+  std::vector<double> seconds;
+};
+
+/// Answers t(x) from a curve: exact hit, log-log interpolation inside, or outside the range the
+/// nearest point's efficiency held against `roofline(x)`: t = t_end · roofline(x) /
+/// roofline(x_end). Returns the seconds and sets `source` to kSourceExact/Interp/Extrap.
+double curve_lookup(const CostCurve& curve, double x, double (*roofline)(const void*, double),
+                    const void* roofline_ctx, std::string* source);
+
+/// Which timing statistic of a point a MeasuredCosts answers with.
+enum class CostStatistic : std::uint8_t {
+  kMedian,  ///< the default
+  kP10,     ///< the 10th percentile: closer to the unloaded time on a shared machine
+};
+std::string statistic_name(CostStatistic s);  ///< "median", "p10"
+std::optional<CostStatistic> parse_statistic(const std::string& name);
+
+class MeasuredCosts final : public CostSource {
+ public:
+  /// Reads every passed point of `device` from `db` ("" = the database's only device, or the
+  /// cluster's device when the database holds several). Errors: an empty database, or no
+  /// points of that device (the message lists the devices it has).
+  static Result<std::unique_ptr<MeasuredCosts>> load(
+      const CostDb& db, const Cluster& cluster, const std::string& device = "",
+      CostStatistic statistic = CostStatistic::kMedian);
+  /// Builds from points already read (tests); `name` is the source's name.
+  MeasuredCosts(const std::vector<CostPoint>& points, const Cluster& cluster, std::string name,
+                CostStatistic statistic = CostStatistic::kMedian);
+
+  std::string name() const override { return name_; }
+  const std::string& device() const { return device_; }
+  Result<CostEstimate> gemm(const GemmQuery& q) const override;
+  /// The CPU backend runs a grouped GEMM as one GEMM per non-empty group: the sum of the
+  /// groups' GEMM costs.
+  Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const override;
+  Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override;
+  Result<CostEstimate> collective(const CollectiveQuery& q) const override;
+
+  /// The queries that missed the database (answered by the roofline), one line each, sorted.
+  std::vector<std::string> misses() const;
+
+ private:
+  using GemmKey = std::tuple<std::string, long, long>;             // dtype, n, k
+  using OpKey = std::tuple<std::string, std::string>;              // op, dtype
+  using CollKey = std::tuple<std::string, std::string, int, int>;  // op, dtype, g, groups
+  Result<CostEstimate> gemm_one(double m, double n, double k, DType dtype) const;
+  void note_miss(const std::string& what) const;
+
+  std::string name_;
+  std::string device_;
+  RooflineCosts roofline_;
+  std::map<GemmKey, CostCurve> gemm_;
+  std::map<OpKey, CostCurve> elementwise_;
+  std::map<CollKey, CostCurve> collective_;
+  mutable std::mutex mutex_;
+  mutable std::set<std::string> misses_;
+};
+
+/// The distinct devices of a set of points, sorted.
+std::vector<std::string> point_devices(const std::vector<CostPoint>& points);
+
+/// A device spec for "this machine" derived from its profile: peak FLOP/s = the fastest measured
+/// GEMM (the CPU backend computes every storage dtype in fp32, so one peak serves all), memory
+/// bandwidth = the fastest measured elementwise op, link bandwidth = the highest measured busBw,
+/// `memory_bytes` per rank as given.
+DeviceSpec derive_device_spec(const std::vector<CostPoint>& points, const std::string& device,
+                              double memory_bytes);
+
+/// Smallest measured collective time of `device` (the per-step latency of its fabric), seconds;
+/// 0 when the profile has no collective.
+double derive_link_latency(const std::vector<CostPoint>& points, const std::string& device);
+
+}  // namespace moeplan::planner

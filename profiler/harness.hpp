@@ -1,0 +1,134 @@
+// The measurement harness (nccl-tests' plug-in table, CUTLASS's dispositions): each measured op
+// registers an OpTable — name, the sweep of points it needs, data init, FLOPs and bytes, the
+// nccl-tests bus-bandwidth factor, run, verify — and one harness warms up, verifies before it
+// records, and repeats until the timing is stable (median, p10, p90, repetitions).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/communicator.hpp"
+#include "models/dtype.hpp"
+#include "models/moe_model.hpp"
+#include "models/result.hpp"
+#include "planner/cost_db.hpp"
+
+namespace moeplan::profiler {
+
+/// Timing statistics of one point, seconds.
+struct Stats {
+  double median_s = 0.0;
+  double p10_s = 0.0;
+  double p90_s = 0.0;
+  int repetitions = 0;
+};
+
+/// Median, 10th and 90th percentile (linear interpolation between order statistics) of
+/// `samples`; all zero for no samples.
+Stats summarize(std::vector<double> samples);
+
+struct HarnessOptions {
+  int warmup = 2;               ///< untimed runs before verification and timing
+  int min_reps = 5;             ///< at least this many timed samples
+  int max_reps = 200;           ///< at most this many
+  double max_seconds = 2.0;     ///< stop once the samples add up to this
+  double target_spread = 0.05;  ///< stable: (p90 − p10) / median ≤ this
+  double min_sample_s = 2e-4;   ///< back-to-back runs per sample so one lasts at least this
+};
+
+/// A verification's verdict.
+struct Check {
+  bool passed = true;
+  std::string detail;  ///< what differed, where (empty when passed)
+};
+
+/// One op at one point with its data, ready to run on this rank.
+class OpCase {
+ public:
+  virtual ~OpCase() = default;
+  /// Runs the op once (the timed work).
+  virtual void run() = 0;
+  /// Runs the op on check data through run()'s code path and compares with a reference
+  /// computed independently; leaves the case ready for timing.
+  virtual Check verify() = 0;
+  /// Makes every later run produce a wrong result (tests prove each verification can fail).
+  void inject_fault() { fault_ = true; }
+
+ protected:
+  bool fault_ = false;
+};
+
+/// What a profile's sweep is derived from: the model's layer (widths divided by the scale), the
+/// world, the storage dtypes and the size caps.
+struct SweepSpec {
+  std::string model;
+  int hidden = 0;
+  int intermediate = 0;
+  int shared_width = 0;
+  int num_experts = 0;
+  int top_k = 0;
+  bool shared_gated = false;
+  models::RouterSpec router;
+  int world_size = 1;
+  std::vector<int> tp_sizes;     ///< tp of every legal layout on world_size ranks
+  std::vector<int> group_sizes;  ///< collective group sizes (2..world_size dividing it)
+  std::vector<DType> dtypes;
+  int max_rows = 4096;                    ///< GEMM rows up to this
+  double min_bytes = 256.0;               ///< elementwise and collective sizes from this
+  double max_bytes = 64.0 * 1024 * 1024;  ///< up to this (capped by memory)
+  bool quick = false;
+};
+
+/// One point of an op's sweep: the identity and size of what is measured.
+struct OpPoint {
+  std::string op;
+  DType dtype = DType::kBf16;
+  std::string shape;  ///< canonical text, part of the DB identity
+  double m = 0.0;     ///< GEMM rows; elementwise and collective bytes
+  double n = 0.0;     ///< GEMM columns; collectives: concurrent groups
+  double k = 0.0;
+  int group_size = 1;
+  double bytes = 0.0;  ///< moved (elementwise: read + written; collectives: nccl-tests S)
+  double flops = 0.0;
+  std::string kernel;  ///< the kernel measured (recorded in the DB's detail)
+};
+
+/// An op's plug-in table.
+struct OpTable {
+  std::string name;
+  bool collective = false;
+  /// The points a sweep needs.
+  std::function<std::vector<OpPoint>(const SweepSpec&)> sweep;
+  /// busBw = algBw · bus_factor(group size) (nccl-tests); null for compute ops.
+  std::function<double(int)> bus_factor;
+  /// Builds the case on this rank; `group` is this rank's group for collectives (null for
+  /// compute ops). An Error means the point is not supported by this backend.
+  std::function<Result<std::unique_ptr<OpCase>>(const OpPoint&, const SweepSpec&,
+                                                kernels::Communicator* group)>
+      init;
+};
+
+/// Every registered op, in profiling order (GEMMs, elementwise ops, collectives).
+const std::vector<OpTable>& all_ops();
+
+/// A measured point's outcome.
+struct Measurement {
+  Stats stats;
+  planner::Disposition disposition = planner::Disposition::kPassed;
+  std::string detail;
+};
+
+/// Warm-up, verification, timing until stable. With `sync` every rank of that communicator
+/// measures its own case at the same time: each sample is the slowest rank's, and every decision
+/// (verdict, repetitions) is the same on all ranks. An incorrect case is not timed.
+Measurement measure(OpCase& c, kernels::Communicator* sync, const HarnessOptions& options);
+
+/// Sizes in powers of two from `lo` to `hi` (both rounded to powers of two).
+std::vector<double> powers_of_two(double lo, double hi);
+
+/// GEMM row counts 1..max_rows: powers of two, and with `dense` also 3·2^j between them.
+std::vector<int> row_counts(int max_rows, bool dense);
+
+}  // namespace moeplan::profiler

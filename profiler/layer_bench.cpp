@@ -1,0 +1,94 @@
+// The sharded layer as an OpCase.
+#include "profiler/layer_bench.hpp"
+
+#include <cmath>
+
+#include "kernels/reference.hpp"
+
+namespace moeplan::profiler {
+
+namespace {
+
+class LayerCase final : public OpCase {
+ public:
+  LayerCase(kernels::Communicator& world, const kernels::LayerSpec& spec,
+            const kernels::Layout& layout, kernels::Dispatcher dispatcher, int num_tokens)
+      : spec_(spec),
+        layout_(layout),
+        dispatcher_(dispatcher),
+        tokens_(num_tokens),
+        backend_(kernels::make_cpu_backend()),
+        groups_(kernels::make_groups(world, layout)),
+        weights_(kernels::make_rank_weights(spec, layout, world.rank())) {
+    const kernels::TokenRange tr =
+        kernels::token_range(num_tokens, layout.ep_size, layout.ep_rank(world.rank()));
+    count_ = tr.count;
+    x_ = kernels::make_input(spec, tr.first, tr.count);
+  }
+
+  void run() override {
+    out_ = kernels::moe_forward(*backend_, groups_, spec_, layout_, dispatcher_, weights_, x_,
+                                tokens_, &phases_);
+    if (fault_ && !out_.empty()) out_[out_.size() / 2] += 1.0F;
+  }
+
+  Check verify() override {
+    run();
+    // This rank's tokens against the dense reference and its derived bound (docs/VERIFY.md).
+    const kernels::ReferenceOutput ref = kernels::reference_forward(spec_, x_, count_);
+    for (std::size_t i = 0; i < out_.size(); ++i) {
+      const double diff = std::fabs(static_cast<double>(out_[i]) - ref.output[i]);
+      if (!(diff <= ref.bound[i])) {
+        return {false, "output " + std::to_string(i) + " differs from the dense reference by " +
+                           std::to_string(diff) + " > bound " + std::to_string(ref.bound[i])};
+      }
+    }
+    return {};
+  }
+
+  const kernels::PhaseTimes& phases() const { return phases_; }
+
+ private:
+  kernels::LayerSpec spec_;
+  kernels::Layout layout_;
+  kernels::Dispatcher dispatcher_;
+  int tokens_;
+  int count_ = 0;
+  std::unique_ptr<kernels::Backend> backend_;
+  kernels::RankGroups groups_;
+  kernels::RankWeights weights_;
+  std::vector<float> x_, out_;
+  kernels::PhaseTimes phases_;
+};
+
+}  // namespace
+
+std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens) {
+  auto be = kernels::make_cpu_backend();
+  const std::vector<float> x = kernels::make_input(spec, 0, num_tokens);
+  const std::vector<float> w = kernels::make_router_weight(spec);
+  const std::vector<float> bias = kernels::make_score_bias(spec);
+  std::vector<float> logits(static_cast<std::size_t>(num_tokens) *
+                            static_cast<std::size_t>(spec.num_experts));
+  be->router_logits(kernels::OpContext{}, x, num_tokens, spec.hidden, w, spec.num_experts, logits);
+  std::vector<int> ids(static_cast<std::size_t>(num_tokens) * static_cast<std::size_t>(spec.top_k));
+  std::vector<float> weights(ids.size());
+  be->route(kernels::OpContext{}, spec.router, logits, bias, num_tokens, spec.num_experts,
+            spec.top_k, ids, weights);
+  std::vector<double> counts(static_cast<std::size_t>(spec.num_experts), 0.0);
+  for (const int id : ids) counts[static_cast<std::size_t>(id)] += 1.0;
+  return counts;
+}
+
+LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
+                               const kernels::Layout& layout, kernels::Dispatcher dispatcher,
+                               int num_tokens, const HarnessOptions& options, bool inject_fault) {
+  LayerCase c(world, spec, layout, dispatcher, num_tokens);
+  if (inject_fault) c.inject_fault();
+  LayerMeasurement out;
+  out.measurement = measure(c, world.size() > 1 ? &world : nullptr, options);
+  out.phases = c.phases();
+  return out;
+}
+
+}  // namespace moeplan::profiler

@@ -1,0 +1,28 @@
+// The whole sharded MoE layer as a measured op (what `validate` compares the planner against):
+// one layout, dispatcher and token count on every rank of the world, verified against the dense
+// reference before it is timed.
+#pragma once
+
+#include <vector>
+
+#include "kernels/moe_layer.hpp"
+#include "profiler/harness.hpp"
+
+namespace moeplan::profiler {
+
+/// Routed (token, expert) pairs per expert when the layer routes its `num_tokens` inputs: the
+/// expert load the layer really sees (every rank computes the same counts).
+std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens);
+
+struct LayerMeasurement {
+  Measurement measurement;     ///< the slowest rank's layer time per repetition
+  kernels::PhaseTimes phases;  ///< this rank's phases of the last repetition
+};
+
+/// Measures the layer collectively on `world` (layout.world_size() == world.size()).
+LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
+                               const kernels::Layout& layout, kernels::Dispatcher dispatcher,
+                               int num_tokens, const HarnessOptions& options,
+                               bool inject_fault = false);
+
+}  // namespace moeplan::profiler

@@ -1,0 +1,173 @@
+// GEMM: the (m, n, k) shapes the cost model asks for, run as the CPU backend runs them — the
+// router's per-row GEMVs (n = E, k = H), Eigen GEMMs into fp32 for gate/up (n = 2·width, k = H;
+// SiLU·mul rounds their output), and Eigen GEMMs whose output is stored in the storage dtype
+// for down projections (n = H, k = width; the layer rounds before its TP reduction).
+#include <Eigen/Core>
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "kernels/backend.hpp"
+#include "profiler/op_common.hpp"
+#include "profiler/ops.hpp"
+
+namespace moeplan::profiler {
+
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMat>;
+using Map = Eigen::Map<RowMat>;
+
+enum class Role { kRouter, kGateUp, kDown };
+
+/// Weight copies rotated so their total exceeds a core's caches (L2 is 1–4 MiB per core on
+/// current server CPUs; the layer's local experts span tens of MiB).
+constexpr std::size_t kColdBytes = 64UL * 1024 * 1024;
+
+const char* role_kernel(Role r) {
+  switch (r) {
+    case Role::kRouter: return "cpu router_logits (one GEMV per row, fp32 out)";
+    case Role::kGateUp: return "eigen gemm (fp32 out)";
+    case Role::kDown: return "eigen gemm (out stored in dtype)";
+  }
+  return "?";
+}
+
+class GemmCase final : public OpCase {
+ public:
+  GemmCase(int m, int n, int k, DType dtype, Role role)
+      : m_(m), n_(n), k_(k), dtype_(dtype), role_(role), backend_(kernels::make_cpu_backend()) {
+    a_ = random_values(dtype, usz(m) * usz(k), 1);
+    // NOTE: the layer streams every local expert's weights once per forward, so a weight matrix
+    // is cold when its GEMM starts. Rotating over copies that together exceed the per-core
+    // caches measures that; the router's weight is reused by every row and stays hot.
+    const std::size_t b_bytes = usz(k) * usz(n) * sizeof(float);
+    const std::size_t copies =
+        role == Role::kRouter ? 1 : std::clamp<std::size_t>(kColdBytes / b_bytes + 1, 1, 64);
+    for (std::size_t i = 0; i < copies; ++i) {
+      b_pool_.push_back(random_values(dtype, usz(k) * usz(n), static_cast<std::uint32_t>(100 + i)));
+    }
+    c_.assign(usz(m) * usz(n), 0.0F);
+  }
+
+  void run() override {
+    last_ = next_;
+    next_ = (next_ + 1) % b_pool_.size();
+    const std::vector<float>& b = b_pool_[last_];
+    if (role_ == Role::kRouter) {
+      backend_->router_logits(kernels::OpContext{}, a_, m_, k_, b, n_, c_);
+    } else if (role_ == Role::kGateUp) {
+      // The backend's MLP allocates its gate/up output for every expert: so does this GEMM.
+      RowMat gu(m_, n_);
+      gu.noalias() = ConstMap(a_.data(), m_, k_) * ConstMap(b.data(), k_, n_);
+      fresh_ = std::move(gu);
+    } else {
+      Map c(c_.data(), m_, n_);
+      c.noalias() = ConstMap(a_.data(), m_, k_) * ConstMap(b.data(), k_, n_);
+      kernels::round_to(dtype_, c_);
+    }
+    if (fault_) out()[c_.size() / 2] += 1.0F;
+  }
+
+  float* out() { return role_ == Role::kGateUp ? fresh_.data() : c_.data(); }
+
+  Check verify() override {
+    run();
+    const std::vector<float>& b_ = b_pool_[last_];
+    // Sampled entries against a double-precision dot product; the bound is the fp32
+    // accumulation error plus the storage rounding of a down projection.
+    const long size = static_cast<long>(c_.size());
+    for (long s = 0; s < std::min<long>(65, size); ++s) {
+      const long idx = s == 0 ? size / 2 : (s * 7919L) % size;
+      const long i = idx / n_, j = idx % n_;
+      double ref = 0.0, abs_sum = 0.0;
+      for (int p = 0; p < k_; ++p) {
+        const double t = static_cast<double>(a_[usz(i * k_ + p)]) * b_[usz(p * n_ + j)];
+        ref += t;
+        abs_sum += std::abs(t);
+      }
+      const DType out_dtype = role_ == Role::kDown ? dtype_ : DType::kFp32;
+      const double tol = sum_tolerance(out_dtype, k_, abs_sum, ref);
+      const double got = out()[usz(idx)];
+      if (!(std::abs(got - ref) <= tol)) {
+        return {false, "C[" + std::to_string(i) + "," + std::to_string(j) +
+                           "] = " + std::to_string(got) + ", expected " + std::to_string(ref) +
+                           " ± " + std::to_string(tol)};
+      }
+    }
+    return {};
+  }
+
+ private:
+  int m_, n_, k_;
+  DType dtype_;
+  Role role_;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::vector<float> a_, c_;
+  RowMat fresh_;
+  std::vector<std::vector<float>> b_pool_;
+  std::size_t next_ = 0, last_ = 0;
+};
+
+std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
+  // (n, k, role) of every GEMM the cost model issues for the legal layouts.
+  std::vector<std::tuple<int, int, Role>> shapes;
+  std::set<std::pair<int, int>> seen;
+  auto add = [&](int n, int k, Role r) {
+    if (n > 0 && k > 0 && seen.insert({n, k}).second) shapes.emplace_back(n, k, r);
+  };
+  add(s.num_experts, s.hidden, Role::kRouter);
+  for (const int tp : s.tp_sizes) {
+    add(2 * s.intermediate / tp, s.hidden, Role::kGateUp);
+    add(s.hidden, s.intermediate / tp, Role::kDown);
+    if (s.shared_width > 0) {
+      add(2 * s.shared_width / tp, s.hidden, Role::kGateUp);
+      add(s.hidden, s.shared_width / tp, Role::kDown);
+    }
+  }
+  std::vector<OpPoint> out;
+  for (const DType dt : s.dtypes) {
+    for (const auto& [n, k, role] : shapes) {
+      for (const int m : row_counts(s.max_rows, !s.quick)) {
+        OpPoint p;
+        p.op = "gemm";
+        p.dtype = dt;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        p.shape = shape_text({{"m", m}, {"n", n}, {"k", k}});
+        p.flops = 2.0 * m * n * static_cast<double>(k);
+        p.bytes =
+            (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
+            dtype_size(dt);
+        p.kernel = role_kernel(role);
+        out.push_back(std::move(p));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+OpTable gemm_op() {
+  OpTable t;
+  t.name = "gemm";
+  t.sweep = gemm_sweep;
+  t.init = [](const OpPoint& p, const SweepSpec& s,
+              kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
+    if (p.dtype == DType::kFp8) return Error{"gemm: fp8 is not a storage dtype of the CPU backend"};
+    (void)s;
+    const int n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+    Role role = Role::kGateUp;
+    for (const Role r : {Role::kRouter, Role::kGateUp, Role::kDown}) {
+      if (p.kernel == role_kernel(r)) role = r;
+    }
+    return std::unique_ptr<OpCase>(
+        std::make_unique<GemmCase>(static_cast<int>(p.m), n, k, p.dtype, role));
+  };
+  return t;
+}
+
+}  // namespace moeplan::profiler

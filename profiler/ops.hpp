@@ -1,0 +1,22 @@
+// The op tables, one per file (op_*.cpp); all_ops() lists them in profiling order.
+#pragma once
+
+#include "profiler/harness.hpp"
+
+namespace moeplan::profiler {
+
+OpTable gemm_op();
+OpTable router_topk_op();
+OpTable permute_op();
+OpTable stage_op();
+OpTable silu_mul_op();
+OpTable sigmoid_gate_op();
+OpTable combine_sum_op();
+OpTable all_to_all_op();
+OpTable all_to_all_v_op();
+OpTable all_gather_op();
+OpTable all_gather_v_op();
+OpTable all_reduce_op();
+OpTable reduce_scatter_op();
+
+}  // namespace moeplan::profiler

@@ -1,0 +1,177 @@
+// The profile loop.
+#include "profiler/profile.hpp"
+
+#include <chrono>
+#include <ctime>
+#include <map>
+
+#include "planner/cost_db.hpp"
+#include "planner/local_cluster.hpp"
+#include "profiler/sweep.hpp"
+
+namespace moeplan::profiler {
+
+namespace {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool any_rank(kernels::Communicator& world, bool flag) {
+  std::vector<std::int64_t> v{flag ? 1 : 0};
+  if (world.size() > 1) world.all_reduce_max(v);
+  return v[0] != 0;
+}
+
+}  // namespace
+
+std::string cpu_device_name(const Environment& env, int world_size) {
+  return "cpu:" + env.cpu_model + "/ranks=" + std::to_string(world_size);
+}
+
+Result<ProfileSummary> run_profile(
+    kernels::Communicator& world, const ProfileRequest& req,
+    const std::function<void(int, int, const std::string&)>& progress,
+    const std::function<bool()>& stop) {
+  const bool root = world.rank() == 0;
+  auto points = sweep_points(req.sweep, req.ops);
+  if (!points) return points.error();
+  const Environment env = current_environment();
+  ProfileSummary sum;
+  sum.device = cpu_device_name(env, world.size());
+  sum.total = static_cast<int>(points->size());
+
+  std::unique_ptr<planner::CostDb> db;
+  std::int64_t run_id = 0;
+  Error open_error{""};
+  if (root) {
+    auto opened = planner::CostDb::open(req.out_path, true);
+    if (opened) {
+      db = std::move(*opened);
+      planner::RunInfo run;
+      run.started_at = utc_now();
+      run.host = env.host;
+      run.cpu_model = env.cpu_model;
+      run.device = sum.device;
+      run.backend = "cpu";
+      run.communicator = world.kind();
+      run.compiler = env.compiler;
+      run.mpi = env.mpi;
+      run.moeplan_version = env.moeplan_version;
+      run.world_size = world.size();
+      run.command = req.command;
+      auto id = db->add_run(run);
+      if (id) {
+        run_id = *id;
+      } else {
+        open_error = id.error();
+        db.reset();
+      }
+    } else {
+      open_error = opened.error();
+    }
+  }
+  if (any_rank(world, root && !db)) {
+    return root ? open_error : Error{"rank 0 could not open " + req.out_path};
+  }
+
+  // One communicator per collective group size: world/g groups of g consecutive ranks.
+  std::map<int, std::unique_ptr<kernels::Communicator>> groups;
+  for (const int g : req.sweep.group_sizes) {
+    groups[g] = world.split(world.rank() / g, world.rank() % g);
+  }
+  kernels::Communicator* sync = world.size() > 1 ? &world : nullptr;
+  // NOTE: collective buffers are a few times S per rank; keep them within half of the host's
+  // memory shared by every rank.
+  const double memory = planner::host_memory_bytes();
+  const double byte_cap = memory > 0.0 ? memory / (8.0 * world.size()) : 1e300;
+
+  int done = 0;
+  for (const auto& [table, point] : *points) {
+    if (any_rank(world, stop && stop())) {
+      sum.interrupted = true;
+      break;
+    }
+    bool skip = false;
+    Error db_error{""};
+    if (root && req.resume) {
+      auto has = db->has_point(sum.device, "cpu", point.op, std::string(dtype_name(point.dtype)),
+                               point.shape, point.group_size);
+      if (!has) {
+        db_error = has.error();
+      } else {
+        skip = *has;
+      }
+    }
+    if (any_rank(world, root && !db_error.message.empty())) {
+      return root ? db_error : Error{"rank 0 could not read " + req.out_path};
+    }
+    if (any_rank(world, skip)) {
+      ++sum.skipped;
+      ++done;
+      if (root && progress) progress(done, sum.total, point.op + " " + point.shape + " (kept)");
+      continue;
+    }
+
+    Measurement m;
+    if (point.bytes * 4.0 > byte_cap && table->collective) {
+      m.disposition = planner::Disposition::kNotSupported;
+      m.detail = "exceeds the memory cap of this host";
+    } else {
+      kernels::Communicator* group =
+          table->collective ? groups.at(point.group_size).get() : nullptr;
+      auto c = table->init(point, req.sweep, group);
+      if (!c) {
+        m.disposition = planner::Disposition::kNotSupported;
+        m.detail = c.error().message;
+      } else {
+        m = measure(**c, sync, req.harness);
+      }
+    }
+    switch (m.disposition) {
+      case planner::Disposition::kPassed: ++sum.measured; break;
+      case planner::Disposition::kIncorrect: ++sum.incorrect; break;
+      case planner::Disposition::kNotSupported: ++sum.not_supported; break;
+    }
+    if (root) {
+      planner::CostPoint p;
+      p.run_id = run_id;
+      p.device = sum.device;
+      p.backend = "cpu";
+      p.op = point.op;
+      p.dtype = std::string(dtype_name(point.dtype));
+      p.shape = point.shape;
+      p.m = point.m;
+      p.n = point.n;
+      p.k = point.k;
+      p.group_size = point.group_size;
+      p.bytes = point.bytes;
+      p.flops = point.flops;
+      p.median_s = m.stats.median_s;
+      p.p10_s = m.stats.p10_s;
+      p.p90_s = m.stats.p90_s;
+      p.repetitions = m.stats.repetitions;
+      if (table->bus_factor && m.stats.median_s > 0.0) {
+        p.bus_bandwidth = point.bytes / m.stats.median_s * table->bus_factor(point.group_size);
+      }
+      p.disposition = m.disposition;
+      p.detail = point.kernel.empty() ? m.detail : point.kernel + "; " + m.detail;
+      p.measured_at = utc_now();
+      auto added = db->add_point(p);
+      if (!added) db_error = added.error();
+    }
+    if (any_rank(world, root && !db_error.message.empty())) {
+      return root ? db_error : Error{"rank 0 could not write " + req.out_path};
+    }
+    ++done;
+    if (root && progress) progress(done, sum.total, point.op + " " + point.shape);
+  }
+  return sum;
+}
+
+}  // namespace moeplan::profiler

@@ -1,0 +1,47 @@
+// A profile: every point of a sweep measured by the harness and written to the cost database,
+// one transaction per point (a kill at any moment keeps every completed point), resumable,
+// stoppable between points.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/communicator.hpp"
+#include "profiler/environment.hpp"
+#include "profiler/harness.hpp"
+
+namespace moeplan::profiler {
+
+struct ProfileRequest {
+  SweepSpec sweep;
+  std::vector<std::string> ops;  ///< empty: every op
+  HarnessOptions harness;
+  std::string out_path;
+  bool resume = false;  ///< skip points the database already holds
+  std::string command;  ///< recorded with the run
+};
+
+struct ProfileSummary {
+  std::string device;
+  int total = 0;
+  int measured = 0;
+  int skipped = 0;  ///< already in the database (--resume)
+  int incorrect = 0;
+  int not_supported = 0;
+  bool interrupted = false;
+};
+
+/// Device name of a CPU profile: "cpu:<CPU model>/ranks=<N>" (ranks share the host's cores, so
+/// a profile is of the machine as run with N ranks).
+std::string cpu_device_name(const Environment& env, int world_size);
+
+/// Runs collectively on `world` (every rank calls it; rank 0 writes the database). `progress`
+/// runs on rank 0 after each point; `stop` is polled on every rank between points and any
+/// rank's request stops all of them.
+Result<ProfileSummary> run_profile(
+    kernels::Communicator& world, const ProfileRequest& request,
+    const std::function<void(int done, int total, const std::string& what)>& progress,
+    const std::function<bool()>& stop);
+
+}  // namespace moeplan::profiler

@@ -1,0 +1,88 @@
+// Sweep derivation and the op registry.
+#include "profiler/sweep.hpp"
+
+#include <algorithm>
+
+#include "kernels/moe_layer.hpp"
+#include "profiler/ops.hpp"
+
+namespace moeplan::profiler {
+
+const std::vector<OpTable>& all_ops() {
+  static const std::vector<OpTable> ops = {
+      gemm_op(),         router_topk_op(), permute_op(),       stage_op(),        silu_mul_op(),
+      sigmoid_gate_op(), combine_sum_op(), all_to_all_op(),    all_to_all_v_op(), all_gather_op(),
+      all_gather_v_op(), all_reduce_op(),  reduce_scatter_op()};
+  return ops;
+}
+
+Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& r) {
+  if (r.world_size < 1) return Error{"world size: expected at least one rank"};
+  auto layer = kernels::LayerSpec::from_model(model, r.scale, DType::kFp32, 0);
+  if (!layer) return layer.error();
+  SweepSpec s;
+  s.model = model.name;
+  s.hidden = layer->hidden;
+  s.intermediate = layer->intermediate;
+  s.shared_width = layer->shared_intermediate;
+  s.num_experts = layer->num_experts;
+  s.top_k = layer->top_k;
+  s.shared_gated = layer->shared_gated;
+  s.router = layer->router;
+  s.world_size = r.world_size;
+  s.quick = r.quick;
+  for (const auto& l : kernels::legal_layouts(*layer, r.world_size)) {
+    if (std::find(s.tp_sizes.begin(), s.tp_sizes.end(), l.tp_size) == s.tp_sizes.end()) {
+      s.tp_sizes.push_back(l.tp_size);
+    }
+  }
+  if (s.tp_sizes.empty()) {
+    return Error{"no legal layout of " + model.name + " on " + std::to_string(r.world_size) +
+                 " ranks; expected a rank count whose ep·tp split divides the experts and widths"};
+  }
+  if (std::find(s.tp_sizes.begin(), s.tp_sizes.end(), 1) == s.tp_sizes.end()) {
+    s.tp_sizes.insert(s.tp_sizes.begin(), 1);
+  }
+  for (int g = 2; g <= r.world_size; ++g) {
+    if (r.world_size % g == 0) s.group_sizes.push_back(g);
+  }
+  for (const DType d : r.dtypes) {
+    if (d == DType::kFp8) {
+      return Error{
+          "--dtype: fp8 is not a storage dtype of the CPU backend; expected fp32, bf16 "
+          "or fp16"};
+    }
+  }
+  s.dtypes = r.dtypes.empty() ? std::vector<DType>{model.dtype} : r.dtypes;
+  s.max_rows = r.max_tokens > 0 ? r.max_tokens : (r.quick ? 512 : 4096);
+  if (s.max_rows > (1 << 20)) {
+    return Error{"--max-tokens: expected at most 1048576, got " + std::to_string(s.max_rows)};
+  }
+  s.max_bytes = r.max_bytes > 0.0 ? r.max_bytes : (r.quick ? 1024.0 * 1024 : 64.0 * 1024 * 1024);
+  if (s.max_bytes < s.min_bytes || s.max_bytes > 4.0 * 1024 * 1024 * 1024) {
+    return Error{"--max-bytes: expected 256 B to 4 GiB"};
+  }
+  return s;
+}
+
+Result<std::vector<std::pair<const OpTable*, OpPoint>>> sweep_points(
+    const SweepSpec& sweep, const std::vector<std::string>& ops) {
+  for (const auto& name : ops) {
+    const bool known = std::any_of(all_ops().begin(), all_ops().end(),
+                                   [&](const OpTable& t) { return t.name == name; });
+    if (!known) {
+      std::string list;
+      for (const auto& t : all_ops()) list += (list.empty() ? "" : ", ") + t.name;
+      return Error{"--ops: unknown op '" + name + "'; expected some of " + list};
+    }
+  }
+  std::vector<std::pair<const OpTable*, OpPoint>> out;
+  for (const auto& t : all_ops()) {
+    if (!ops.empty() && std::find(ops.begin(), ops.end(), t.name) == ops.end()) continue;
+    if (t.collective && sweep.group_sizes.empty()) continue;  // one rank: nothing to measure
+    for (auto& p : t.sweep(sweep)) out.emplace_back(&t, std::move(p));
+  }
+  return out;
+}
+
+}  // namespace moeplan::profiler

@@ -1,0 +1,212 @@
+// `moeplan profile`, `validate` and `plan --costs` as a user runs them: one-line errors before
+// any file is written, and a cost database that survives kill -9 at any moment, Ctrl-C, and two
+// profiles writing it at once.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/cost_db.hpp"
+#include "tests/cli/cli_runner.hpp"
+
+namespace moeplan::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A small profile: Qwen1.5-MoE at 1/16 width, powers of two, two in-process ranks.
+const char* kTinyProfile =
+    "profile --model qwen1.5-moe-a2.7b --scale 16 --quick --max-tokens 32 --max-bytes 16384 "
+    "--ranks 2";
+
+class ProfileCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("moeplan_profile_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string db() const { return (dir_ / "p.db").string(); }
+  fs::path dir_;
+};
+
+void expect_bad_input(const CliResult& r, const std::string& part) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("moeplan: error: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+}
+
+TEST_F(ProfileCli, BadInputIsOneLineAndWritesNothing) {
+  expect_bad_input(run_cli("profile --quick"), "--out");
+  expect_bad_input(run_cli("profile --backend cuda --out " + db()), "--backend cuda");
+  expect_bad_input(run_cli("profile --dtype fp8 --out " + db()), "--dtype");
+  expect_bad_input(run_cli("profile --model qwen1.5-moe-a2.7b --scale 7 --out " + db()),
+                   "--scale 7");
+  expect_bad_input(run_cli("profile --model nonsense --out " + db()), "nonsense");
+  expect_bad_input(run_cli("profile --ops gemm,warp --out " + db()), "'warp'");
+  expect_bad_input(run_cli("profile --ops all_reduce --out " + db()), "collectives need");
+  expect_bad_input(run_cli("profile --cluster local:4 --out " + db()), "local:1");
+  expect_bad_input(run_cli("profile --out " + (dir_ / "missing" / "p.db").string()),
+                   "does not exist");
+  EXPECT_FALSE(fs::exists(db()));
+  // An existing file is never overwritten without --resume.
+  { std::ofstream(db()) << "keep"; }
+  expect_bad_input(run_cli("profile --quick --out " + db()), "--resume");
+  EXPECT_EQ(slurp(db()), "keep");
+}
+
+TEST_F(ProfileCli, ValidateAndPlanBadInput) {
+  expect_bad_input(run_cli("validate --scale 16 --model qwen1.5-moe-a2.7b"), "--costs");
+  expect_bad_input(run_cli("validate --costs " + db()), "no such file");
+  { std::ofstream(db()) << "not sqlite"; }
+  expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --costs " + db()),
+                   "--costs");
+  expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --tokens 33 "
+                           "--costs " +
+                           db()),
+                   "--tokens");
+  expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --layouts 3x1 "
+                           "--costs " +
+                           db()),
+                   "layout 3x1");
+  expect_bad_input(run_cli("validate --statistic mean --costs " + db()), "--statistic");
+  expect_bad_input(run_cli("plan --cluster local:2"), "--costs");
+  expect_bad_input(run_cli("plan --cluster local:zero --costs " + db()), "local:N");
+}
+
+TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
+  const auto p = run_cli(std::string(kTinyProfile) + " --out " + db());
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("0 incorrect"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("/ranks=2"), std::string::npos) << p.out;
+  // The planner on "this machine with 2 ranks", every figure from the database.
+  const auto plan = run_cli(
+      "plan --model qwen1.5-moe-a2.7b --cluster local:2 --tokens 32 --costs " + db() + " --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const auto j = nlohmann::json::parse(plan.out);
+  EXPECT_EQ(j.at("cost_source").get<std::string>(), "measured:" + db());
+  ASSERT_FALSE(j.at("layouts").empty());
+  for (const auto& [part, src] : j.at("layouts").front().at("sources").items()) {
+    EXPECT_FALSE(src.get<std::string>().empty()) << part;
+  }
+  // A model the profile did not measure: the misses are named.
+  const auto other = run_cli("plan --model qwen3-30b-a3b --cluster local:2 --costs " + db());
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(other.out.find("missed the cost database"), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find("gemm n="), std::string::npos) << other.out;
+  // validate: predicted vs measured for one layout and dispatcher.
+  const auto v = run_cli(
+      "validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --layouts 2x1 "
+      "--dispatcher a2av --tokens 32 --max-seconds 0.05 --json --costs " +
+      db());
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  const auto vj = nlohmann::json::parse(v.out);
+  ASSERT_EQ(vj.at("rows").size(), 1U);
+  const auto& row = vj.at("rows").front();
+  for (const char* key : {"predicted_ms", "roofline_ms", "measured_ms"}) {
+    EXPECT_GT(row.at(key).get<double>(), 0.0) << key;
+  }
+  EXPECT_NEAR(row.at("error").get<double>(),
+              (row.at("predicted_ms").get<double>() - row.at("measured_ms").get<double>()) /
+                  row.at("measured_ms").get<double>(),
+              1e-9);
+  EXPECT_TRUE(row.at("verified").get<bool>());
+  EXPECT_TRUE(row.at("sources").contains("experts"));
+}
+
+pid_t spawn(const std::string& args) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd =
+        std::string("exec ") + MOEPLAN_CLI_PATH + " " + args + " >/dev/null 2>/dev/null </dev/null";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+/// Opens the database and checks it: SQLite's integrity check, every point complete, no
+/// identity twice. Returns the number of points.
+std::size_t check_db(const std::string& path) {
+  auto db = planner::CostDb::open(path, false);
+  EXPECT_TRUE(db.ok()) << (db.ok() ? "" : db.error().message);
+  if (!db.ok()) return 0;
+  auto ok = (*db)->integrity_ok();
+  EXPECT_TRUE(ok.ok() && *ok);
+  auto pts = (*db)->points();
+  EXPECT_TRUE(pts.ok());
+  std::set<std::tuple<std::string, std::string, std::string, int>> ids;
+  for (const auto& p : *pts) {
+    EXPECT_GT(p.median_s, 0.0) << p.op << " " << p.shape;
+    EXPECT_GT(p.repetitions, 0) << p.op << " " << p.shape;
+    EXPECT_EQ(p.disposition, planner::Disposition::kPassed) << p.op << " " << p.shape;
+    ids.emplace(p.op, p.dtype, p.shape, p.group_size);
+  }
+  EXPECT_EQ(ids.size(), pts->size());
+  return pts->size();
+}
+
+TEST_F(ProfileCli, KillNineAtRandomMomentsThenResume) {
+  std::mt19937 rng(
+      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::uniform_int_distribution<int> delay_ms(50, 700);
+  const std::string args = std::string(kTinyProfile) + " --resume --out " + db();
+  std::size_t before = 0;
+  for (int i = 0; i < 3; ++i) {
+    const pid_t pid = spawn(args);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!fs::exists(db())) continue;  // killed before the database was created
+    const std::size_t n = check_db(db());
+    EXPECT_GE(n, before);  // committed points are never lost
+    before = n;
+  }
+  const auto r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::size_t total = check_db(db());
+  EXPECT_NE(r.out.find(std::to_string(total) + " points"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::to_string(before) + " kept from before"), std::string::npos) << r.out;
+}
+
+TEST_F(ProfileCli, CtrlCKeepsWhatWasMeasuredAndTwoWritersShareTheDatabase) {
+  const std::string args = std::string(kTinyProfile) + " --resume --out " + db();
+  const pid_t pid = spawn(args);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  // 130: stopped cleanly between points; 0: it had already finished.
+  EXPECT_TRUE(WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 0) << WEXITSTATUS(status);
+  check_db(db());
+  // Two profiles at once on the same database: both finish, nothing is duplicated.
+  const pid_t a = spawn(args);
+  const pid_t b = spawn(args);
+  int sa = 0, sb = 0;
+  waitpid(a, &sa, 0);
+  waitpid(b, &sb, 0);
+  EXPECT_TRUE(WIFEXITED(sa) && WEXITSTATUS(sa) == 0);
+  EXPECT_TRUE(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
+  const std::size_t n = check_db(db());
+  const auto r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(std::to_string(n) + " kept from before"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": 0 measured"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace moeplan::cli_test

@@ -4,9 +4,11 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "kernels/communicator.hpp"
 #include "models/result.hpp"
 #include "planner/export.hpp"
 
@@ -16,6 +18,12 @@ namespace moeplan::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitBadInput = 2;
+
+/// "a,b,,c" → {"a", "b", "c"}: a comma-separated option value, empty items dropped.
+std::vector<std::string> split_list(const std::string& text);
+
+/// Under MPI every rank returns the same exit code: the largest any rank reached.
+int agree_exit_code(kernels::Communicator& world, int rc);
 
 /// Prints "moeplan: error: <message>" to stderr and returns kExitBadInput.
 int report_error(const Error& error);

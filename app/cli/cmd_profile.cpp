@@ -38,15 +38,6 @@ struct ProfileOptions {
   std::string command;
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 /// Everything checked before any file is touched.
 Result<profiler::ProfileRequest> build_request(const ProfileOptions& o, int world_size) {
   if (o.backend != "cpu") {
@@ -180,9 +171,7 @@ int run_profile_command(const ProfileOptions& o) {
     } else if (root) {
       rc = report(*sum, o.out);
     }
-    std::vector<std::int64_t> code{rc};
-    world->all_reduce_max(code);
-    return static_cast<int>(code[0]);
+    return agree_exit_code(*world, rc);
   }
   const int ranks = o.ranks == -1 ? 1 : o.ranks;
   if (ranks < 1 || ranks > 64) {

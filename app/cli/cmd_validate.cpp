@@ -53,15 +53,6 @@ struct Request {
   std::vector<Case> cases;
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 Result<Request> build_request(const ValidateOptions& o, int world) {
   if (o.costs.empty()) return Error{"--costs: expected the cost database written by profile"};
   if (!planner::parse_statistic(o.statistic)) {
@@ -383,9 +374,7 @@ int run_validate_command(const ValidateOptions& o) {
       rc = s ? print_rows(o, *req, rows, world->size(), "mpi", setup->measured->misses())
              : report_error(s.error());
     }
-    std::vector<std::int64_t> code{rc};
-    world->all_reduce_max(code);
-    return static_cast<int>(code[0]);
+    return agree_exit_code(*world, rc);
   }
   const int ranks = o.ranks == -1 ? 1 : o.ranks;
   if (ranks < 1 || ranks > 64) {

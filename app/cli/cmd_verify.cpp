@@ -36,15 +36,6 @@ struct VerifyOptions {
   bool json = false;
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 Result<kernels::VerifyRequest> build_request(const VerifyOptions& o, int world_size) {
   kernels::VerifyRequest req;
   auto m = models::load_model(o.model);
@@ -216,9 +207,7 @@ int run_verify_command(const VerifyOptions& o) {
     progress.finish();
     int rc = kExitOk;
     if (comm->rank() == 0) rc = print_rows(*req, rows, comm->size(), mode, o.json);
-    std::vector<std::int64_t> code{rc};
-    world->all_reduce_max(code);
-    return static_cast<int>(code[0]);
+    return agree_exit_code(*world, rc);
   }
   const int ranks = o.ranks == -1 ? 4 : o.ranks;
   if (ranks < 1 || ranks > 256) {

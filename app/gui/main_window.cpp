@@ -211,13 +211,14 @@ QWidget* MainWindow::buildModelView() {
   form->addRow(tr("Re&dundant slots:"), redundant_);
   costSource_ = new QComboBox(box);
   costSource_->addItem(tr("roofline (device spec + topology)"));
-  costSource_->addItem(tr("profile DB — needs a profile DB (issue 6)"));
+  costSource_->addItem(tr("profile DB — not in the GUI yet (use moeplan plan --costs)"));
   if (auto* m = qobject_cast<QStandardItemModel*>(costSource_->model())) {
     m->item(1)->setEnabled(false);
   }
   costSource_->setToolTip(
-      tr("Measured costs need a profile DB written by `moeplan profile`, which arrives with "
-         "issue 6; until then every figure is a roofline estimate."));
+      tr("Measured costs come from a profile DB written by `moeplan profile`; the CLI's "
+         "`moeplan plan --costs FILE` uses one, this window does not yet, so every figure here "
+         "is a roofline estimate."));
   form->addRow(tr("&Cost source:"), costSource_);
   auto* note = new QLabel(tr("Every change plans again in the background (F5 forces it; Esc "
                              "cancels). Results are in the Layouts, Load balance and Traffic "
@@ -248,10 +249,10 @@ QWidget* MainWindow::buildProfilingView() {
   auto* page = new QWidget(this);
   auto* layout = new QVBoxLayout(page);
   auto* statement = new QLabel(
-      tr("<b>Profiling arrives with the profiler (issue 6).</b> `moeplan profile` and `moeplan "
-         "validate` are not part of this build yet, so this view cannot measure anything and "
-         "shows no measurements. Until then every figure in moeplan-gui comes from the roofline "
-         "cost source (device spec and topology)."),
+      tr("<b>Profiling is not available from the GUI yet.</b> Run `moeplan profile` and "
+         "`moeplan validate` from the command line (docs/PROFILER.md); this view cannot start "
+         "them and shows no measurements, and every figure in moeplan-gui comes from the "
+         "roofline cost source (device spec and topology)."),
       page);
   statement->setWordWrap(true);
   layout->addWidget(statement);

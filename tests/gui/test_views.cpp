@@ -378,7 +378,7 @@ TEST(GuiViews, CostSourceAndProfilingAreHonest) {
   ASSERT_NE(m, nullptr);
   EXPECT_TRUE(m->item(0)->isEnabled());
   EXPECT_FALSE(m->item(1)->isEnabled());
-  EXPECT_TRUE(m->item(1)->text().contains(QStringLiteral("needs a profile DB (issue 6)")));
+  EXPECT_TRUE(m->item(1)->text().contains(QStringLiteral("not in the GUI yet")));
   QWidget* profiling = w.tabs()->widget(w.tabs()->count() - 1);
   EXPECT_EQ(profiling->objectName(), QStringLiteral("profiling"));
   for (auto* b : profiling->findChildren<QWidget*>()) {

@@ -256,28 +256,7 @@ QWidget* MainWindow::buildProfilingView() {
       page);
   statement->setWordWrap(true);
   layout->addWidget(statement);
-  auto* box = new QGroupBox(tr("Run on this machine"), page);
-  auto* form = new QFormLayout(box);
-  auto* mode = new QComboBox(box);
-  mode->addItems({tr("profile (write a cost DB)"), tr("validate (measured vs predicted)")});
-  auto* db = new QLineEdit(box);
-  db->setPlaceholderText(tr("cost DB path"));
-  auto* start = new QPushButton(tr("Start"), box);
-  auto* stop = new QPushButton(tr("Cancel"), box);
-  form->addRow(tr("Mode:"), mode);
-  form->addRow(tr("Cost DB:"), db);
-  auto* buttons = new QHBoxLayout();
-  buttons->addWidget(start);
-  buttons->addWidget(stop);
-  buttons->addStretch(1);
-  form->addRow(buttons);
-  auto* table = new QTableWidget(0, 5, box);
-  table->setHorizontalHeaderLabels(
-      {tr("op"), tr("shape"), tr("measured (ms)"), tr("predicted (ms)"), tr("disposition")});
-  table->horizontalHeader()->setStretchLastSection(true);
-  form->addRow(table);
-  box->setEnabled(false);
-  layout->addWidget(box, 1);
+  layout->addStretch(1);
   return page;
 }
 

@@ -2,6 +2,9 @@
 // (nccl-tests' S), and the byte pattern that makes every block's origin checkable.
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include "profiler/op_common.hpp"
 
 namespace moeplan::profiler {
@@ -37,6 +40,25 @@ inline std::vector<OpPoint> collective_sweep(const SweepSpec& s, const std::stri
     }
   }
   return out;
+}
+
+/// The table of a collective op: the collective sweep, nccl-tests' bus factor, and a case made
+/// by `make_case` on the group's communicator.
+inline OpTable collective_table(
+    const std::string& name, std::function<double(int)> bus_factor,
+    std::function<std::unique_ptr<OpCase>(kernels::Communicator&, const OpPoint&)> make_case) {
+  OpTable t;
+  t.name = name;
+  t.collective = true;
+  t.sweep = [name](const SweepSpec& s) { return collective_sweep(s, name); };
+  t.bus_factor = std::move(bus_factor);
+  t.init = [name, make_case = std::move(make_case)](
+               const OpPoint& p, const SweepSpec&,
+               kernels::Communicator* comm) -> Result<std::unique_ptr<OpCase>> {
+    if (comm == nullptr) return Error{name + ": expected a communicator"};
+    return make_case(*comm, p);
+  };
+  return t;
 }
 
 }  // namespace moeplan::profiler

@@ -48,18 +48,12 @@ class AllReduceCase final : public OpCase {
 }  // namespace
 
 OpTable all_reduce_op() {
-  OpTable t;
-  t.name = "all_reduce";
-  t.collective = true;
-  t.sweep = [](const SweepSpec& s) { return collective_sweep(s, "all_reduce"); };
-  t.bus_factor = [](int g) { return 2.0 * (g - 1.0) / g; };
-  t.init = [](const OpPoint& p, const SweepSpec&,
-              kernels::Communicator* comm) -> Result<std::unique_ptr<OpCase>> {
-    if (comm == nullptr) return Error{"all_reduce: expected a communicator"};
-    return std::unique_ptr<OpCase>(std::make_unique<AllReduceCase>(
-        *comm, static_cast<std::size_t>(p.bytes / dtype_size(p.dtype))));
-  };
-  return t;
+  return collective_table(
+      "all_reduce", [](int g) { return 2.0 * (g - 1.0) / g; },
+      [](kernels::Communicator& comm, const OpPoint& p) -> std::unique_ptr<OpCase> {
+        return std::make_unique<AllReduceCase>(
+            comm, static_cast<std::size_t>(p.bytes / dtype_size(p.dtype)));
+      });
 }
 
 }  // namespace moeplan::profiler

@@ -57,18 +57,11 @@ class AllToAllCase final : public OpCase {
 };
 
 OpTable make(const std::string& name, bool variable) {
-  OpTable t;
-  t.name = name;
-  t.collective = true;
-  t.sweep = [name](const SweepSpec& s) { return collective_sweep(s, name); };
-  t.bus_factor = [](int g) { return (g - 1.0) / g; };
-  t.init = [variable](const OpPoint& p, const SweepSpec&,
-                      kernels::Communicator* comm) -> Result<std::unique_ptr<OpCase>> {
-    if (comm == nullptr) return Error{"all_to_all: expected a communicator"};
-    return std::unique_ptr<OpCase>(
-        std::make_unique<AllToAllCase>(*comm, static_cast<std::size_t>(p.bytes), variable));
-  };
-  return t;
+  return collective_table(
+      name, [](int g) { return (g - 1.0) / g; },
+      [variable](kernels::Communicator& comm, const OpPoint& p) -> std::unique_ptr<OpCase> {
+        return std::make_unique<AllToAllCase>(comm, static_cast<std::size_t>(p.bytes), variable);
+      });
 }
 
 }  // namespace

@@ -47,18 +47,12 @@ class ReduceScatterCase final : public OpCase {
 }  // namespace
 
 OpTable reduce_scatter_op() {
-  OpTable t;
-  t.name = "reduce_scatter";
-  t.collective = true;
-  t.sweep = [](const SweepSpec& s) { return collective_sweep(s, "reduce_scatter"); };
-  t.bus_factor = [](int g) { return (g - 1.0) / g; };
-  t.init = [](const OpPoint& p, const SweepSpec&,
-              kernels::Communicator* comm) -> Result<std::unique_ptr<OpCase>> {
-    if (comm == nullptr) return Error{"reduce_scatter: expected a communicator"};
-    return std::unique_ptr<OpCase>(std::make_unique<ReduceScatterCase>(
-        *comm, static_cast<std::size_t>(p.bytes / dtype_size(p.dtype))));
-  };
-  return t;
+  return collective_table(
+      "reduce_scatter", [](int g) { return (g - 1.0) / g; },
+      [](kernels::Communicator& comm, const OpPoint& p) -> std::unique_ptr<OpCase> {
+        return std::make_unique<ReduceScatterCase>(
+            comm, static_cast<std::size_t>(p.bytes / dtype_size(p.dtype)));
+      });
 }
 
 }  // namespace moeplan::profiler

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ inline constexpr int kExitBadInput = 2;
 
 /// "a,b,,c" → {"a", "b", "c"}: a comma-separated option value, empty items dropped.
 std::vector<std::string> split_list(const std::string& text);
+
+/// Under mpirun/srun (launched > 1 processes): MPI_COMM_WORLD. Errors when `ranks_option` (-1:
+/// not given) asks for another count, or MPI is not compiled in.
+Result<std::unique_ptr<kernels::Communicator>> launcher_world(int launched, int ranks_option);
 
 /// Under MPI every rank returns the same exit code: the largest any rank reached.
 int agree_exit_code(kernels::Communicator& world, int rc);

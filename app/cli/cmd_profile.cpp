@@ -136,15 +136,9 @@ int run_profile_command(const ProfileOptions& o) {
   const auto stop = [] { return g_stop != 0; };
   const int launched = kernels::launcher_world_size();
   if (launched > 1) {
-    if (o.ranks != -1) {
-      return report_error(Error{"--ranks under a launcher of " + std::to_string(launched) +
-                                " processes: expected no --ranks"});
-    }
-    auto world = kernels::mpi_world();
-    if (!world) {
-      return report_error(Error{"launched with " + std::to_string(launched) +
-                                " ranks but MPI is not compiled into this moeplan"});
-    }
+    auto launcher = launcher_world(launched, o.ranks);
+    if (!launcher) return report_error(launcher.error());
+    std::unique_ptr<kernels::Communicator> world = std::move(*launcher);
     const bool root = world->rank() == 0;
     auto req = build_request(o, world->size());
     Status ok = req ? (root ? check_output(*req) : Status::Ok()) : Status(req.error());

@@ -342,15 +342,9 @@ int run_validate_command(const ValidateOptions& o) {
   h.min_sample_s = 0.0;
   const int launched = kernels::launcher_world_size();
   if (launched > 1) {
-    if (o.ranks != -1) {
-      return report_error(Error{"--ranks under a launcher of " + std::to_string(launched) +
-                                " processes: expected no --ranks"});
-    }
-    auto world = kernels::mpi_world();
-    if (!world) {
-      return report_error(Error{"launched with " + std::to_string(launched) +
-                                " ranks but MPI is not compiled into this moeplan"});
-    }
+    auto launcher = launcher_world(launched, o.ranks);
+    if (!launcher) return report_error(launcher.error());
+    std::unique_ptr<kernels::Communicator> world = std::move(*launcher);
     const bool root = world->rank() == 0;
     auto req = build_request(o, world->size());
     Result<CostSetup> setup = Error{"not loaded"};

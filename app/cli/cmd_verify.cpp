@@ -174,15 +174,9 @@ int print_rows(const kernels::VerifyRequest& req, const std::vector<kernels::Ver
 int run_verify_command(const VerifyOptions& o) {
   const int launched = kernels::launcher_world_size();
   if (launched > 1) {
-    if (o.ranks != -1 && o.ranks != launched) {
-      return report_error(Error{"--ranks " + std::to_string(o.ranks) + " under a launcher of " +
-                                std::to_string(launched) + " processes: expected no --ranks"});
-    }
-    auto world = kernels::mpi_world();
-    if (!world) {
-      return report_error(Error{"launched with " + std::to_string(launched) +
-                                " ranks but MPI is not compiled into this moeplan"});
-    }
+    auto launcher = launcher_world(launched, o.ranks);
+    if (!launcher) return report_error(launcher.error());
+    std::unique_ptr<kernels::Communicator> world = std::move(*launcher);
     std::string mode = "mpi";
     kernels::Communicator* comm = world.get();
     int device = 0;

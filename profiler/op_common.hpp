@@ -15,6 +15,19 @@ namespace moeplan::profiler {
 
 inline std::size_t usz(long v) { return static_cast<std::size_t>(v); }
 
+/// Operand copies rotated so their total exceeds a core's caches (L2 is 1–4 MiB per core on
+/// current server CPUs; the layer's local experts span tens of MiB and stream through the caches
+/// between two uses of any activation buffer).
+constexpr std::size_t kColdBytes = 64UL * 1024 * 1024;
+
+/// How many copies of a `bytes` operand make a rotation cold (1 when one copy is already larger
+/// than kColdBytes; at most `cap`).
+inline std::size_t cold_copies(std::size_t bytes, std::size_t cap) {
+  if (bytes == 0) return 1;
+  const std::size_t n = kColdBytes / bytes + 1;
+  return n < 1 ? 1 : (n > cap ? cap : n);
+}
+
 /// n values uniform in [lo, hi), representable in `dtype`, from (seed, stream).
 inline std::vector<float> random_values(DType dtype, std::size_t n, std::uint32_t stream,
                                         float lo = -1.0F, float hi = 1.0F) {

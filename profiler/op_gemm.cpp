@@ -21,10 +21,6 @@ using Map = Eigen::Map<RowMat>;
 
 enum class Role { kRouter, kGateUp, kDown };
 
-/// Weight copies rotated so their total exceeds a core's caches (L2 is 1–4 MiB per core on
-/// current server CPUs; the layer's local experts span tens of MiB).
-constexpr std::size_t kColdBytes = 64UL * 1024 * 1024;
-
 const char* role_kernel(Role r) {
   switch (r) {
     case Role::kRouter: return "cpu router_logits (one GEMV per row, fp32 out)";
@@ -43,8 +39,7 @@ class GemmCase final : public OpCase {
     // is cold when its GEMM starts. Rotating over copies that together exceed the per-core
     // caches measures that; the router's weight is reused by every row and stays hot.
     const std::size_t b_bytes = usz(k) * usz(n) * sizeof(float);
-    const std::size_t copies =
-        role == Role::kRouter ? 1 : std::clamp<std::size_t>(kColdBytes / b_bytes + 1, 1, 64);
+    const std::size_t copies = role == Role::kRouter ? 1 : cold_copies(b_bytes, 64);
     for (std::size_t i = 0; i < copies; ++i) {
       b_pool_.push_back(random_values(dtype, usz(k) * usz(n), static_cast<std::uint32_t>(100 + i)));
     }

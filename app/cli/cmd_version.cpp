@@ -4,6 +4,7 @@
 #include "app/cli/cli_common.hpp"
 #include "app/cli/table.hpp"
 #include "kernels/backends.hpp"
+#include "kernels/host_memory.hpp"
 
 namespace moeplan::cli {
 
@@ -18,6 +19,7 @@ int print_version() {
     t.add_row({b.name, b.compiled ? "yes" : "no", b.usable ? "yes" : "no", b.detail});
   }
   std::fputs(t.render().c_str(), stdout);
+  std::printf("host allocator: %s\n", kernels::host_allocator().description.c_str());
   return kExitOk;
 }
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "app/cli/cli_common.hpp"
+#include "kernels/host_memory.hpp"
 
 namespace moeplan::cli {
 int print_version();
@@ -9,6 +10,7 @@ int print_version();
 
 int main(int argc, char** argv) {
   using namespace moeplan::cli;
+  moeplan::kernels::configure_host_allocator();
   CLI::App app{"moeplan: plan Mixture-of-Experts parallel layouts on GPU clusters"};
   app.name("moeplan");
   bool version = false;

@@ -6,6 +6,7 @@
 
 #include "app/gui/main_window.hpp"
 #include "app/gui/topology_view.hpp"
+#include "kernels/host_memory.hpp"
 
 namespace {
 
@@ -17,6 +18,7 @@ int fail(const QString& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  moeplan::kernels::configure_host_allocator();
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("moeplan"));
   QApplication::setApplicationName(QStringLiteral("moeplan-gui"));

@@ -7,14 +7,15 @@
 #include <span>
 #include <vector>
 
+#include "kernels/uninit_vector.hpp"
 #include "models/dtype.hpp"
 
 namespace moeplan::kernels {
 
 /// Rows of `src` (`hidden` floats each) listed in `rows`, gathered and packed into the storage
-/// dtype: what a dispatcher writes into its send buffer.
-std::vector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
-                                    std::span<const int> rows);
+/// dtype: what a dispatcher writes into its send buffer (allocated without zero-filling).
+UninitVector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
+                                     std::span<const int> rows);
 
 /// out[t] = round(Σ_j w[t,j] · y[pair_row[t·k + j]] + shared[t]) accumulated in fp32: the
 /// layer's combine (weighted sum of expert outputs plus the shared expert). `shared` may be

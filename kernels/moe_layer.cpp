@@ -31,8 +31,8 @@ void tp_reduce(Communicator& tp, DType dtype, std::span<float> data) {
   }
 }
 
-std::vector<float> unpack_all(DType dtype, std::span<const std::uint8_t> bytes, std::size_t n) {
-  std::vector<float> out(n);
+UninitVector<float> unpack_all(DType dtype, std::span<const std::uint8_t> bytes, std::size_t n) {
+  UninitVector<float> out(n);
   unpack(dtype, bytes.data(), n, out.data());
   return out;
 }
@@ -56,11 +56,11 @@ Routing route(Backend& be, const LayerSpec& s, const RankWeights& w, std::span<c
 }
 
 // Runs the grouped FFN over `rows` grouped by `offsets`, then the TP reduction.
-std::vector<float> run_experts(Backend& be, const RankGroups& g, const LayerSpec& s,
-                               const RankWeights& w, std::span<const float> rows,
-                               std::span<const int> offsets, PhaseTimes& t) {
+UninitVector<float> run_experts(Backend& be, const RankGroups& g, const LayerSpec& s,
+                                const RankWeights& w, std::span<const float> rows,
+                                std::span<const int> offsets, PhaseTimes& t) {
   auto t0 = Clock::now();
-  std::vector<float> y(sz(offsets.back()) * sz(s.hidden), 0.0F);
+  UninitVector<float> y(sz(offsets.back()) * sz(s.hidden));  // expert_ffn writes every row
   be.expert_ffn(OpContext{}, rows, offsets, w.experts, s.hidden, s.dtype, y);
   t.experts += since(t0);
   t0 = Clock::now();
@@ -72,7 +72,7 @@ std::vector<float> run_experts(Backend& be, const RankGroups& g, const LayerSpec
 // What a dispatcher hands to the combine: expert output rows and, for every local pair
 // (token·k + j), the row that holds its expert's output.
 struct Dispatched {
-  std::vector<float> rows;
+  UninitVector<float> rows;
   std::vector<int> pair_row;
 };
 
@@ -101,12 +101,12 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
     const std::size_t slot = sz(r.ids[p]) * sz(c) + sz(pos[p]);
     pack(s.dtype, x.data() + (p / sz(s.top_k)) * sz(h), sz(h), send.data() + slot * row_bytes);
   }
-  std::vector<std::uint8_t> recv(send.size());
+  UninitVector<std::uint8_t> recv(send.size());
   const std::size_t block = sz(n_local) * sz(c) * row_bytes;
   g.ep->all_to_all(send.data(), block, recv.data());
 
   // recv is [source][local expert][C]; the grouped GEMM wants [local expert][source][C].
-  std::vector<float> rows(sz(n_local) * sz(ep) * sz(c) * sz(h));
+  UninitVector<float> rows(sz(n_local) * sz(ep) * sz(c) * sz(h));
   for (int src = 0; src < ep; ++src) {
     for (int j = 0; j < n_local; ++j) {
       const std::size_t from = (sz(src) * sz(n_local) + sz(j)) * sz(c) * row_bytes;
@@ -119,7 +119,7 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
   t.dispatch += since(t0);
 
   // Every local expert computes ep·C rows, padding included, whatever the real load.
-  const std::vector<float> y = run_experts(be, g, s, w, rows, offsets, t);
+  const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
   t0 = Clock::now();
   for (int src = 0; src < ep; ++src) {
@@ -160,24 +160,24 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
     id_off[ii] = sz(tr.first) * sz(k) * sizeof(int);
   }
   const TokenRange mine = token_range(num_global_tokens, ep, me);
-  std::vector<std::uint8_t> x_packed(sz(mine.count) * row_bytes);
+  UninitVector<std::uint8_t> x_packed(sz(mine.count) * row_bytes);
   pack(s.dtype, x.data(), sz(mine.count) * sz(h), x_packed.data());
-  std::vector<std::uint8_t> x_all_bytes(sz(num_global_tokens) * row_bytes);
+  UninitVector<std::uint8_t> x_all_bytes(sz(num_global_tokens) * row_bytes);
   g.ep->all_gather_v(x_packed.data(), x_packed.size(), x_all_bytes.data(), tok_bytes, tok_off);
   std::vector<int> ids_all(sz(num_global_tokens) * sz(k));
   g.ep->all_gather_v(r.ids.data(), r.ids.size() * sizeof(int), ids_all.data(), id_bytes, id_off);
-  const std::vector<float> x_all = unpack_all(s.dtype, x_all_bytes, sz(num_global_tokens) * sz(h));
+  const UninitVector<float> x_all = unpack_all(s.dtype, x_all_bytes, sz(num_global_tokens) * sz(h));
 
   // Local filter: the pairs of every token whose expert lives here, grouped by expert.
   const Permutation perm = be.permute(OpContext{}, ids_all, w.first_expert, n_local);
-  std::vector<float> rows(perm.order.size() * sz(h));
+  UninitVector<float> rows(perm.order.size() * sz(h));
   for (std::size_t i = 0; i < perm.order.size(); ++i) {
     const float* src = x_all.data() + (sz(perm.order[i]) / sz(k)) * sz(h);
     std::copy(src, src + h, rows.data() + i * sz(h));
   }
   t.dispatch += since(t0);
 
-  const std::vector<float> y = run_experts(be, g, s, w, rows, perm.offsets, t);
+  const UninitVector<float> y = run_experts(be, g, s, w, rows, perm.offsets, t);
 
   // All-gather-v of every rank's expert rows; each rank keeps the rows of its own tokens.
   t0 = Clock::now();
@@ -193,9 +193,9 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
     y_off[sz(i)] = base * row_bytes;
     base += pi.order.size();
   }
-  std::vector<std::uint8_t> y_packed(y.size() / sz(h) * row_bytes);
+  UninitVector<std::uint8_t> y_packed(y.size() / sz(h) * row_bytes);
   pack(s.dtype, y.data(), y.size(), y_packed.data());
-  std::vector<std::uint8_t> y_all(base * row_bytes);
+  UninitVector<std::uint8_t> y_all(base * row_bytes);
   g.ep->all_gather_v(y_packed.data(), y_packed.size(), y_all.data(), y_bytes, y_off);
   Dispatched d;
   d.rows = unpack_all(s.dtype, y_all, base * sz(h));
@@ -241,8 +241,8 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   }
   std::vector<int> token_of(out_perm.order.size());
   for (std::size_t i = 0; i < token_of.size(); ++i) token_of[i] = out_perm.order[i] / k;
-  const std::vector<std::uint8_t> send = pack_rows(s.dtype, x, h, token_of);
-  std::vector<std::uint8_t> recv(recv_rows * row_bytes);
+  const UninitVector<std::uint8_t> send = pack_rows(s.dtype, x, h, token_of);
+  UninitVector<std::uint8_t> recv(recv_rows * row_bytes);
   g.ep->all_to_all_v(send.data(), sb, so, recv.data(), rb, ro);
 
   // recv is [source][local expert][rows]; regroup as [local expert][source][rows].
@@ -270,7 +270,7 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
       }
     }
   }
-  std::vector<float> rows(recv_rows * sz(h));
+  UninitVector<float> rows(recv_rows * sz(h));
   for (std::size_t b = 0; b < recv_at.size(); ++b) {
     const auto n = static_cast<std::size_t>(recv_counts[b]);
     unpack(s.dtype, recv.data() + recv_at[b] * row_bytes, n * sz(h),
@@ -278,7 +278,7 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   }
   t.dispatch += since(t0);
 
-  const std::vector<float> y = run_experts(be, g, s, w, rows, offsets, t);
+  const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
   t0 = Clock::now();
   for (std::size_t b = 0; b < recv_at.size(); ++b) {
@@ -286,7 +286,7 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
     pack(s.dtype, y.data() + grouped_at[b] * sz(h), n * sz(h),
          recv.data() + recv_at[b] * row_bytes);
   }
-  std::vector<std::uint8_t> back(send.size());
+  UninitVector<std::uint8_t> back(send.size());
   g.ep->all_to_all_v(recv.data(), rb, ro, back.data(), sb, so);
   Dispatched d;
   d.rows = unpack_all(s.dtype, back, out_perm.order.size() * sz(h));
@@ -422,10 +422,10 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
     case Dispatcher::kA2av: d = a2av(be, g, s, w, x, r, t); break;
   }
 
-  std::vector<float> shared;
+  UninitVector<float> shared;
   if (s.shared_intermediate > 0) {
     t0 = Clock::now();
-    shared.assign(sz(mine.count) * sz(s.hidden), 0.0F);
+    shared.resize(sz(mine.count) * sz(s.hidden));  // shared_expert writes every row
     be.shared_expert(OpContext{}, x, mine.count, s.hidden, w.shared, w.shared_gate, s.dtype,
                      shared);
     t.shared = since(t0);
@@ -443,10 +443,10 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
   return out;
 }
 
-std::vector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
-                                    std::span<const int> rows) {
+UninitVector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
+                                     std::span<const int> rows) {
   const std::size_t row_bytes = storage_bytes(dtype, sz(hidden));
-  std::vector<std::uint8_t> out(rows.size() * row_bytes);
+  UninitVector<std::uint8_t> out(rows.size() * row_bytes);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     pack(dtype, src.data() + sz(rows[i]) * sz(hidden), sz(hidden), out.data() + i * row_bytes);
   }

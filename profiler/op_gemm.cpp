@@ -43,36 +43,52 @@ class GemmCase final : public OpCase {
     for (std::size_t i = 0; i < copies; ++i) {
       b_pool_.push_back(random_values(dtype, usz(k) * usz(n), static_cast<std::uint32_t>(100 + i)));
     }
-    c_.assign(usz(m) * usz(n), 0.0F);
+    // NOTE: so are the activations at the ends of the expert MLP: the rows a gate/up GEMM reads
+    // were unpacked before the previous experts' weights went through the caches, and a down
+    // GEMM writes into the layer's output buffer, which the combine reads long after. The
+    // middle (gate/up output → SiLU·mul → down input) stays hot, as in the layer. Rotating the
+    // cold ends too moved the TP layouts' expert time from 10–20% under the layer's to within
+    // the run-to-run spread (docs/BENCHMARKS.md).
+    const std::size_t a_copies = role == Role::kGateUp ? cold_copies(a_.size() * 4, 64) : 1;
+    for (std::size_t i = 1; i < a_copies; ++i) a_pool_.push_back(a_);
+    const std::size_t c_copies =
+        role == Role::kDown ? cold_copies(usz(m) * usz(n) * sizeof(float), 64) : 1;
+    c_pool_.assign(c_copies, std::vector<float>(usz(m) * usz(n), 0.0F));
   }
 
   void run() override {
     last_ = next_;
     next_ = (next_ + 1) % b_pool_.size();
     const std::vector<float>& b = b_pool_[last_];
+    last_a_ = next_a_;
+    next_a_ = (next_a_ + 1) % (a_pool_.size() + 1);
+    const float* a = last_a_ == 0 ? a_.data() : a_pool_[last_a_ - 1].data();
+    last_c_ = next_c_;
+    next_c_ = (next_c_ + 1) % c_pool_.size();
+    std::vector<float>& c_out = c_pool_[last_c_];
     if (role_ == Role::kRouter) {
-      backend_->router_logits(kernels::OpContext{}, a_, m_, k_, b, n_, c_);
+      backend_->router_logits(kernels::OpContext{}, a_, m_, k_, b, n_, c_out);
     } else if (role_ == Role::kGateUp) {
       // The backend's MLP allocates its gate/up output for every expert: so does this GEMM.
       RowMat gu(m_, n_);
-      gu.noalias() = ConstMap(a_.data(), m_, k_) * ConstMap(b.data(), k_, n_);
+      gu.noalias() = ConstMap(a, m_, k_) * ConstMap(b.data(), k_, n_);
       fresh_ = std::move(gu);
     } else {
-      Map c(c_.data(), m_, n_);
-      c.noalias() = ConstMap(a_.data(), m_, k_) * ConstMap(b.data(), k_, n_);
-      kernels::round_to(dtype_, c_);
+      Map c(c_out.data(), m_, n_);
+      c.noalias() = ConstMap(a, m_, k_) * ConstMap(b.data(), k_, n_);
+      kernels::round_to(dtype_, c_out);
     }
-    if (fault_) out()[c_.size() / 2] += 1.0F;
+    if (fault_) out()[c_out.size() / 2] += 1.0F;
   }
 
-  float* out() { return role_ == Role::kGateUp ? fresh_.data() : c_.data(); }
+  float* out() { return role_ == Role::kGateUp ? fresh_.data() : c_pool_[last_c_].data(); }
 
   Check verify() override {
     run();
     const std::vector<float>& b_ = b_pool_[last_];
     // Sampled entries against a double-precision dot product; the bound is the fp32
     // accumulation error plus the storage rounding of a down projection.
-    const long size = static_cast<long>(c_.size());
+    const long size = static_cast<long>(c_pool_.front().size());
     for (long s = 0; s < std::min<long>(65, size); ++s) {
       const long idx = s == 0 ? size / 2 : (s * 7919L) % size;
       const long i = idx / n_, j = idx % n_;
@@ -99,10 +115,12 @@ class GemmCase final : public OpCase {
   DType dtype_;
   Role role_;
   std::unique_ptr<kernels::Backend> backend_;
-  std::vector<float> a_, c_;
+  std::vector<float> a_;
+  std::vector<std::vector<float>> a_pool_;  ///< further copies of a_ (gate/up: cold input)
+  std::vector<std::vector<float>> c_pool_;  ///< output buffers (down: cold output)
   RowMat fresh_;
   std::vector<std::vector<float>> b_pool_;
-  std::size_t next_ = 0, last_ = 0;
+  std::size_t next_ = 0, last_ = 0, next_a_ = 0, last_a_ = 0, next_c_ = 0, last_c_ = 0;
 };
 
 std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {

@@ -47,7 +47,7 @@ class PermuteCase final : public OpCase {
   DType dtype_;
   std::vector<float> src_;
   std::vector<int> index_;
-  std::vector<std::uint8_t> out_;
+  kernels::UninitVector<std::uint8_t> out_;
 };
 
 }  // namespace

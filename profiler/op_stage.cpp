@@ -1,8 +1,10 @@
 // stage: activations copied into a collective's wire buffer (packed to the storage dtype) and
-// out of a received one (unpacked), each into a fresh zeroed buffer as the layer allocates them.
+// out of a received one (unpacked), each into a fresh buffer (not zero-filled) as the layer
+// allocates them.
 // Bytes: 2·b per value (the wire bytes written plus the wire bytes read), so a value that is
 // received (copied into the receive buffer, then unpacked) counts 2·b as one packed and
 // unpacked does.
+#include "kernels/uninit_vector.hpp"
 #include "profiler/op_common.hpp"
 #include "profiler/ops.hpp"
 
@@ -17,10 +19,10 @@ class StageCase final : public OpCase {
   StageCase(long n, DType dtype) : dtype_(dtype) { in_ = random_values(dtype, usz(n), 5); }
 
   void run() override {
-    std::vector<std::uint8_t> wire(kernels::storage_bytes(dtype_, in_.size()));
+    kernels::UninitVector<std::uint8_t> wire(kernels::storage_bytes(dtype_, in_.size()));
     kernels::pack(dtype_, in_.data(), in_.size(), wire.data());
     if (fault_) wire[wire.size() / 2] ^= 0x10U;
-    std::vector<float> out(in_.size());
+    kernels::UninitVector<float> out(in_.size());
     kernels::unpack(dtype_, wire.data(), in_.size(), out.data());
     out_ = std::move(out);  // a fresh buffer every run, as the layer allocates its own
   }
@@ -38,7 +40,8 @@ class StageCase final : public OpCase {
 
  private:
   DType dtype_;
-  std::vector<float> in_, out_;
+  std::vector<float> in_;
+  kernels::UninitVector<float> out_;
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The Profiling view.
 #include "app/gui/profiling_view.hpp"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QColor>
 #include <QComboBox>
@@ -122,6 +124,7 @@ QVariant PointTableModel::headerData(int section, Qt::Orientation orientation, i
 
 ProfilingView::ProfilingView(Session* session, QWidget* parent)
     : QWidget(parent), session_(session) {
+  pool_.setMaxThreadCount(1);
   auto* outer = new QVBoxLayout(this);
 
   // The options, named as the CLI's flags (errors name the flag).
@@ -169,6 +172,7 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   output_->setToolTip(tr("--out: the cost database profile writes"));
   addField(prof, tr("O&utput:"), output_, 3);
   auto* browseOut = new QPushButton(tr("…"), box);
+  browseOut->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Fixed);
   browseOut->setToolTip(tr("Choose the output file"));
   prof->addWidget(browseOut);
   quick_ = new QCheckBox(tr("&Quick"), box);
@@ -284,8 +288,8 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   rightLayout->addWidget(validateTable_, 2);
   split->addWidget(left);
   split->addWidget(right);
-  split->setStretchFactor(0, 1);
-  split->setStretchFactor(1, 1);
+  split->setStretchFactor(0, 2);
+  split->setStretchFactor(1, 3);
   outer->addWidget(split, 1);
 
   connect(profileButton_, &QPushButton::clicked, this, [this] { startProfile(); });
@@ -400,7 +404,7 @@ bool ProfilingView::startProfile() {
   stop_ = std::make_shared<std::atomic<bool>>(false);
   setRunning(true, 0);
   status_->setText(tr("Profiling %1 on %2 rank(s)…").arg(text(o.model)).arg(ranks));
-  auto future = QtConcurrent::run([this, request = *req, ranks, stop = stop_]() {
+  auto future = QtConcurrent::run(&pool_, [this, request = *req, ranks, stop = stop_]() {
     ProfilingOutcome out;
     out.path = text(request.out_path);
     Result<profiler::ProfileSummary> sum = Error{"not run"};
@@ -459,7 +463,7 @@ bool ProfilingView::startValidate() {
   const int total = static_cast<int>(req->cases.size());
   setRunning(true, total);
   status_->setText(tr("Validating %1 case(s) on %2 rank(s)…").arg(total).arg(ranks));
-  auto future = QtConcurrent::run([this, request = *req, shared, ranks, stop = stop_]() {
+  auto future = QtConcurrent::run(&pool_, [this, request = *req, shared, ranks, stop = stop_]() {
     ProfilingOutcome out;
     out.validate = true;
     out.cases = static_cast<int>(request.cases.size());
@@ -591,6 +595,10 @@ void ProfilingView::showValidate(const ProfilingOutcome& out) {
   validateTable_->setRowCount(static_cast<int>(rows.size()));
   QStringList categories;
   std::vector<std::vector<double>> values(3);
+  // Short bar labels: the token count goes to the axis title when every case has the same.
+  const bool oneTokenCount = std::all_of(
+      rows.begin(), rows.end(),
+      [&](const profiler::ValidateRow& r) { return r.c.tokens == rows.front().c.tokens; });
   for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
     const auto& r = rows[static_cast<std::size_t>(i)];
     const QString name = text(r.c.layout.name());
@@ -610,14 +618,18 @@ void ProfilingView::showValidate(const ProfilingOutcome& out) {
       if (c >= 2 && c <= 7) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       validateTable_->setItem(i, c, item);
     }
-    categories << QStringLiteral("%1 %2 %3").arg(name, disp).arg(r.c.tokens);
+    categories << (oneTokenCount ? QStringLiteral("%1 %2").arg(name, disp)
+                                 : QStringLiteral("%1 %2 %3").arg(name, disp).arg(r.c.tokens));
     values[0].push_back(r.measured_s * 1e3);
     values[1].push_back(r.predicted.total() * 1e3);
     values[2].push_back(r.roofline.total() * 1e3);
   }
   chart_->setData(tr("Layer time per case: measured vs predicted"), categories,
                   {tr("measured"), tr("predicted (cost DB)"), tr("roofline")}, values,
-                  tr("layout, dispatcher, tokens"), tr("ms"));
+                  oneTokenCount && !rows.empty()
+                      ? tr("layout, dispatcher (%1 tokens)").arg(rows.front().c.tokens)
+                      : tr("layout, dispatcher, tokens"),
+                  tr("ms"));
   const auto sum = profiler::summarize(rows);
   QString summary =
       tr("Cost DB: median |error| %1, worst %2; roofline: median |error| %3, worst "

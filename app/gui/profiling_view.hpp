@@ -12,6 +12,7 @@
 #include <QElapsedTimer>
 #include <QFutureWatcher>
 #include <QString>
+#include <QThreadPool>
 #include <QWidget>
 #include <atomic>
 #include <memory>
@@ -176,6 +177,9 @@ class ProfilingView : public QWidget {
   QElapsedTimer clock_;
   bool running_ = false;
   ProfilingOutcome outcome_;
+  /// Runs take a thread of their own for minutes: never one of the global pool's, which plans
+  /// and placements share.
+  QThreadPool pool_;
   QFutureWatcher<ProfilingOutcome> watcher_;
 };
 

@@ -152,8 +152,9 @@ TEST(GuiProfiling, CancelledProfileLeavesAValidDbThatResumeCompletes) {
   const auto kept = checkDb(db);
   EXPECT_EQ(static_cast<int>(kept.size()), written);
   expectTableHolds(*v.pointModel(), kept);
-  // The planner's reader uses it as `plan --cluster local:2 --costs` does.
-  auto setup = planner::make_cost_setup("local:2", db);
+  // The planner's reader uses it as `plan --costs` does (a local:2 cluster needs the collectives,
+  // which a profile cancelled this early has not reached).
+  auto setup = planner::make_cost_setup(planner::kDefaultCluster, db);
   ASSERT_TRUE(setup.ok()) << setup.error().message;
   EXPECT_NE(setup->measured, nullptr);
 
@@ -205,17 +206,23 @@ TEST(GuiProfiling, ErrorsShowInTheViewAndNothingStarts) {
   expectError(v.startValidate(), "--costs");
   v.validateDbEdit()->setText(QString::fromStdString(dir + "/none.db"));
   expectError(v.startValidate(), "no such file");
-  v.validateDbEdit()->setText(QString::fromStdString(tinyProfileDb()));
+  // An empty database (the options are checked before it is read).
+  const std::string empty = dir + "/empty.db";
+  ASSERT_TRUE(planner::CostDb::open(empty, true).ok());
+  v.validateDbEdit()->setText(QString::fromStdString(empty));
   v.tokensEdit()->setText(QStringLiteral("33"));
   expectError(v.startValidate(), "--tokens");
   v.tokensEdit()->setText(QStringLiteral("32"));
   v.layoutsEdit()->setText(QStringLiteral("3x1"));
   expectError(v.startValidate(), "3x1");
+  v.layoutsEdit()->setText(QStringLiteral("all"));
+  expectError(v.startValidate(), "no profile of 2 ranks");
   EXPECT_FALSE(v.openDatabase(QString::fromStdString(dir + "/none.db")));
   EXPECT_FALSE(v.errorLabel()->isHidden());
   EXPECT_FALSE(v.useAsCostsButton()->isEnabled());
-  // A good run clears the error.
-  EXPECT_TRUE(v.openDatabase(QString::fromStdString(tinyProfileDb())));
+  // A database that opens clears the error.
+  EXPECT_TRUE(v.openDatabase(QString::fromStdString(empty)));
+  EXPECT_EQ(v.pointModel()->rowCount(), 0);
   EXPECT_TRUE(v.errorLabel()->isHidden());
   fs::remove_all(dir);
 }
@@ -281,7 +288,7 @@ TEST(GuiProfiling, ValidateShowsTheLibrarysPredictionsAgainstTheMeasuredLayer) {
   }
 }
 
-TEST(GuiProfiling, ProfileDbCostSourcePlansAsPlanCosts) {
+TEST(GuiProfiling, ProfileDbCostSourcePlansAsPlanCostsAndIsRemembered) {
   app();
   MainWindow w;
   ASSERT_TRUE(w.loadModel(QString::fromLatin1(kTinyModel)));
@@ -352,20 +359,17 @@ TEST(GuiProfiling, ProfileDbCostSourcePlansAsPlanCosts) {
   EXPECT_EQ(w.costSourceCombo()->currentIndex(), 1);
   w.waitForIdle();
   EXPECT_EQ(w.session()->plan()->cost_source, "measured:" + db);
-}
 
-TEST(GuiProfiling, SettingsRememberTheCostDb) {
-  app();
+  // Settings remember the cost DB (same test: one tiny profile per test process).
   QCoreApplication::setOrganizationName(QStringLiteral("moeplan-gui-test"));
   QSettings().clear();
-  const QString db = QString::fromStdString(tinyProfileDb());
   {
-    MainWindow w(nullptr, true);
-    ASSERT_TRUE(w.loadCosts(db));
-    w.close();
+    MainWindow first(nullptr, true);
+    ASSERT_TRUE(first.loadCosts(QString::fromStdString(db)));
+    first.close();
   }
   MainWindow again(nullptr, true);
-  EXPECT_EQ(again.session()->costDb(), db);
+  EXPECT_EQ(again.session()->costDb().toStdString(), db);
   EXPECT_EQ(again.costSourceCombo()->currentIndex(), 1);
   QSettings().clear();
 }

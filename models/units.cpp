@@ -1,10 +1,20 @@
-// Human-readable numbers with units.
+// Human-readable numbers with units, and comma-separated lists.
 #include "models/units.hpp"
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 namespace moeplan {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
 
 std::string format_fixed(double value, int digits) {
   char buf[64];

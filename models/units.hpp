@@ -1,8 +1,9 @@
-// Human-readable numbers with units, shared by the CLI and the GUI.
+// Human-readable numbers with units, and comma-separated lists, shared by the CLI and the GUI.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace moeplan {
 
@@ -14,5 +15,8 @@ std::string format_count(double count);
 std::string format_si(double value, const std::string& unit);
 /// A number with `digits` decimals.
 std::string format_fixed(double value, int digits);
+
+/// "a,b,,c" → {"a", "b", "c"}: a comma-separated option value, empty items dropped.
+std::vector<std::string> split_list(const std::string& text);
 
 }  // namespace moeplan

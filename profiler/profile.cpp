@@ -1,10 +1,14 @@
 // The profile loop.
 #include "profiler/profile.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <map>
 
+#include "models/registry.hpp"
+#include "models/units.hpp"
 #include "planner/cost_db.hpp"
 #include "planner/local_cluster.hpp"
 #include "profiler/sweep.hpp"
@@ -30,6 +34,85 @@ bool any_rank(kernels::Communicator& world, bool flag) {
 
 }  // namespace
 
+Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_size) {
+  if (o.backend != "cpu") {
+    return Error{"--backend " + o.backend +
+                 ": this build profiles the cpu backend; expected --backend cpu"};
+  }
+  if (o.out.empty()) return Error{"--out: expected the path of the cost database to write"};
+  if (!o.cluster.empty() && o.cluster != "local:" + std::to_string(world_size)) {
+    return Error{"--cluster " + o.cluster + ": a CPU profile measures this machine with its " +
+                 std::to_string(world_size) +
+                 " ranks; expected local:" + std::to_string(world_size) + " or no --cluster"};
+  }
+  if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
+    return Error{"--max-seconds: expected a time per point in (0, 600] s"};
+  }
+  if (o.max_tokens < 0) return Error{"--max-tokens: expected a positive row count"};
+  if (o.max_bytes < 0.0) return Error{"--max-bytes: expected a positive byte count"};
+  auto model = models::load_model(o.model);
+  if (!model) return model.error();
+  SweepRequest sr;
+  sr.scale = o.scale;
+  sr.world_size = world_size;
+  sr.quick = o.quick;
+  sr.max_tokens = o.max_tokens;
+  sr.max_bytes = o.max_bytes;
+  for (const auto& d : split_list(o.dtypes)) {
+    const auto dt = parse_dtype(d);
+    if (!dt || *dt == DType::kFp8) {
+      return Error{"--dtype: expected fp32, fp16 or bf16, got '" + d + "'"};
+    }
+    sr.dtypes.push_back(*dt);
+  }
+  auto sweep = make_sweep(*model, sr);
+  if (!sweep) return sweep.error();
+  ProfileRequest req;
+  req.sweep = *sweep;
+  req.ops = split_list(o.ops);
+  auto points = sweep_points(req.sweep, req.ops);
+  if (!points) return points.error();
+  if (points->empty()) {
+    return Error{"--ops " + o.ops + ": nothing to measure on " + std::to_string(world_size) +
+                 " rank(s) (collectives need at least 2)"};
+  }
+  req.out_path = o.out;
+  req.resume = o.resume;
+  req.command = o.command;
+  req.harness.max_seconds = o.max_seconds;
+  // NOTE: a sample of at least 5 ms (back-to-back runs) is scheduled like a layer phase is: on a
+  // machine shared with other work, sub-millisecond samples dodge preemption that a phase of
+  // tens of milliseconds cannot.
+  req.harness.min_sample_s = 5e-3;
+  if (o.quick) {
+    req.harness.min_sample_s = 2e-4;
+    req.harness.min_reps = 3;
+    req.harness.max_seconds = std::min(o.max_seconds, 0.2);
+  }
+  return req;
+}
+
+Status check_profile_output(const ProfileRequest& req) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(req.out_path);
+  if (fs::exists(p, ec)) {
+    if (!fs::is_regular_file(p, ec)) {
+      return Error{"--out " + req.out_path + ": expected a file path, got a directory"};
+    }
+    if (!req.resume) {
+      return Error{"--out " + req.out_path +
+                   " exists; expected --resume to measure what it lacks, or a new path"};
+    }
+  } else {
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    if (!fs::is_directory(dir, ec)) {
+      return Error{"--out " + req.out_path + ": directory " + dir.string() + " does not exist"};
+    }
+  }
+  return Status::Ok();
+}
+
 std::string cpu_device_name(const Environment& env, int world_size) {
   return "cpu:" + env.cpu_model + "/ranks=" + std::to_string(world_size);
 }
@@ -37,7 +120,8 @@ std::string cpu_device_name(const Environment& env, int world_size) {
 Result<ProfileSummary> run_profile(
     kernels::Communicator& world, const ProfileRequest& req,
     const std::function<void(int, int, const std::string&)>& progress,
-    const std::function<bool()>& stop) {
+    const std::function<bool()>& stop,
+    const std::function<void(const planner::CostPoint&)>& written) {
   const bool root = world.rank() == 0;
   auto points = sweep_points(req.sweep, req.ops);
   if (!points) return points.error();
@@ -163,7 +247,11 @@ Result<ProfileSummary> run_profile(
       p.detail = point.kernel.empty() ? m.detail : point.kernel + "; " + m.detail;
       p.measured_at = utc_now();
       auto added = db->add_point(p);
-      if (!added) db_error = added.error();
+      if (!added) {
+        db_error = added.error();
+      } else if (written) {
+        written(p);
+      }
     }
     if (any_rank(world, root && !db_error.message.empty())) {
       return root ? db_error : Error{"rank 0 could not write " + req.out_path};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/communicator.hpp"
+#include "planner/cost_db.hpp"
 #include "profiler/environment.hpp"
 #include "profiler/harness.hpp"
 
@@ -21,6 +22,32 @@ struct ProfileRequest {
   bool resume = false;  ///< skip points the database already holds
   std::string command;  ///< recorded with the run
 };
+
+/// A profile's settings as `moeplan profile` takes them (and moeplan-gui's profiling view):
+/// the request is built from these and checked before any file is touched.
+struct ProfileOptions {
+  std::string backend = "cpu";
+  std::string model;    ///< bundled name or config.json path
+  std::string cluster;  ///< "" or local:<world size>
+  std::string dtypes;   ///< comma-separated; "" = the model's
+  std::string ops;      ///< comma-separated; "" = all
+  std::string out;
+  int scale = 1;
+  int max_tokens = 0;
+  double max_bytes = 0.0;
+  double max_seconds = 1.0;
+  bool quick = false;
+  bool resume = false;
+  std::string command;
+};
+
+/// The request for `world_size` ranks. Errors name the option (--out, --scale, ...) and what it
+/// expects.
+Result<ProfileRequest> make_profile_request(const ProfileOptions& options, int world_size);
+
+/// The output file's state (run on rank 0 before profiling): an existing file needs `resume`, a
+/// new one a directory that exists.
+Status check_profile_output(const ProfileRequest& request);
 
 struct ProfileSummary {
   std::string device;
@@ -38,10 +65,12 @@ std::string cpu_device_name(const Environment& env, int world_size);
 
 /// Runs collectively on `world` (every rank calls it; rank 0 writes the database). `progress`
 /// runs on rank 0 after each point; `stop` is polled on every rank between points and any
-/// rank's request stops all of them.
+/// rank's request stops all of them; `written` (optional) runs on rank 0 with each point once
+/// its transaction has committed.
 Result<ProfileSummary> run_profile(
     kernels::Communicator& world, const ProfileRequest& request,
     const std::function<void(int done, int total, const std::string& what)>& progress,
-    const std::function<bool()>& stop);
+    const std::function<bool()>& stop,
+    const std::function<void(const planner::CostPoint& point)>& written = {});
 
 }  // namespace moeplan::profiler

@@ -8,15 +8,6 @@
 
 namespace moeplan::cli {
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 Result<std::unique_ptr<kernels::Communicator>> launcher_world(int launched, int ranks_option) {
   if (ranks_option != -1 && ranks_option != launched) {
     return Error{"--ranks " + std::to_string(ranks_option) + " under a launcher of " +

@@ -11,6 +11,7 @@
 
 #include "kernels/communicator.hpp"
 #include "models/result.hpp"
+#include "models/units.hpp"  // split_list
 #include "planner/export.hpp"
 
 namespace moeplan::cli {
@@ -19,9 +20,6 @@ namespace moeplan::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitBadInput = 2;
-
-/// "a,b,,c" → {"a", "b", "c"}: a comma-separated option value, empty items dropped.
-std::vector<std::string> split_list(const std::string& text);
 
 /// Under mpirun/srun (launched > 1 processes): MPI_COMM_WORLD. Errors when `ranks_option` (-1:
 /// not given) asks for another count, or MPI is not compiled in.

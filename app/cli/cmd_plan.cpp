@@ -6,11 +6,11 @@
 #include <tuple>
 
 #include "app/cli/cli_common.hpp"
-#include "app/cli/cost_options.hpp"
 #include "app/cli/table.hpp"
 #include "models/file_io.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
+#include "planner/cost_setup.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/load_io.hpp"
 #include "planner/placement.hpp"
@@ -259,7 +259,7 @@ int run_plan(const PlanOptions& o) {
   }
   auto model = models::load_model(o.model);
   if (!model) return report_error(model.error());
-  auto setup = make_cost_setup(o.cluster, o.costs);
+  auto setup = planner::make_cost_setup(o.cluster, o.costs);
   if (!setup) return report_error(setup.error());
   const planner::Cluster* cluster = setup->cluster.get();
   const auto phase = planner::parse_phase(o.phase);

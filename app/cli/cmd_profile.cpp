@@ -21,103 +21,10 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 extern "C" void on_stop_signal(int) { g_stop = 1; }
 
-struct ProfileOptions {
-  std::string backend = "cpu";
-  std::string model = models::kDefaultModel;
-  std::string cluster;
-  std::string dtypes;
-  std::string ops;
-  std::string out;
-  int scale = 1;
+struct ProfileOptions : profiler::ProfileOptions {
+  ProfileOptions() { model = models::kDefaultModel; }
   int ranks = -1;
-  int max_tokens = 0;
-  double max_bytes = 0.0;
-  double max_seconds = 1.0;
-  bool quick = false;
-  bool resume = false;
-  std::string command;
 };
-
-/// Everything checked before any file is touched.
-Result<profiler::ProfileRequest> build_request(const ProfileOptions& o, int world_size) {
-  if (o.backend != "cpu") {
-    return Error{"--backend " + o.backend +
-                 ": this build profiles the cpu backend; expected --backend cpu"};
-  }
-  if (o.out.empty()) return Error{"--out: expected the path of the cost database to write"};
-  if (!o.cluster.empty() && o.cluster != "local:" + std::to_string(world_size)) {
-    return Error{"--cluster " + o.cluster + ": a CPU profile measures this machine with its " +
-                 std::to_string(world_size) +
-                 " ranks; expected local:" + std::to_string(world_size) + " or no --cluster"};
-  }
-  if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
-    return Error{"--max-seconds: expected a time per point in (0, 600] s"};
-  }
-  if (o.max_tokens < 0) return Error{"--max-tokens: expected a positive row count"};
-  if (o.max_bytes < 0.0) return Error{"--max-bytes: expected a positive byte count"};
-  auto model = models::load_model(o.model);
-  if (!model) return model.error();
-  profiler::SweepRequest sr;
-  sr.scale = o.scale;
-  sr.world_size = world_size;
-  sr.quick = o.quick;
-  sr.max_tokens = o.max_tokens;
-  sr.max_bytes = o.max_bytes;
-  for (const auto& d : split_list(o.dtypes)) {
-    const auto dt = parse_dtype(d);
-    if (!dt || *dt == DType::kFp8) {
-      return Error{"--dtype: expected fp32, fp16 or bf16, got '" + d + "'"};
-    }
-    sr.dtypes.push_back(*dt);
-  }
-  auto sweep = profiler::make_sweep(*model, sr);
-  if (!sweep) return sweep.error();
-  profiler::ProfileRequest req;
-  req.sweep = *sweep;
-  req.ops = split_list(o.ops);
-  auto points = profiler::sweep_points(req.sweep, req.ops);
-  if (!points) return points.error();
-  if (points->empty()) {
-    return Error{"--ops " + o.ops + ": nothing to measure on " + std::to_string(world_size) +
-                 " rank(s) (collectives need at least 2)"};
-  }
-  req.out_path = o.out;
-  req.resume = o.resume;
-  req.command = o.command;
-  req.harness.max_seconds = o.max_seconds;
-  // NOTE: a sample of at least 5 ms (back-to-back runs) is scheduled like a layer phase is: on a
-  // machine shared with other work, sub-millisecond samples dodge preemption that a phase of
-  // tens of milliseconds cannot.
-  req.harness.min_sample_s = 5e-3;
-  if (o.quick) {
-    req.harness.min_sample_s = 2e-4;
-    req.harness.min_reps = 3;
-    req.harness.max_seconds = std::min(o.max_seconds, 0.2);
-  }
-  return req;
-}
-
-/// The output file's state, checked on rank 0.
-Status check_output(const profiler::ProfileRequest& req) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(req.out_path);
-  if (fs::exists(p, ec)) {
-    if (!fs::is_regular_file(p, ec)) {
-      return Error{"--out " + req.out_path + ": expected a file path, got a directory"};
-    }
-    if (!req.resume) {
-      return Error{"--out " + req.out_path +
-                   " exists; expected --resume to measure what it lacks, or a new path"};
-    }
-  } else {
-    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-    if (!fs::is_directory(dir, ec)) {
-      return Error{"--out " + req.out_path + ": directory " + dir.string() + " does not exist"};
-    }
-  }
-  return Status::Ok();
-}
 
 int report(const profiler::ProfileSummary& s, const std::string& out) {
   std::printf(
@@ -140,8 +47,9 @@ int run_profile_command(const ProfileOptions& o) {
     if (!launcher) return report_error(launcher.error());
     std::unique_ptr<kernels::Communicator> world = std::move(*launcher);
     const bool root = world->rank() == 0;
-    auto req = build_request(o, world->size());
-    Status ok = req ? (root ? check_output(*req) : Status::Ok()) : Status(req.error());
+    auto req = profiler::make_profile_request(o, world->size());
+    Status ok =
+        req ? (root ? profiler::check_profile_output(*req) : Status::Ok()) : Status(req.error());
     std::vector<std::int64_t> bad{ok ? 0 : 1};
     world->all_reduce_max(bad);
     if (bad[0] != 0) return root ? report_error(ok.error()) : kExitBadInput;
@@ -172,9 +80,9 @@ int run_profile_command(const ProfileOptions& o) {
     return report_error(
         Error{"--ranks: expected 1 to 64 in-process ranks, got " + std::to_string(ranks)});
   }
-  auto req = build_request(o, ranks);
+  auto req = profiler::make_profile_request(o, ranks);
   if (!req) return report_error(req.error());
-  if (const Status s = check_output(*req); !s) return report_error(s.error());
+  if (const Status s = profiler::check_profile_output(*req); !s) return report_error(s.error());
   std::unique_ptr<Progress> progress;
   Result<profiler::ProfileSummary> sum = Error{"not run"};
   kernels::run_in_process(ranks, [&](kernels::Communicator& world) {

@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli_common.hpp"
-#include "app/cli/cost_options.hpp"
 #include "app/cli/progress.hpp"
 #include "app/cli/table.hpp"
 #include "kernels/mpi_communicator.hpp"
@@ -19,168 +18,26 @@
 #include "models/scaled_model.hpp"
 #include "models/units.hpp"
 #include "planner/cost_model.hpp"
-#include "profiler/layer_bench.hpp"
+#include "planner/cost_setup.hpp"
+#include "profiler/validate.hpp"
 
 namespace moeplan::cli {
 
 namespace {
 
-struct ValidateOptions {
-  std::string model = models::kDefaultModel;
-  std::string costs;
-  std::string layouts = "all";
-  std::string dispatchers = "all";
-  std::string tokens = "256,512,1024";
-  std::string dtype;
-  int scale = 1;
+struct ValidateOptions : profiler::ValidateOptions {
+  ValidateOptions() { model = models::kDefaultModel; }
   int ranks = -1;
-  std::uint64_t seed = 20241120;
-  double max_seconds = 3.0;
-  std::string statistic = "median";
   bool json = false;
 };
 
-struct Case {
-  kernels::Layout layout;
-  kernels::Dispatcher dispatcher = kernels::Dispatcher::kA2av;
-  int tokens = 0;
-};
-
-struct Request {
-  models::MoeModel model;   ///< as given
-  models::MoeModel scaled;  ///< widths / scale: what runs and what the planner costs
-  kernels::LayerSpec spec;
-  std::vector<Case> cases;
-};
-
-Result<Request> build_request(const ValidateOptions& o, int world) {
-  if (o.costs.empty()) return Error{"--costs: expected the cost database written by profile"};
-  if (!planner::parse_statistic(o.statistic)) {
-    return Error{"--statistic: expected median or p10, got '" + o.statistic + "'"};
-  }
-  if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
-    return Error{"--max-seconds: expected a time per case in (0, 600] s"};
-  }
-  Request r;
-  auto m = models::load_model(o.model);
-  if (!m) return m.error();
-  r.model = *m;
-  DType dtype = m->dtype;
-  if (!o.dtype.empty()) {
-    const auto dt = parse_dtype(o.dtype);
-    if (!dt || *dt == DType::kFp8) {
-      return Error{"--dtype: expected fp32, fp16 or bf16, got '" + o.dtype + "'"};
-    }
-    dtype = *dt;
-  }
-  auto scaled = models::scale_model(*m, o.scale);
-  if (!scaled) return scaled.error();
-  r.scaled = *scaled;
-  r.scaled.dtype = dtype;
-  auto spec = kernels::LayerSpec::from_model(*m, o.scale, dtype, o.seed);
-  if (!spec) return spec.error();
-  r.spec = *spec;
-  std::vector<kernels::Layout> layouts;
-  if (o.layouts == "all") {
-    layouts = kernels::legal_layouts(r.spec, world);
-    if (layouts.empty()) {
-      return Error{"--layouts all: no legal layout of " + m->name + " on " + std::to_string(world) +
-                   " ranks"};
-    }
-  } else {
-    for (const auto& text : split_list(o.layouts)) {
-      auto l = kernels::parse_layout(text);
-      if (!l) return Error{"--layouts: " + l.error().message};
-      MOEPLAN_TRY_STATUS(kernels::check_layout(r.spec, *l, world));
-      layouts.push_back(*l);
-    }
-  }
-  std::vector<kernels::Dispatcher> dispatchers;
-  if (o.dispatchers == "all") {
-    dispatchers.assign(std::begin(kernels::kAllDispatchers), std::end(kernels::kAllDispatchers));
-  } else {
-    for (const auto& text : split_list(o.dispatchers)) {
-      auto d = kernels::parse_dispatcher(text);
-      if (!d) return Error{"--dispatcher: " + d.error().message};
-      dispatchers.push_back(*d);
-    }
-  }
-  std::vector<int> tokens;
-  for (const auto& t : split_list(o.tokens)) {
-    std::size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != t.size() || v < 1 || v > (1L << 20) || v % world != 0) {
-      return Error{"--tokens: expected positive token counts divisible by the " +
-                   std::to_string(world) + " ranks (tokens per rank = count / ranks), got '" + t +
-                   "'"};
-    }
-    tokens.push_back(static_cast<int>(v));
-  }
-  if (tokens.empty()) return Error{"--tokens: expected at least one token count"};
-  for (const auto& l : layouts) {
-    for (const auto d : dispatchers) {
-      for (const int t : tokens) r.cases.push_back({l, d, t});
-    }
-  }
-  return r;
-}
-
-struct Row {
-  Case c;
-  double measured_s = 0.0;
-  double p10_s = 0.0;
-  double p90_s = 0.0;
-  int reps = 0;
-  bool verified = true;
-  std::string verify_detail;
-  planner::LayerCost predicted;
-  planner::LayerCost roofline;
-  kernels::PhaseTimes phases;
-};
-
-double error_of(double predicted, double measured) {
-  return measured > 0.0 ? (predicted - measured) / measured : 0.0;
-}
-
-/// The planner's figure for one case from `costs`, with the layer's real expert load.
-Result<planner::LayerCost> predict(const Request& req, const planner::Cluster& cluster,
-                                   const planner::CostSource& costs, const Case& c, int world) {
-  planner::ExpertLoad load;
-  load.source = "routed by the layer's router on its inputs";
-  load.num_experts = req.spec.num_experts;
-  load.counts = {profiler::routed_counts(req.spec, c.tokens)};
-  planner::Layout l;
-  l.num_gpus = world;
-  l.ep_size = c.layout.ep_size;
-  l.tp_size = c.layout.tp_size;
-  l.dispatcher = *planner::parse_dispatcher(kernels::dispatcher_name(c.dispatcher));
-  l.mapping = planner::RankMapping::kTpInnermost;
-  const planner::CostContext ctx{
-      req.scaled, cluster, costs, {planner::Phase::kPrefill, c.tokens / world}, load, {}};
-  auto lc = planner::cost_layout(ctx, l);
-  if (!lc) return lc.error();
-  return lc->per_layer;
-}
+using Request = profiler::ValidateRequest;
+using Row = profiler::ValidateRow;
+using profiler::relative_error;
+using profiler::source_summary;
 
 std::string pct(double e) { return format_fixed(100.0 * e, 1) + "%"; }
 std::string ms(double s) { return format_fixed(s * 1e3, 2); }
-
-/// "db-exact 5, db-interp 9, ..." over the six items of a layer cost.
-std::string source_summary(const planner::LayerCost& c) {
-  std::map<std::string, int> n;
-  for (const auto* item : {&c.router, &c.dispatch, &c.experts, &c.combine, &c.tp, &c.shared}) {
-    std::stringstream ss(item->source);
-    for (std::string s; std::getline(ss, s, '+');) ++n[s];
-  }
-  std::string out;
-  for (const auto& [k, v] : n) out += (out.empty() ? "" : " ") + k + ":" + std::to_string(v);
-  return out;
-}
 
 nlohmann::json items_json(const planner::LayerCost& c, bool sources) {
   nlohmann::json j;
@@ -194,26 +51,12 @@ nlohmann::json items_json(const planner::LayerCost& c, bool sources) {
   return j;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int print_rows(const ValidateOptions& o, const Request& req, const std::vector<Row>& rows,
                int world, const std::string& mode, const std::vector<std::string>& misses) {
-  std::vector<double> err_db, err_roof;
-  bool all_verified = true;
-  for (const auto& r : rows) {
-    err_db.push_back(std::abs(error_of(r.predicted.total(), r.measured_s)));
-    err_roof.push_back(std::abs(error_of(r.roofline.total(), r.measured_s)));
-    all_verified = all_verified && r.verified;
-  }
-  const double med_db = median(err_db), med_roof = median(err_roof);
-  const double worst_db = err_db.empty() ? 0.0 : *std::max_element(err_db.begin(), err_db.end());
-  const double worst_roof =
-      err_roof.empty() ? 0.0 : *std::max_element(err_roof.begin(), err_roof.end());
+  const profiler::ValidateSummary sum = profiler::summarize(rows);
+  const double med_db = sum.median_abs_error, med_roof = sum.roofline_median_abs_error;
+  const double worst_db = sum.worst_abs_error, worst_roof = sum.roofline_worst_abs_error;
+  const bool all_verified = sum.all_verified;
   if (o.json) {
     nlohmann::json out = {{"model", req.model.name},
                           {"scale", o.scale},
@@ -235,8 +78,8 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                              {"repetitions", r.reps},
                              {"predicted_ms", r.predicted.total() * 1e3},
                              {"roofline_ms", r.roofline.total() * 1e3},
-                             {"error", error_of(r.predicted.total(), r.measured_s)},
-                             {"roofline_error", error_of(r.roofline.total(), r.measured_s)},
+                             {"error", relative_error(r.predicted.total(), r.measured_s)},
+                             {"roofline_error", relative_error(r.roofline.total(), r.measured_s)},
                              {"sources", items_json(r.predicted, true)},
                              {"predicted_parts_ms", items_json(r.predicted, false)},
                              {"roofline_parts_ms", items_json(r.roofline, false)},
@@ -272,8 +115,8 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
     for (const auto& r : rows) {
       t.add_row({r.c.layout.name(), kernels::dispatcher_name(r.c.dispatcher),
                  std::to_string(r.c.tokens), ms(r.measured_s), ms(r.p10_s) + ".." + ms(r.p90_s),
-                 ms(r.predicted.total()), pct(error_of(r.predicted.total(), r.measured_s)),
-                 ms(r.roofline.total()), pct(error_of(r.roofline.total(), r.measured_s)),
+                 ms(r.predicted.total()), pct(relative_error(r.predicted.total(), r.measured_s)),
+                 ms(r.roofline.total()), pct(relative_error(r.roofline.total(), r.measured_s)),
                  r.verified ? source_summary(r.predicted) : "VERIFY FAILED: " + r.verify_detail});
     }
     std::fputs(t.render().c_str(), stdout);
@@ -291,67 +134,26 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
   return all_verified ? kExitOk : kExitFailed;
 }
 
-/// Runs every case collectively; rank 0 gets the rows.
-std::vector<Row> run_cases(kernels::Communicator& world, const Request& req,
-                           const profiler::HarnessOptions& h, planner::CostStatistic statistic,
-                           Progress* progress) {
-  std::vector<Row> rows;
-  int done = 0;
-  for (const auto& c : req.cases) {
-    const auto lm = profiler::measure_layer(world, req.spec, c.layout, c.dispatcher, c.tokens, h);
-    Row r;
-    r.c = c;
-    r.measured_s = statistic == planner::CostStatistic::kP10 ? lm.measurement.stats.p10_s
-                                                             : lm.measurement.stats.median_s;
-    r.p10_s = lm.measurement.stats.p10_s;
-    r.p90_s = lm.measurement.stats.p90_s;
-    r.reps = lm.measurement.stats.repetitions;
-    r.verified = lm.measurement.disposition == planner::Disposition::kPassed;
-    if (!r.verified) r.verify_detail = lm.measurement.detail;
-    r.phases = lm.phases;
-    rows.push_back(r);
-    ++done;
-    if (progress != nullptr && world.rank() == 0) {
-      progress->update(done, c.layout.name() + " " + kernels::dispatcher_name(c.dispatcher) + " " +
-                                 std::to_string(c.tokens));
-    }
-  }
-  return rows;
-}
-
-/// Predictions for every row (rank 0, after the measurements).
-Status add_predictions(const Request& req, const CostSetup& setup, std::vector<Row>& rows,
-                       int world) {
-  for (auto& r : rows) {
-    auto p = predict(req, *setup.cluster, setup.costs(), r.c, world);
-    if (!p) return p.error();
-    r.predicted = *p;
-    auto q = predict(req, *setup.cluster, *setup.roofline, r.c, world);
-    if (!q) return q.error();
-    r.roofline = *q;
-  }
-  return Status::Ok();
+/// Prints the CLI's progress line on rank 0.
+std::function<void(int, int, const std::string&)> progress_of(Progress* progress) {
+  return [progress](int done, int, const std::string& what) {
+    if (progress != nullptr) progress->update(done, what);
+  };
 }
 
 int run_validate_command(const ValidateOptions& o) {
-  profiler::HarnessOptions h;
-  h.warmup = 1;
-  h.min_reps = 5;
-  h.max_reps = 50;
-  h.max_seconds = o.max_seconds;
-  h.min_sample_s = 0.0;
   const int launched = kernels::launcher_world_size();
   if (launched > 1) {
     auto launcher = launcher_world(launched, o.ranks);
     if (!launcher) return report_error(launcher.error());
     std::unique_ptr<kernels::Communicator> world = std::move(*launcher);
     const bool root = world->rank() == 0;
-    auto req = build_request(o, world->size());
-    Result<CostSetup> setup = Error{"not loaded"};
+    auto req = profiler::make_validate_request(o, world->size());
+    Result<planner::CostSetup> setup = Error{"not loaded"};
     Status ok = req ? Status::Ok() : Status(req.error());
     if (ok && root) {
-      setup = make_cost_setup("local:" + std::to_string(world->size()), o.costs,
-                              *planner::parse_statistic(o.statistic));
+      setup = planner::make_cost_setup("local:" + std::to_string(world->size()), o.costs,
+                                       *planner::parse_statistic(o.statistic));
       if (!setup) ok = setup.error();
     }
     std::vector<std::int64_t> bad{ok ? 0 : 1};
@@ -360,11 +162,11 @@ int run_validate_command(const ValidateOptions& o) {
     std::unique_ptr<Progress> progress;
     if (root)
       progress = std::make_unique<Progress>("validate", static_cast<int>(req->cases.size()));
-    auto rows = run_cases(*world, *req, h, *planner::parse_statistic(o.statistic), progress.get());
+    auto rows = profiler::run_validate_cases(*world, *req, progress_of(progress.get()));
     if (progress) progress->finish();
     int rc = kExitOk;
     if (root) {
-      const Status s = add_predictions(*req, *setup, rows, world->size());
+      const Status s = profiler::add_predictions(*req, *setup, rows, world->size());
       rc = s ? print_rows(o, *req, rows, world->size(), "mpi", setup->measured->misses())
              : report_error(s.error());
     }
@@ -375,19 +177,19 @@ int run_validate_command(const ValidateOptions& o) {
     return report_error(
         Error{"--ranks: expected 1 to 64 in-process ranks, got " + std::to_string(ranks)});
   }
-  auto req = build_request(o, ranks);
+  auto req = profiler::make_validate_request(o, ranks);
   if (!req) return report_error(req.error());
-  auto setup = make_cost_setup("local:" + std::to_string(ranks), o.costs,
-                               *planner::parse_statistic(o.statistic));
+  auto setup = planner::make_cost_setup("local:" + std::to_string(ranks), o.costs,
+                                        *planner::parse_statistic(o.statistic));
   if (!setup) return report_error(setup.error());
   Progress progress("validate", static_cast<int>(req->cases.size()));
   std::vector<Row> rows;
   kernels::run_in_process(ranks, [&](kernels::Communicator& world) {
-    auto r = run_cases(world, *req, h, *planner::parse_statistic(o.statistic), &progress);
+    auto r = profiler::run_validate_cases(world, *req, progress_of(&progress));
     if (world.rank() == 0) rows = std::move(r);
   });
   progress.finish();
-  if (const Status s = add_predictions(*req, *setup, rows, ranks); !s) {
+  if (const Status s = profiler::add_predictions(*req, *setup, rows, ranks); !s) {
     return report_error(s.error());
   }
   return print_rows(o, *req, rows, ranks, "in-process threads", setup->measured->misses());

@@ -1,10 +1,13 @@
 // moeplan-gui: the Qt6 desktop app. `--screenshot DIR` renders each view to PNG and exits.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
 #include <QLabel>
+#include <QTemporaryDir>
 #include <cstdio>
 
 #include "app/gui/main_window.hpp"
+#include "app/gui/profiling_view.hpp"
 #include "app/gui/topology_view.hpp"
 #include "kernels/host_memory.hpp"
 
@@ -49,6 +52,14 @@ int main(int argc, char** argv) {
       QStringLiteral("redundant"),
       QStringLiteral("Redundant expert slots per EP rank for eplb and best (0-16)."),
       QStringLiteral("N"), QStringLiteral("0"));
+  const QCommandLineOption costs(
+      QStringLiteral("costs"),
+      QStringLiteral("Cost database (profile DB) to plan with, as moeplan plan --costs. With "
+                     "--screenshot the profiling view shows its points; without it, "
+                     "--screenshot profiles this machine briefly (quick sweep, 2 ranks, "
+                     "1/32 widths) and validates against that profile."),
+      QStringLiteral("FILE"));
+  parser.addOption(costs);
   parser.addOption(placement);
   parser.addOption(redundant);
   parser.addOption(screenshot);
@@ -77,9 +88,24 @@ int main(int argc, char** argv) {
                          "--redundant: expected 0-16"));
     }
   }
+  if (parser.isSet(costs)) {
+    if (!window.loadCosts(parser.value(costs)) && shots) {
+      return fail(window.costErrorLabel()->text());
+    }
+    if (shots && !window.profilingView()->openDatabase(parser.value(costs))) {
+      return fail(window.profilingView()->errorLabel()->text());
+    }
+  }
   if (shots) {
     window.resize(1366, 768);
     window.show();
+    QTemporaryDir tmp;
+    if (!parser.isSet(costs)) {
+      // A real, small profile and validate, so the profiling view shows measured points.
+      const QString err = window.profilingView()->runExample(
+          QDir(tmp.path()).filePath(QStringLiteral("profile.db")), 2, 32, QStringLiteral("256"));
+      if (!err.isEmpty()) return fail(QStringLiteral("profiling view: ") + err);
+    }
     const int n = window.saveScreenshots(parser.value(screenshot));
     if (n < 0)
       return fail(QStringLiteral("cannot write screenshots to ") + parser.value(screenshot));

@@ -20,7 +20,6 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
-#include <QStandardItemModel>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableWidget>
@@ -29,6 +28,7 @@
 #include "app/gui/export_dialog.hpp"
 #include "app/gui/layouts_view.hpp"
 #include "app/gui/load_view.hpp"
+#include "app/gui/profiling_view.hpp"
 #include "app/gui/session.hpp"
 #include "app/gui/topology_view.hpp"
 #include "kernels/backends.hpp"
@@ -58,12 +58,14 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   add(loadView_, QStringLiteral("load_balance"), tr("Load &balance"));
   traffic_ = new TrafficView(session_, tabs_);
   add(traffic_, QStringLiteral("traffic"), tr("T&raffic"));
-  add(buildProfilingView(), QStringLiteral("profiling"), tr("&Profiling"));
+  profiling_ = new ProfilingView(session_, tabs_);
+  add(profiling_, QStringLiteral("profiling"), tr("&Profiling"));
   setCentralWidget(tabs_);
 
   auto* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open config.json…"), QKeySequence::Open, this, &MainWindow::onOpenConfig);
   file->addAction(tr("Open expert &load…"), this, &MainWindow::onOpenLoad);
+  file->addAction(tr("Open &cost DB…"), this, &MainWindow::onOpenCosts);
   file->addAction(tr("&Export layout…"), this,
                   [this] { showExportDialog(this, modelCombo_->currentText()); });
   file->addSeparator();
@@ -125,6 +127,7 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   QString model = QString::fromLatin1(models::kDefaultModel);
   QString cluster = QString::fromLatin1(planner::kDefaultCluster);
   QString load = QStringLiteral("uniform");
+  QString costs;
   if (useSettings_) {
     QSettings s;
     restoreGeometry(s.value(QStringLiteral("geometry")).toByteArray());
@@ -132,10 +135,13 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
     model = s.value(QStringLiteral("lastModel"), model).toString();
     cluster = s.value(QStringLiteral("lastCluster"), cluster).toString();
     load = s.value(QStringLiteral("lastLoad"), load).toString();
+    costs = s.value(QStringLiteral("lastCosts")).toString();
   }
   if (!loadModel(model)) loadModel(QString::fromLatin1(models::kDefaultModel));
   if (!loadCluster(cluster)) loadCluster(QString::fromLatin1(planner::kDefaultCluster));
   if (!loadLoad(load)) loadLoad(QStringLiteral("uniform"));
+  // A cost DB that no longer loads (moved, or not for this cluster) says so in the model view.
+  if (!costs.isEmpty()) loadCosts(costs);
 }
 
 QWidget* MainWindow::buildModelView() {
@@ -211,15 +217,25 @@ QWidget* MainWindow::buildModelView() {
   form->addRow(tr("Re&dundant slots:"), redundant_);
   costSource_ = new QComboBox(box);
   costSource_->addItem(tr("roofline (device spec + topology)"));
-  costSource_->addItem(tr("profile DB — not in the GUI yet (use moeplan plan --costs)"));
-  if (auto* m = qobject_cast<QStandardItemModel*>(costSource_->model())) {
-    m->item(1)->setEnabled(false);
-  }
+  costSource_->addItem(tr("profile DB (measured; as moeplan plan --costs)"));
   costSource_->setToolTip(
-      tr("Measured costs come from a profile DB written by `moeplan profile`; the CLI's "
-         "`moeplan plan --costs FILE` uses one, this window does not yet, so every figure here "
-         "is a roofline estimate."));
+      tr("Roofline: figures from the device spec and topology. Profile DB: measured costs from a "
+         "database written by `moeplan profile` or the Profiling view, as `moeplan plan --costs "
+         "FILE` uses them (queries it lacks fall back to the roofline and say so)."));
   form->addRow(tr("&Cost source:"), costSource_);
+  auto* costRow = new QHBoxLayout();
+  costFile_ = new QLabel(box);
+  costFile_->setWordWrap(true);
+  costRow->addWidget(costFile_, 1);
+  auto* openCosts = new QPushButton(tr("DB &file…"), box);
+  openCosts->setToolTip(tr("Choose the cost database (a profile DB)"));
+  costRow->addWidget(openCosts);
+  form->addRow(costRow);
+  costError_ = new QLabel(box);
+  costError_->setStyleSheet(QStringLiteral("color: #b00020;"));
+  costError_->setWordWrap(true);
+  costError_->hide();
+  form->addRow(costError_);
   auto* note = new QLabel(tr("Every change plans again in the background (F5 forces it; Esc "
                              "cancels). Results are in the Layouts, Load balance and Traffic "
                              "views."),
@@ -231,6 +247,21 @@ QWidget* MainWindow::buildModelView() {
   connect(modelCombo_, &QComboBox::activated, this, &MainWindow::onModelChosen);
   connect(open, &QPushButton::clicked, this, &MainWindow::onOpenConfig);
   connect(openLoad, &QPushButton::clicked, this, &MainWindow::onOpenLoad);
+  connect(openCosts, &QPushButton::clicked, this, &MainWindow::onOpenCosts);
+  connect(costSource_, &QComboBox::activated, this, [this](int i) {
+    if (i == 0) {
+      loadCosts(QString());
+    } else if (session_->costDb().isEmpty()) {
+      onOpenCosts();
+    }
+    showCostSource();
+  });
+  connect(session_, &Session::costSourceChanged, this, [this] {
+    costError_->hide();
+    showCostSource();
+    if (useSettings_) QSettings().setValue(QStringLiteral("lastCosts"), session_->costDb());
+  });
+  showCostSource();
   connect(loadSpec_, &QLineEdit::returnPressed, this, [this] { loadLoad(loadSpec_->text()); });
   connect(phase_, &QComboBox::currentIndexChanged, this, [this](int i) {
     const QSignalBlocker block(tokens_);
@@ -245,19 +276,27 @@ QWidget* MainWindow::buildModelView() {
   return page;
 }
 
-QWidget* MainWindow::buildProfilingView() {
-  auto* page = new QWidget(this);
-  auto* layout = new QVBoxLayout(page);
-  auto* statement = new QLabel(
-      tr("<b>Profiling is not available from the GUI yet.</b> Run `moeplan profile` and "
-         "`moeplan validate` from the command line (docs/PROFILER.md); this view cannot start "
-         "them and shows no measurements, and every figure in moeplan-gui comes from the "
-         "roofline cost source (device spec and topology)."),
-      page);
-  statement->setWordWrap(true);
-  layout->addWidget(statement);
-  layout->addStretch(1);
-  return page;
+void MainWindow::showCostSource() {
+  const QString& db = session_->costDb();
+  const QSignalBlocker block(costSource_);
+  costSource_->setCurrentIndex(db.isEmpty() ? 0 : 1);
+  costFile_->setText(db.isEmpty() ? tr("No cost DB: every figure is a roofline estimate.")
+                                  : tr("Cost DB: %1").arg(db));
+}
+
+bool MainWindow::loadCosts(const QString& path) {
+  const QString err = session_->setCostDb(path);
+  costError_->setText(err);
+  costError_->setVisible(!err.isEmpty());
+  showCostSource();
+  return err.isEmpty();
+}
+
+void MainWindow::onOpenCosts() {
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open a cost database (profile DB)"), QString(),
+                                   tr("Cost DB (*.db *.sqlite);;All (*)"));
+  if (!path.isEmpty()) loadCosts(path);
 }
 
 bool MainWindow::loadModel(const QString& nameOrPath) {
@@ -362,6 +401,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 }
 
 void MainWindow::waitForIdle() {
+  profiling_->waitForIdle();
   session_->waitForIdle();
   loadView_->waitForIdle();
   QCoreApplication::processEvents();

@@ -18,6 +18,7 @@ namespace moeplan::gui {
 
 class LayoutsView;
 class LoadView;
+class ProfilingView;
 class Session;
 class TopologyView;
 class TrafficView;
@@ -38,6 +39,9 @@ class MainWindow : public QMainWindow {
   /// Sets the placement policy the plan costs with ("contiguous", "round_robin", "eplb",
   /// "best") and the redundant slots per EP rank; false for an unknown policy.
   bool setPlacement(const QString& policy, int redundantPerRank);
+  /// Plans with a cost database's measured costs (as `moeplan plan --costs FILE`); "" returns
+  /// to the roofline. On failure the model view shows the error and the source is unchanged.
+  bool loadCosts(const QString& path);
   /// The model view's (label, value) table and the error line, for tests.
   QTableWidget* modelTable() const { return modelTable_; }
   QLabel* errorLabel() const { return errorLabel_; }
@@ -49,6 +53,8 @@ class MainWindow : public QMainWindow {
   LoadView* loadView() const { return loadView_; }
   TrafficView* trafficView() const { return traffic_; }
   QComboBox* costSourceCombo() const { return costSource_; }
+  QLabel* costErrorLabel() const { return costError_; }
+  ProfilingView* profilingView() const { return profiling_; }
   /// Waits for planning and placement to finish and their views to update.
   void waitForIdle();
   /// Renders every view to DIR/<view>.png. Returns the number of files written, -1 on error.
@@ -61,12 +67,13 @@ class MainWindow : public QMainWindow {
   void onModelChosen(int index);
   void onOpenConfig();
   void onOpenLoad();
+  void onOpenCosts();
   void onWorkloadEdited();
   void onShowBackends();
 
  private:
   QWidget* buildModelView();
-  QWidget* buildProfilingView();
+  void showCostSource();
 
   bool useSettings_ = false;
   Session* session_ = nullptr;
@@ -82,6 +89,9 @@ class MainWindow : public QMainWindow {
   QComboBox* policy_ = nullptr;
   QSpinBox* redundant_ = nullptr;
   QComboBox* costSource_ = nullptr;
+  QLabel* costFile_ = nullptr;
+  QLabel* costError_ = nullptr;
+  ProfilingView* profiling_ = nullptr;
   TopologyView* topology_ = nullptr;
   LayoutsView* layouts_ = nullptr;
   LoadView* loadView_ = nullptr;

@@ -7,7 +7,7 @@
 
 #include "models/json_reader.hpp"
 #include "models/registry.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/cost_setup.hpp"
 
 namespace moeplan::gui {
 
@@ -109,6 +109,18 @@ void Session::setPolicy(planner::PlacementPolicy policy, int redundantPerRank) {
   scheduleReplan();
 }
 
+QString Session::setCostDb(const QString& path) {
+  if (!path.isEmpty()) {
+    if (!cluster_) return tr("No cluster: choose one in the Topology view.");
+    auto setup = planner::make_cost_setup(*cluster_, path.toStdString());
+    if (!setup) return QString::fromStdString(setup.error().message);
+  }
+  costDb_ = path;
+  emit costSourceChanged();
+  scheduleReplan();
+  return {};
+}
+
 void Session::selectLayout(int index) {
   if (index == selected_) return;
   selected_ = index;
@@ -137,18 +149,24 @@ void Session::replan() {
                      ? planner::PlacementFn{}
                      : planner::policy_placement_fn(load_->load, fit_);
   req.placement = placementFn_;
-  auto future = QtConcurrent::run([model = *model_, cluster = *cluster_, req, generation]() {
-    PlanOutcome out;
-    out.generation = generation;
-    const planner::RooflineCosts costs(cluster);
-    auto plan = planner::make_plan(model, cluster, costs, req);
-    if (plan) {
-      out.plan = std::make_shared<const planner::Plan>(std::move(*plan));
-    } else {
-      out.error = QString::fromStdString(plan.error().message);
-    }
-    return out;
-  });
+  auto future = QtConcurrent::run(
+      [model = *model_, cluster = *cluster_, req, generation, costs = costDb_.toStdString()]() {
+        PlanOutcome out;
+        out.generation = generation;
+        // The cost source `moeplan plan` sets up: the roofline, or the database's measured costs.
+        auto setup = planner::make_cost_setup(cluster, costs);
+        if (!setup) {
+          out.error = QString::fromStdString(setup.error().message);
+          return out;
+        }
+        auto plan = planner::make_plan(model, cluster, setup->costs(), req);
+        if (plan) {
+          out.plan = std::make_shared<const planner::Plan>(std::move(*plan));
+        } else {
+          out.error = QString::fromStdString(plan.error().message);
+        }
+        return out;
+      });
   // A plan still running finishes on its own in the pool; the watcher now follows the new one.
   watcher_.setFuture(future);
   running_ = true;

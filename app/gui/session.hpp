@@ -59,6 +59,11 @@ class Session : public QObject {
   QString setLoad(const QString& fileOrSpec);
   void setWorkload(const planner::Workload& w);
   void setPolicy(planner::PlacementPolicy policy, int redundantPerRank);
+  /// Plans with the measured costs of a cost database (as `moeplan plan --costs FILE`) on the
+  /// current cluster; "" returns to the roofline. The database is read now to check it.
+  QString setCostDb(const QString& path);
+  /// The cost database plans use; empty: the roofline.
+  const QString& costDb() const { return costDb_; }
   void selectLayout(int index);
 
   /// Starts planning now in a worker thread (a running plan is abandoned).
@@ -71,6 +76,7 @@ class Session : public QObject {
  signals:
   void modelChanged();
   void clusterChanged();
+  void costSourceChanged();
   void loadChanged();
   void planStarted();
   void planFinished();  ///< plan() or planError() changed
@@ -86,6 +92,7 @@ class Session : public QObject {
   nlohmann::json clusterJson_;
   std::optional<planner::LoadData> load_;
   QString loadSpec_ = QStringLiteral("uniform");
+  QString costDb_;
   planner::Workload workload_;
   planner::PolicyFit fit_;
   planner::PlacementFn placementFn_;

@@ -372,24 +372,6 @@ TEST(GuiLoadBalance, CancelKeepsThePreviousFigures) {
   EXPECT_EQ(v->outcome().placements.front().placement.physical_to_logical, before);
 }
 
-TEST(GuiViews, CostSourceAndProfilingAreHonest) {
-  app();
-  MainWindow w;
-  auto* m = qobject_cast<QStandardItemModel*>(w.costSourceCombo()->model());
-  ASSERT_NE(m, nullptr);
-  EXPECT_TRUE(m->item(0)->isEnabled());
-  EXPECT_FALSE(m->item(1)->isEnabled());
-  EXPECT_TRUE(m->item(1)->text().contains(QStringLiteral("not in the GUI yet")));
-  QWidget* profiling = w.tabs()->widget(w.tabs()->count() - 1);
-  EXPECT_EQ(profiling->objectName(), QStringLiteral("profiling"));
-  // No controls for a feature the GUI does not have: only the statement that says so.
-  EXPECT_TRUE(profiling->findChildren<QComboBox*>().isEmpty());
-  EXPECT_TRUE(profiling->findChildren<QPushButton*>().isEmpty());
-  ASSERT_EQ(profiling->findChildren<QLabel*>().size(), 1);
-  EXPECT_TRUE(profiling->findChildren<QLabel*>().front()->text().contains(
-      QStringLiteral("not available from the GUI yet")));
-}
-
 TEST(GuiViews, SettingsRememberTheLastFiles) {
   app();
   QCoreApplication::setOrganizationName(QStringLiteral("moeplan-gui-test"));

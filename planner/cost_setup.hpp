@@ -1,0 +1,39 @@
+// The cluster and cost source a planning run uses: a bundled or file cluster, or `local:N` (this
+// machine with N ranks, its device spec derived from a profile); the roofline, or the measured
+// cost database (a file written by `moeplan profile`). `moeplan plan --costs`, `validate` and
+// moeplan-gui's "profile DB" cost source all set up their costs here.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "planner/cost_db.hpp"
+#include "planner/measured_costs.hpp"
+#include "planner/roofline_costs.hpp"
+
+namespace moeplan::planner {
+
+struct CostSetup {
+  std::unique_ptr<Cluster> cluster;
+  std::unique_ptr<RooflineCosts> roofline;
+  std::unique_ptr<CostDb> db;               ///< null without a cost database
+  std::unique_ptr<MeasuredCosts> measured;  ///< null without a cost database
+  /// The measured source when a cost database was given, else the roofline.
+  const CostSource& costs() const {
+    return measured ? static_cast<const CostSource&>(*measured) : *roofline;
+  }
+};
+
+/// Loads the cluster (`local:N` needs `costs_path`) and, when `costs_path` is not empty, the cost
+/// database (it must exist; it is opened, never created). Errors name the option (--cluster,
+/// --costs) and the file.
+Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string& costs_path,
+                                  CostStatistic statistic = CostStatistic::kMedian);
+
+/// The same for a cluster already built (a GUI's edited cluster): the roofline of `cluster` and,
+/// when `costs_path` is not empty, the database's measured costs for it, read as
+/// make_cost_setup reads them for a named cluster.
+Result<CostSetup> make_cost_setup(const Cluster& cluster, const std::string& costs_path,
+                                  CostStatistic statistic = CostStatistic::kMedian);
+
+}  // namespace moeplan::planner

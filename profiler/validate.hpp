@@ -1,0 +1,93 @@
+// `validate`'s core, shared by the CLI and moeplan-gui: the cases (layout × dispatcher × token
+// count) built from the options, each run as the real sharded layer and measured, and the
+// planner's prediction for each from the cost database and from the roofline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/communicator.hpp"
+#include "kernels/moe_layer.hpp"
+#include "models/moe_model.hpp"
+#include "planner/cost_model.hpp"
+#include "planner/cost_setup.hpp"
+#include "profiler/harness.hpp"
+
+namespace moeplan::profiler {
+
+/// validate's settings as the CLI takes them (lists comma-separated).
+struct ValidateOptions {
+  std::string model;  ///< bundled name or config.json path
+  std::string costs;  ///< the cost database written by profile
+  std::string layouts = "all";
+  std::string dispatchers = "all";
+  std::string tokens = "256,512,1024";
+  std::string dtype;  ///< "" = the model's
+  int scale = 1;
+  std::uint64_t seed = 20241120;
+  double max_seconds = 3.0;
+  std::string statistic = "median";
+};
+
+struct ValidateCase {
+  kernels::Layout layout;
+  kernels::Dispatcher dispatcher = kernels::Dispatcher::kA2av;
+  int tokens = 0;
+};
+
+struct ValidateRequest {
+  models::MoeModel model;   ///< as given
+  models::MoeModel scaled;  ///< widths / scale: what runs and what the planner costs
+  kernels::LayerSpec spec;
+  std::vector<ValidateCase> cases;
+  HarnessOptions harness;
+  planner::CostStatistic statistic = planner::CostStatistic::kMedian;
+};
+
+/// The cases for `world` ranks; errors name the option (--costs, --layouts, --tokens, ...).
+Result<ValidateRequest> make_validate_request(const ValidateOptions& options, int world);
+
+struct ValidateRow {
+  ValidateCase c;
+  double measured_s = 0.0;  ///< the request's statistic
+  double p10_s = 0.0;
+  double p90_s = 0.0;
+  int reps = 0;
+  bool verified = true;
+  std::string verify_detail;
+  planner::LayerCost predicted;  ///< from the cost database
+  planner::LayerCost roofline;
+  kernels::PhaseTimes phases;
+};
+
+/// Runs every case collectively on `world`; rank 0 gets the rows (the others' are their own
+/// measurements). `progress` runs on rank 0 after each case; `stop` (optional) is polled on
+/// every rank between cases and any rank's request ends the run with the cases done so far.
+std::vector<ValidateRow> run_validate_cases(
+    kernels::Communicator& world, const ValidateRequest& request,
+    const std::function<void(int done, int total, const std::string& what)>& progress,
+    const std::function<bool()>& stop = {});
+
+/// The planner's figures for every row (on rank 0, after the measurements): `predicted` from
+/// setup.costs(), `roofline` from setup.roofline.
+Status add_predictions(const ValidateRequest& request, const planner::CostSetup& setup,
+                       std::vector<ValidateRow>& rows, int world);
+
+/// (predicted − measured) / measured; 0 when nothing was measured.
+double relative_error(double predicted, double measured);
+
+struct ValidateSummary {
+  double median_abs_error = 0.0;  ///< cost DB
+  double worst_abs_error = 0.0;
+  double roofline_median_abs_error = 0.0;
+  double roofline_worst_abs_error = 0.0;
+  bool all_verified = true;
+};
+ValidateSummary summarize(const std::vector<ValidateRow>& rows);
+
+/// "db-exact:5 db-interp:9 ..." over the six items of a layer cost.
+std::string source_summary(const planner::LayerCost& cost);
+
+}  // namespace moeplan::profiler

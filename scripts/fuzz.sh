@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) into build-fuzz/ with clang (ASan + UBSan + libFuzzer)
 # and runs each on its committed seed corpus, tests/fuzz/corpus/<target>/.
-#   scripts/fuzz.sh [--time SECONDS | --runs N] [--jobs N] [--no-build] [TARGET ...]
+#   scripts/fuzz.sh [--time SECONDS] [--runs N] [--no-build] [TARGET ...]
 # --time S   run each target for S seconds (default 15: the CI smoke run)
 # --runs N   run each target for N executions instead (the million-run figures in
-#            docs/RELIABILITY.md use --runs 1000000)
+#            docs/RELIABILITY.md use --runs 1000000); with --time after it, whichever comes first
 # New inputs a run discovers go to build-fuzz/corpus/<target>/ (kept between runs), never into
 # the committed corpus; a crash, leak, timeout or out-of-memory leaves its input in
 # build-fuzz/artifacts/<target>/ and makes the script exit 1. The last line of each target's
 # run (executions, exec/s, corpus) is printed; full logs are in build-fuzz/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mode=(-max_total_time=15)
+time_limit=15
+runs=()
 build=1
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --time) mode=(-max_total_time="$2"); shift 2 ;;
-    --runs) mode=(-runs="$2"); shift 2 ;;
+    --time) time_limit=$2; shift 2 ;;
+    --runs) runs=(-runs="$2"); time_limit=0; shift 2 ;;
     --no-build) build=0; shift ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
@@ -53,19 +54,19 @@ for t in "${targets[@]}"; do
   esac
   log=$dir/logs/$t.log
   start=$(date +%s)
-  if "$dir/bin/$t" "${mode[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+  if "$dir/bin/$t" "${runs[@]}" -max_total_time="$time_limit" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
       -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" "$work" "$seeds" >"$log" 2>&1; then
     status=ok
   else
     status=FAILED
     failed+=("$t")
   fi
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   peak=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -1)
   corpus=$(find "$work" -type f | wc -l)
   printf '%-18s %-6s %10s runs %6ss %7s exec/s peak %5s MB corpus %5s (seeds %s)\n' "$t" \
-    "$status" "${runs:-?}" "$(($(date +%s) - start))" \
-    "$(( ${runs:-0} / ( $(date +%s) - start > 0 ? $(date +%s) - start : 1 ) ))" "${peak:-?}" \
+    "$status" "${execs:-?}" "$(($(date +%s) - start))" \
+    "$(( ${execs:-0} / ( $(date +%s) - start > 0 ? $(date +%s) - start : 1 ) ))" "${peak:-?}" \
     "$corpus" "$(find "$seeds" -type f | wc -l)"
   [ "$status" = ok ] || { grep -m3 -E 'ERROR|SUMMARY|runtime error' "$log" >&2 || true; }
 done

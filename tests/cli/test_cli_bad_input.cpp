@@ -51,8 +51,14 @@ class CliBadInput : public ::testing::Test {
   void bad(const std::string& args, const std::string& part, const std::string& out = "") const {
     SCOPED_TRACE(args);
     const auto r = run_cli(args);
+    // MOEPLAN_PRINT_ERRORS=1 prints each case and its message (for docs/RELIABILITY.md).
+    if (const char* p = std::getenv("MOEPLAN_PRINT_ERRORS"); p != nullptr && p[0] == '1') {
+      std::printf("CASE %s\n  => exit %d: %s", args.c_str(), r.exit_code, r.err.c_str());
+    }
     expect_one_line_error(r, part);
-    if (!out.empty()) EXPECT_FALSE(fs::exists(out)) << out << " was written";
+    if (!out.empty()) {
+      EXPECT_FALSE(fs::exists(out)) << out << " was written";
+    }
   }
 
   fs::path dir_;
@@ -79,9 +85,9 @@ TEST_F(CliBadInput, ModelConfigEveryClass) {
   const std::pair<std::string, std::string> cases[] = {
       {"/nonexistent/config.json", "/nonexistent/config.json: file not found"},
       {dir, "a_directory.json: expected a file, got a directory"},
-      {empty, "empty.json: invalid JSON at byte 0"},
+      {empty, "empty.json: empty file, expected a JSON document"},
       {cut, "cut.json: invalid JSON at byte"},
-      {type, "type.json: key 'num_experts': expected an integer, got string \"60\""},
+      {type, "type.json: key 'num_experts': expected an integer in [1, 65536], got string \"60\""},
       {range, "range.json: key 'num_hidden_layers': expected an integer"},
       {topk, "topk.json: key 'num_experts_per_tok': expected an integer in [1, 60], got 61"},
       {huge,
@@ -110,7 +116,7 @@ TEST_F(CliBadInput, ClusterFileEveryClass) {
   const std::pair<std::string, std::string> cases[] = {
       {"/nonexistent/cluster.json", "/nonexistent/cluster.json: file not found"},
       {path("a_directory.json"), "a_directory.json: expected a file, got a directory"},
-      {write("empty.json", ""), "empty.json: invalid JSON at byte 0"},
+      {write("empty.json", ""), "empty.json: empty file, expected a JSON document"},
       {truncated("cut.json", "clusters/2x-hgx-h200.json"), "cut.json: invalid JSON at byte"},
       {edit("type.json", "nodes", "2"), "type.json: key 'nodes': expected an integer"},
       {edit("range.json", "nodes", 100000),
@@ -150,19 +156,22 @@ TEST_F(CliBadInput, LoadFilesEveryClass) {
   const std::pair<std::string, std::string> cases[] = {
       {"/nonexistent/load.json", "/nonexistent/load.json: file not found"},
       {path("a_directory.json"), "a_directory.json: expected a file, got a directory"},
-      {write("empty.json", ""), "empty.json: invalid JSON at byte 0"},
+      {write("empty.json", ""), "empty.json: empty file, expected a JSON document"},
       {write("empty.csv", ""), "empty.csv: empty file, expected a row of counts per layer"},
       {write("empty.npy", ""), "empty.npy: empty file, expected a NumPy .npy array"},
       {truncated("cut.json", "loads/qwen3_30b_a3b_mbolt.json"), "cut.json: invalid JSON at byte"},
       {write("cut.npy", npy_ok.substr(0, npy_ok.size() - 5)),
        "cut.npy: npy header: shape and dtype give 64 data bytes, the file has 59"},
       {write("type.json", R"({"logical_count": "many"})"), "type.json: key 'logical_count'"},
-      {write("type.csv", "1,2,x,4\n"), "type.csv: row 0"},
+      {write("type.csv", "1,2,x,4\n"), "type.csv: line 1, column 3: expected a number, got 'x'"},
       {write("type.npy", npy_header("<c16", "1, 4") + std::string(64, '\0')),
        "type.npy: npy header: dtype '<c16' not supported, expected <i4, <i8, <f4 or <f8"},
       {write("range.json", R"({"logical_count": [[1, -3, 2, 2]]})"),
        "range.json: row 0, expert 1: expected a finite count ≥ 0, got -3"},
-      {write("range.csv", "1,2,1e400,4\n"), "range.csv: row 0"},
+      {write("range.csv", "1,-3,2,2\n"),
+       "range.csv: row 0, expert 1: expected a finite count ≥ 0, got -3"},
+      {write("overflow.csv", "1,2,1e400,4\n"),
+       "overflow.csv: line 1, column 3: expected a number, got '1e400'"},
       {write("inconsistent.csv", "1,2,3,4\n"), "inconsistent.csv: has 1 layer rows, expected 48"},
       {write("huge.npy", npy_header("<f8", "1152921504606846976, 4")),
        "huge.npy: npy header: shape too large"},
@@ -204,7 +213,7 @@ TEST_F(CliBadInput, PlacementFileEveryClass) {
   const std::pair<std::string, std::string> cases[] = {
       {"/nonexistent/place.json", "/nonexistent/place.json: file not found"},
       {path("a_directory.json"), "a_directory.json: expected a file, got a directory"},
-      {write("empty.json", ""), "empty.json: invalid JSON at byte 0"},
+      {write("empty.json", ""), "empty.json: empty file, expected a JSON document"},
       {write("cut.json", full.substr(0, full.size() / 2)), "cut.json: invalid JSON at byte"},
       {edit("type.json", "num_gpus", "4"), "type.json: key 'num_gpus': expected an integer"},
       {edit("range.json", "num_gpus", 1e308), "range.json: key 'num_gpus': expected an integer"},
@@ -244,13 +253,13 @@ TEST_F(CliBadInput, PlanAndLayoutFilesEveryClass) {
   const std::pair<std::string, std::string> plans[] = {
       {"/nonexistent/plan.json", "/nonexistent/plan.json: file not found"},
       {path("a_directory.json"), "a_directory.json: expected a file, got a directory"},
-      {write("empty.json", ""), "empty.json: invalid JSON at byte 0"},
+      {write("empty.json", ""), "empty.json: empty file, expected a JSON document"},
       {write("cut.json", plan_text.substr(0, plan_text.size() / 2)), "cut.json: invalid JSON"},
       {edit(plan_text, "type.json", "/num_gpus"_json_pointer, "16"), "type.json: key 'num_gpus'"},
       {edit(plan_text, "range.json", "/num_gpus"_json_pointer, -16), "range.json: key 'num_gpus'"},
       {edit(plan_text, "other.json", "/model/source"_json_pointer,
             resource("models/deepseek-v3.json")),
-       "other.json"},
+       "other.json: model 'deepseek-v3' ("},
   };
   for (const auto& [file, part] : plans) {
     bad("export --plan " + file + " --format sglang --out " + out, part, out);
@@ -258,7 +267,7 @@ TEST_F(CliBadInput, PlanAndLayoutFilesEveryClass) {
   const std::pair<std::string, std::string> layouts[] = {
       {"/nonexistent/layout.json", "/nonexistent/layout.json: file not found"},
       {path("a_directory.json"), "a_directory.json: expected a file, got a directory"},
-      {write("empty.json", ""), "empty.json: invalid JSON at byte 0"},
+      {write("empty.json", ""), "empty.json: empty file, expected a JSON document"},
       {write("cut.json", layout_text.substr(0, layout_text.size() / 2)), "cut.json: invalid JSON"},
       {edit(layout_text, "type.json", "/version"_json_pointer, "1"), "type.json: key 'version'"},
       {edit(layout_text, "range.json", "/version"_json_pointer, 99), "range.json: key 'version'"},

@@ -19,8 +19,8 @@ Result<nlohmann::json> parse_json(const std::string& text, const std::string& so
     // out_of_range 406: a number literal past double's range ("1e400"); found by fuzz_model_config.
     const std::string what = e.what();
     const auto at = what.find("] ");
-    return Error{source + ": invalid JSON: " +
-                 (at == std::string::npos ? what : what.substr(at + 2)) +
+    return Error{source +
+                 ": invalid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)) +
                  ", expected numbers within ±1.8e308"};
   }
 }

@@ -15,6 +15,10 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
   if (local && !*local) return local->error();
   if (!costs_path.empty()) {
     std::error_code ec;
+    if (std::filesystem::is_directory(costs_path, ec)) {
+      return Error{"--costs " + costs_path +
+                   ": expected a cost database file written by moeplan profile, got a directory"};
+    }
     if (!std::filesystem::is_regular_file(costs_path, ec)) {
       return Error{"--costs " + costs_path +
                    ": no such file; expected a cost database written "

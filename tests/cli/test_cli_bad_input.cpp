@@ -307,7 +307,9 @@ TEST_F(CliBadInput, CostDatabaseEveryClass) {
   const std::string out = path("plan.json");
   const std::pair<std::string, std::string> cases[] = {
       {path("missing.db"), "missing.db: no such file; expected a cost database"},
-      {path("a_directory.json"), "a_directory.json: no such file; expected a cost database"},
+      {path("a_directory.json"),
+       "a_directory.json: expected a cost database file written by moeplan profile, got a "
+       "directory"},
       {write("empty.db", ""), "empty.db: empty database, expected a moeplan cost database"},
       {write("cut.db", bytes.substr(0, bytes.size() / 2)), "cut.db"},
       {write("type.db", R"({"not": "a database"})"), "type.db: not a moeplan cost database"},
@@ -349,6 +351,30 @@ TEST_F(CliBadInput, FailedRunsLeaveOutputsAlone) {
   for (const auto& e : fs::directory_iterator(dir_)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
   }
+}
+
+// ---- command-line numbers: huge, wrong type ----------------------------------------------
+
+TEST_F(CliBadInput, HugeAndMistypedNumbersOnTheCommandLine) {
+  const std::string out = path("out.json");
+  const std::pair<std::string, std::string> cases[] = {
+      {"plan --tokens 99999999999999999999 -o " + out,
+       "Could not convert: --tokens = 99999999999999999999 (see moeplan --help)"},
+      {"plan --tokens 1e308 -o " + out, "Could not convert: --tokens = 1e308"},
+      {"plan --tokens many -o " + out, "Could not convert: --tokens = many"},
+      {"plan --gpus -5 -o " + out,
+       "--gpus: expected 1..16 (the GPUs of cluster '2x-hgx-h200'), got -5"},
+      {"place --synthetic uniform --gpus 99999999999 --out " + out,
+       "Could not convert: --gpus = 99999999999"},
+      {"place --synthetic uniform:experts=8,layers=100000000 --gpus 8 --out " + out,
+       "key 'layers': expected a number in [1, 4096], got '100000000'"},
+      {"verify --tokens 4294967297 --scale 64",
+       "--tokens: expected a comma-separated list of positive integers, got '4294967297'"},
+      {"profile --max-tokens 1e30 --out " + path("p.db"), "Could not convert: --max-tokens = 1e30"},
+      {"verify --seed many --scale 64", "Could not convert: --seed = many"},
+  };
+  for (const auto& [args, part] : cases) bad(args, part, out);
+  EXPECT_FALSE(fs::exists(path("p.db")));
 }
 
 // ---- unreadable: permissions (meaningless as root, where chmod 000 does not block reads) ---

@@ -54,7 +54,8 @@ TEST(Cluster, HundredThousandGpusAreRefusedNamingTheLimit) {
   for (int i = 0; i <= kMaxClusterGpus; ++i) {
     const std::string n = "g" + std::to_string(i);
     e["vertices"].push_back({{"name", n}, {"kind", "gpu"}});
-    e["edges"].push_back({{"from", n}, {"to", "s"}, {"bandwidth_gb_per_s", 100}, {"latency_us", 1}});
+    e["edges"].push_back(
+        {{"from", n}, {"to", "s"}, {"bandwidth_gb_per_s", 100}, {"latency_us", 1}});
   }
   c = parse_cluster(e, "star.json");
   ASSERT_FALSE(c.ok());

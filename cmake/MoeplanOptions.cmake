@@ -28,7 +28,8 @@ if(MOEPLAN_FUZZ)
   # Libraries get coverage instrumentation without libFuzzer's main; the targets link it.
   set(MOEPLAN_FUZZ_FLAGS -fsanitize=fuzzer-no-link,address,undefined
       -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
-  target_compile_options(moeplan_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${MOEPLAN_FUZZ_FLAGS}>)
+  target_compile_options(moeplan_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:${MOEPLAN_FUZZ_FLAGS}>)
   target_link_options(moeplan_options INTERFACE -fsanitize=address,undefined)
 endif()
 

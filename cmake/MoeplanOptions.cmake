@@ -21,6 +21,18 @@ endif()
 target_compile_options(moeplan_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:${MOEPLAN_CXX_WARNINGS}>)
 
+if(MOEPLAN_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "MOEPLAN_FUZZ needs clang (-DCMAKE_CXX_COMPILER=clang++)")
+  endif()
+  # Libraries get coverage instrumentation without libFuzzer's main; the targets link it.
+  set(MOEPLAN_FUZZ_FLAGS -fsanitize=fuzzer-no-link,address,undefined
+      -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  target_compile_options(moeplan_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:${MOEPLAN_FUZZ_FLAGS}>)
+  target_link_options(moeplan_options INTERFACE -fsanitize=address,undefined)
+endif()
+
 if(MOEPLAN_SANITIZE)
   set(MOEPLAN_SAN_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
       -fno-omit-frame-pointer)

@@ -8,22 +8,38 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <vector>
 
 namespace moeplan {
 
-Result<std::string> read_text_file(const std::filesystem::path& path) {
+Result<std::string> read_text_file(const std::filesystem::path& path, std::uintmax_t max_bytes) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Error{path.string() + ": file not found"};
   if (std::filesystem::is_directory(path, ec)) {
     return Error{path.string() + ": expected a file, got a directory"};
   }
+  const auto too_large = [&](const std::string& size) {
+    return Error{path.string() + ": " + size + " bytes, expected at most " +
+                 std::to_string(max_bytes) + " (moeplan's limit on input files, " +
+                 std::to_string(max_bytes >> 20) + " MiB)"};
+  };
+  if (std::filesystem::is_regular_file(path, ec)) {
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > max_bytes) return too_large(std::to_string(size));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path.string() + ": cannot be read: " + std::strerror(errno)};
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // Chunked, so a file that grows or a device without end stops at the limit.
+  std::string text;
+  std::vector<char> chunk(std::size_t{1} << 16);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (text.size() + got > max_bytes) return too_large("more than " + std::to_string(max_bytes));
+    text.append(chunk.data(), got);
+  }
   if (in.bad()) return Error{path.string() + ": read error"};
-  return ss.str();
+  return text;
 }
 
 Status write_file_atomic(const std::filesystem::path& path, const std::string& content) {

@@ -15,6 +15,13 @@ Result<nlohmann::json> parse_json(const std::string& text, const std::string& so
   } catch (const nlohmann::json::parse_error& e) {
     return Error{source + ": invalid JSON at byte " + std::to_string(e.byte) + ": " +
                  std::string(e.what()).substr(std::string(e.what()).find(':') + 2)};
+  } catch (const nlohmann::json::exception& e) {
+    // out_of_range 406: a number literal past double's range ("1e400"); found by fuzz_model_config.
+    const std::string what = e.what();
+    const auto at = what.find("] ");
+    return Error{source +
+                 ": invalid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)) +
+                 ", expected numbers within ±1.8e308"};
   }
 }
 

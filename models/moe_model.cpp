@@ -2,6 +2,7 @@
 #include "models/moe_model.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 #include "models/json_reader.hpp"
@@ -298,6 +299,7 @@ Result<MoeModel> parse_model_config(const std::string& json_text, const std::str
                  " layers is dense (check decoder_sparse_step, mlp_only_layers, "
                  "first_k_dense_replace, moe_layer_freq)"};
   }
+  MOEPLAN_TRY_STATUS(check_model_size(m, source));
   if (m.name.empty()) m.name = std::filesystem::path(source).stem().string();
   return m;
 }
@@ -317,27 +319,41 @@ Result<MoeModel> load_model_config(const std::filesystem::path& path, const std:
 
 // ---- derived figures ---------------------------------------------------------------------
 
-std::int64_t AttentionSpec::parameters(std::int64_t hidden) const {
-  const std::int64_t heads = num_heads;
-  if (mla) {
-    const std::int64_t qk = qk_nope_head_dim + qk_rope_head_dim;
-    std::int64_t p = 0;
-    if (q_lora_rank > 0) {
-      p += hidden * q_lora_rank + q_lora_rank + std::int64_t{q_lora_rank} * heads * qk;
+namespace {
+
+// The parameter counts in any arithmetic type: std::int64_t for the figures, double for the
+// check at parse time that they fit (check_model_size).
+template <typename T>
+T attention_parameters(const AttentionSpec& a, T hidden) {
+  const T heads = static_cast<T>(a.num_heads);
+  if (a.mla) {
+    const T qk = static_cast<T>(a.qk_nope_head_dim) + static_cast<T>(a.qk_rope_head_dim);
+    const T q_lora = static_cast<T>(a.q_lora_rank);
+    const T kv_lora = static_cast<T>(a.kv_lora_rank);
+    T p = 0;
+    if (a.q_lora_rank > 0) {
+      p += hidden * q_lora + q_lora + q_lora * heads * qk;
     } else {
       p += hidden * heads * qk;
     }
-    p += hidden * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank;
-    p += std::int64_t{kv_lora_rank} * heads * (qk_nope_head_dim + v_head_dim);
-    p += heads * v_head_dim * hidden;
+    p += hidden * (kv_lora + static_cast<T>(a.qk_rope_head_dim)) + kv_lora;
+    p += kv_lora * heads * (static_cast<T>(a.qk_nope_head_dim) + static_cast<T>(a.v_head_dim));
+    p += heads * static_cast<T>(a.v_head_dim) * hidden;
     return p;
   }
-  const std::int64_t q = heads * head_dim;
-  const std::int64_t kv = std::int64_t{num_kv_heads} * head_dim;
-  std::int64_t p = hidden * q + 2 * hidden * kv + q * hidden;
-  if (qkv_bias) p += q + 2 * kv;
-  if (qk_norm) p += 2 * head_dim;
+  const T head_dim = static_cast<T>(a.head_dim);
+  const T q = heads * head_dim;
+  const T kv = static_cast<T>(a.num_kv_heads) * head_dim;
+  T p = hidden * q + 2 * hidden * kv + q * hidden;
+  if (a.qkv_bias) p += q + 2 * kv;
+  if (a.qk_norm) p += 2 * head_dim;
   return p;
+}
+
+}  // namespace
+
+std::int64_t AttentionSpec::parameters(std::int64_t hidden) const {
+  return attention_parameters<std::int64_t>(*this, hidden);
 }
 
 int MoeModel::num_moe_layers() const {
@@ -345,45 +361,75 @@ int MoeModel::num_moe_layers() const {
 }
 
 namespace {
-std::int64_t router_parameters(const MoeModel& m) {
-  return m.hidden_size * m.num_experts + (m.router.has_score_correction_bias ? m.num_experts : 0);
+
+template <typename T>
+T router_parameters(const MoeModel& m) {
+  return static_cast<T>(m.hidden_size) * static_cast<T>(m.num_experts) +
+         (m.router.has_score_correction_bias ? static_cast<T>(m.num_experts) : T{0});
 }
-std::int64_t shared_parameters(const MoeModel& m) {
-  return 3 * m.hidden_size * m.shared_intermediate_total() +
-         (m.shared_expert_gated ? m.hidden_size : 0);
+template <typename T>
+T shared_parameters(const MoeModel& m) {
+  return 3 * static_cast<T>(m.hidden_size) * static_cast<T>(m.num_shared_experts) *
+             static_cast<T>(m.shared_expert_intermediate_size) +
+         (m.shared_expert_gated ? static_cast<T>(m.hidden_size) : T{0});
 }
+template <typename T>
+T expert_parameters(const MoeModel& m) {
+  return 3 * static_cast<T>(m.hidden_size) * static_cast<T>(m.moe_intermediate_size);
+}
+template <typename T>
+T moe_block_parameters(const MoeModel& m, T experts) {
+  return router_parameters<T>(m) + experts * expert_parameters<T>(m) + shared_parameters<T>(m);
+}
+template <typename T>
+T model_parameters(const MoeModel& m, T experts_per_token) {
+  const T hidden = static_cast<T>(m.hidden_size);
+  const T embed = static_cast<T>(m.vocab_size) * hidden * (m.tie_word_embeddings ? 1 : 2);
+  const T per_layer_common = attention_parameters<T>(m.attention, hidden) + 2 * hidden;
+  return embed + hidden + static_cast<T>(m.num_hidden_layers) * per_layer_common +
+         static_cast<T>(m.num_moe_layers()) * moe_block_parameters<T>(m, experts_per_token) +
+         static_cast<T>(m.num_dense_layers()) * 3 * hidden *
+             static_cast<T>(m.dense_intermediate_size);
+}
+
 }  // namespace
 
 std::int64_t MoeModel::moe_block_parameters() const {
-  return router_parameters(*this) + std::int64_t{num_experts} * expert_parameters() +
-         shared_parameters(*this);
+  return models::moe_block_parameters<std::int64_t>(*this, num_experts);
 }
 
 std::int64_t MoeModel::moe_block_active_parameters() const {
-  return router_parameters(*this) + std::int64_t{num_experts_per_tok} * expert_parameters() +
-         shared_parameters(*this);
+  return models::moe_block_parameters<std::int64_t>(*this, num_experts_per_tok);
 }
 
 std::int64_t MoeModel::moe_flops_per_token() const {
   // Two FLOPs per multiply-add over every weight a token is multiplied by (the score bias is an
   // add, not a GEMM weight).
   return 2 * (hidden_size * num_experts + std::int64_t{num_experts_per_tok} * expert_parameters() +
-              shared_parameters(*this));
+              shared_parameters<std::int64_t>(*this));
 }
 
 std::int64_t MoeModel::total_parameters() const {
-  const std::int64_t embed = vocab_size * hidden_size * (tie_word_embeddings ? 1 : 2);
-  const std::int64_t per_layer_common = attention.parameters(hidden_size) + 2 * hidden_size;
-  return embed + hidden_size + num_hidden_layers * per_layer_common +
-         num_moe_layers() * moe_block_parameters() + num_dense_layers() * dense_mlp_parameters();
+  return model_parameters<std::int64_t>(*this, num_experts);
 }
 
 std::int64_t MoeModel::active_parameters() const {
-  const std::int64_t embed = vocab_size * hidden_size * (tie_word_embeddings ? 1 : 2);
-  const std::int64_t per_layer_common = attention.parameters(hidden_size) + 2 * hidden_size;
-  return embed + hidden_size + num_hidden_layers * per_layer_common +
-         num_moe_layers() * moe_block_active_parameters() +
-         num_dense_layers() * dense_mlp_parameters();
+  return model_parameters<std::int64_t>(*this, num_experts_per_tok);
+}
+
+Status check_model_size(const MoeModel& m, const std::string& source) {
+  // Every derived count (parameters, FLOPs = 2 × parameters, bytes in double) is a sum of
+  // non-negative products bounded by the total, so a total within the limit keeps them all
+  // far inside std::int64_t.
+  const double total = model_parameters<double>(m, static_cast<double>(m.num_experts));
+  if (!(total <= kMaxModelParameters)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", total);
+    return Error{source + ": the sizes give " + buf +
+                 " parameters, expected at most 1e15 (moeplan's model limit; check hidden_size, "
+                 "num_hidden_layers, num_experts and the attention sizes)"};
+  }
+  return Status::Ok();
 }
 
 }  // namespace moeplan::models

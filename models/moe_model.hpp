@@ -120,6 +120,13 @@ struct MoeModel {
   std::int64_t active_parameters() const;
 };
 
+/// The largest model moeplan reads: 10^15 parameters (about 1000× the largest published MoE), so
+/// that every derived count fits std::int64_t with room to spare.
+inline constexpr double kMaxModelParameters = 1e15;
+
+/// An error naming `source` when the model's sizes exceed kMaxModelParameters.
+Status check_model_size(const MoeModel& m, const std::string& source);
+
 /// Reads and validates a Hugging Face config.json. Errors name the file, the key and what was
 /// expected. `name` overrides the display name (defaults to the file's stem).
 Result<MoeModel> load_model_config(const std::filesystem::path& path, const std::string& name = "");

@@ -81,6 +81,11 @@ Result<Cluster> parse_compact(const nlohmann::json& j, const JsonReader& r, Clus
   auto gpn = r.integer("gpus_per_node", 1, 72);
   if (!gpn) return gpn.error();
   const auto num_gpus = *nodes * *gpn;
+  if (num_gpus > kMaxClusterGpus) {
+    return r.error("nodes", "expected nodes × gpus_per_node ≤ " + std::to_string(kMaxClusterGpus) +
+                                " GPUs (moeplan's cluster limit), got " + std::to_string(*nodes) +
+                                " × " + std::to_string(*gpn) + " = " + std::to_string(num_gpus));
+  }
   auto domain = r.integer_or("nvlink_domain_gpus", *gpn, 1, num_gpus);
   if (!domain) return domain.error();
   if (*domain % *gpn != 0 || num_gpus % *domain != 0) {
@@ -302,6 +307,17 @@ Result<Cluster> Cluster::from_graph(std::shared_ptr<const TopologyGraph> graph, 
     if (g[*v].kind == VertexKind::kGpu) c.gpu_vertices_.push_back(*v);
   }
   if (c.gpu_vertices_.empty()) return Error{c.info_.source + ": the topology has no GPU"};
+  const std::size_t num_gpus = c.gpu_vertices_.size();
+  if (num_gpus > static_cast<std::size_t>(kMaxClusterGpus)) {
+    return Error{c.info_.source + ": " + std::to_string(num_gpus) + " GPUs, expected at most " +
+                 std::to_string(kMaxClusterGpus) + " (moeplan's cluster limit)"};
+  }
+  if (num_gpus * boost::num_vertices(g) > kMaxRouteEntries) {
+    return Error{c.info_.source + ": " + std::to_string(num_gpus) + " GPUs × " +
+                 std::to_string(boost::num_vertices(g)) + " vertices, expected at most " +
+                 std::to_string(kMaxRouteEntries) +
+                 " routing-table entries (moeplan's cluster limit, 1 GiB)"};
+  }
   c.edges_.resize(boost::num_edges(g));
   c.edge_src_.resize(boost::num_edges(g));
   // NOTE: out-edges per vertex rather than boost::edges(), whose iterator trips GCC 12's

@@ -2,6 +2,7 @@
 // network switches, and the routing of GPU-to-GPU traffic over it to per-link load and time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -103,6 +104,12 @@ class Cluster {
   /// pred_[g][v]: edge index arriving at vertex v on the route from GPU g; -1 at the root.
   std::shared_ptr<const std::vector<std::vector<int>>> pred_;
 };
+
+/// The largest cluster moeplan plans: routing tables take GPUs × vertices entries and an
+/// all-to-all GPUs² flows (docs/RELIABILITY.md, "Resource limits"). Larger ones are refused.
+inline constexpr int kMaxClusterGpus = 8192;
+/// Routing-table entries (4 bytes each) a cluster may need: 2^28, 1 GiB.
+inline constexpr std::size_t kMaxRouteEntries = std::size_t{1} << 28;
 
 /// Parses a cluster JSON document (compact or explicit form); `source` names it in errors.
 Result<Cluster> parse_cluster(const nlohmann::json& j, const std::string& source);

@@ -12,6 +12,10 @@ namespace {
 
 Result<std::unique_ptr<CostDb>> open_costs(const std::string& costs_path) {
   std::error_code ec;
+  if (std::filesystem::is_directory(costs_path, ec)) {
+    return Error{"--costs " + costs_path +
+                 ": expected a cost database file written by moeplan profile, got a directory"};
+  }
   if (!std::filesystem::is_regular_file(costs_path, ec)) {
     return Error{"--costs " + costs_path +
                  ": no such file; expected a cost database written "

@@ -925,12 +925,16 @@ Result<ExportSpec> make_export_spec(const PlanSummary& plan, const PlannedLayout
                                     const models::MoeModel& model, const Cluster& cluster,
                                     const PlacementFile* placement,
                                     const std::string& placement_source) {
+  // A plan read from a file names it: its recorded model or cluster is what disagrees.
+  const std::string where = plan.source.empty() ? "" : plan.source + ": ";
   if (model.name != plan.model) {
-    return Error{"model '" + model.name + "': expected the plan's model '" + plan.model + "'"};
+    return Error{where + "model '" + model.name + "' (" + model.source_path +
+                 "): expected the plan's model '" + plan.model + "'"};
   }
   if (cluster.num_gpus() < plan.num_gpus) {
-    return Error{"cluster '" + cluster.name() + "' has " + std::to_string(cluster.num_gpus()) +
-                 " GPUs, the plan needs " + std::to_string(plan.num_gpus)};
+    return Error{where + "cluster '" + cluster.name() + "' has " +
+                 std::to_string(cluster.num_gpus()) + " GPUs, the plan needs " +
+                 std::to_string(plan.num_gpus)};
   }
   if (auto rule = layout_rule_violation(model, chosen.layout.ep_size, chosen.layout.tp_size)) {
     return Error{"layout " + chosen.layout.shape_name() + " is illegal for '" + model.name +

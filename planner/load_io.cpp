@@ -667,38 +667,48 @@ Result<LoadData> read_load_file(const std::filesystem::path& path, const models:
   return parse_load_csv(*bytes, source, model);
 }
 
-Result<LoadData> read_trace_file(const std::filesystem::path& path, const models::MoeModel* model) {
-  auto bytes = read_bytes(path);
-  if (!bytes) return bytes.error();
-  const std::string source = path.string();
-  if (ext_of(path) == ".npy" || bytes->rfind("\x93NUMPY", 0) == 0) {
-    auto arr = parse_npy(*bytes, source);
-    if (!arr) return arr.error();
-    if (arr->shape.size() != 3) {
-      return Error{source + ": expected a 3-D [layers, tokens, top-k] array of expert ids, got " +
-                   std::to_string(arr->shape.size()) + " dimensions"};
-    }
-    if (!arr->integer) return Error{source + ": expected integer expert ids (<i4 or <i8)"};
-    const auto layers = static_cast<std::size_t>(arr->shape[0]);
-    const auto tokens = static_cast<std::size_t>(arr->shape[1]);
-    const auto k = static_cast<std::size_t>(arr->shape[2]);
-    if (arr->values.empty()) return Error{source + ": empty array, expected top-k ids"};
-    std::vector<std::vector<std::vector<std::int64_t>>> ids(
-        layers, std::vector<std::vector<std::int64_t>>(tokens, std::vector<std::int64_t>(k)));
-    std::size_t i = 0;
-    for (auto& l : ids) {
-      for (auto& t : l) {
-        for (auto& e : t) e = static_cast<std::int64_t>(arr->values[i++]);
-      }
-    }
-    return trace_from_ids(std::move(ids), 0, source, model, "trace-npy");
+Result<LoadData> parse_trace_npy(const std::string& bytes, const std::string& source,
+                                 const models::MoeModel* model) {
+  auto arr = parse_npy(bytes, source);
+  if (!arr) return arr.error();
+  if (arr->shape.size() != 3) {
+    return Error{source + ": expected a 3-D [layers, tokens, top-k] array of expert ids, got " +
+                 std::to_string(arr->shape.size()) + " dimensions"};
   }
-  auto j = parse_json(*bytes, source);
+  if (!arr->integer) return Error{source + ": expected integer expert ids (<i4 or <i8)"};
+  const auto layers = static_cast<std::size_t>(arr->shape[0]);
+  const auto tokens = static_cast<std::size_t>(arr->shape[1]);
+  const auto k = static_cast<std::size_t>(arr->shape[2]);
+  if (arr->values.empty()) return Error{source + ": empty array, expected top-k ids"};
+  std::vector<std::vector<std::vector<std::int64_t>>> ids(
+      layers, std::vector<std::vector<std::int64_t>>(tokens, std::vector<std::int64_t>(k)));
+  std::size_t i = 0;
+  for (auto& l : ids) {
+    for (auto& t : l) {
+      for (auto& e : t) e = static_cast<std::int64_t>(arr->values[i++]);
+    }
+  }
+  return trace_from_ids(std::move(ids), 0, source, model, "trace-npy");
+}
+
+Result<LoadData> parse_trace_json(const std::string& text, const std::string& source,
+                                  const models::MoeModel* model) {
+  auto j = parse_json(text, source);
   if (!j) return j.error();
   if (!j->is_object() || !j->contains("topk_ids")) {
     return Error{source + ": key 'topk_ids': missing, expected [layers][tokens][top-k] ids"};
   }
   return trace_from_json(*j, source, model);
+}
+
+Result<LoadData> read_trace_file(const std::filesystem::path& path, const models::MoeModel* model) {
+  auto bytes = read_bytes(path);
+  if (!bytes) return bytes.error();
+  const std::string source = path.string();
+  if (ext_of(path) == ".npy" || bytes->rfind("\x93NUMPY", 0) == 0) {
+    return parse_trace_npy(*bytes, source, model);
+  }
+  return parse_trace_json(*bytes, source, model);
 }
 
 // ---- synthetic ----------------------------------------------------------------------------

@@ -57,6 +57,11 @@ Result<LoadData> parse_load_csv(const std::string& text, const std::string& sour
                                 const models::MoeModel* model = nullptr);
 Result<LoadData> parse_load_npy(const std::string& bytes, const std::string& source,
                                 const models::MoeModel* model = nullptr);
+/// Trace parsers on bytes already read: JSON {"topk_ids", "num_experts"?} and .npy [L, T, k].
+Result<LoadData> parse_trace_json(const std::string& text, const std::string& source,
+                                  const models::MoeModel* model = nullptr);
+Result<LoadData> parse_trace_npy(const std::string& bytes, const std::string& source,
+                                 const models::MoeModel* model = nullptr);
 
 /// A synthetic load from a spec `KIND[:key=value,...]`:
 ///   uniform                       every expert equal

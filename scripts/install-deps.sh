@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages moeplan builds against (as root, or with sudo). Skips apt when
 # everything is already installed. The CUDA toolkit is optional and comes from /usr/local/cuda.
 set -euo pipefail
-packages=(cmake ninja-build g++ ccache clang-format pkg-config
+packages=(cmake ninja-build g++ ccache clang-format clang libclang-rt-14-dev pkg-config
   qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev
   libeigen3-dev libboost-graph-dev nlohmann-json3-dev libcli11-dev
   libopenmpi-dev openmpi-bin libsqlite3-dev sqlite3 libgtest-dev libgmock-dev libbenchmark-dev)

@@ -1,5 +1,6 @@
 // moeplan: the headless CLI. Parses the command line and runs the chosen command.
 #include <cstdio>
+#include <string>
 
 #include "app/cli/cli_common.hpp"
 #include "kernels/host_memory.hpp"
@@ -29,8 +30,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? kExitOk : kExitBadInput;
+    // --help prints the help and succeeds; anything else is bad input: one line, exit 2.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::string what = e.what();
+    for (char& c : what) {
+      if (c == '\n') c = ' ';
+    }
+    std::fprintf(stderr, "moeplan: error: %s (see moeplan --help)\n", what.c_str());
+    return kExitBadInput;
   }
   if (version) return print_version();
   if (!action) {

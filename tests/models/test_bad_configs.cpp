@@ -106,6 +106,23 @@ TEST(BadConfig, TopkAboveExperts) {
             "bad/config.json: key 'num_experts_per_tok': expected an integer in [1, 4], got 8");
 }
 
+// Every size in range, but together past what std::int64_t parameter counts can hold (found by
+// reasoning about fuzz_model_config's target: total_parameters() overflowed silently).
+TEST(BadConfig, SizesTooLargeTogether) {
+  auto j = tiny();
+  j["hidden_size"] = 16777216;
+  j["num_attention_heads"] = 65536;
+  j["head_dim"] = 16777216;
+  j["num_hidden_layers"] = 65536;
+  const std::string e = error_of(j);
+  EXPECT_EQ(e.rfind("bad/config.json: the sizes give ", 0), 0U) << e;
+  expect_contains(e, " parameters, expected at most 1e15 (moeplan's model limit;");
+  // The largest bundled model is far inside the limit.
+  auto big = load_model("deepseek-v3");
+  ASSERT_TRUE(big.ok());
+  EXPECT_LT(static_cast<double>(big->total_parameters()), kMaxModelParameters / 1000);
+}
+
 TEST(BadConfig, ZeroWidth) {
   auto j = tiny();
   j["moe_intermediate_size"] = 0;

@@ -26,6 +26,30 @@ class TempDir : public ::testing::Test {
   fs::path dir_;
 };
 
+TEST_F(TempDir, InputFilesPastTheLimitAreRefusedBeforeReading) {
+  const fs::path f = dir_ / "big.json";
+  std::ofstream(f) << std::string(2000, ' ');
+  EXPECT_TRUE(read_text_file(f, 2000).ok());
+  auto r = read_text_file(f, 1999);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(
+      r.error().message,
+      f.string() + ": 2000 bytes, expected at most 1999 (moeplan's limit on input files, 0 MiB)");
+  // The default limit, on a sparse file that takes no disk space.
+  fs::resize_file(f, kMaxInputFileBytes + 1);
+  r = read_text_file(f);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, f.string() +
+                                   ": 268435457 bytes, expected at most 268435456 "
+                                   "(moeplan's limit on input files, 256 MiB)");
+  // A device without end stops at the limit instead of filling memory.
+  r = read_text_file("/dev/zero", std::uintmax_t{1} << 20);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message,
+            "/dev/zero: more than 1048576 bytes, expected at most 1048576 "
+            "(moeplan's limit on input files, 1 MiB)");
+}
+
 TEST_F(TempDir, AtomicWriteReplacesWholeFileAndLeavesNoTemp) {
   const fs::path out = dir_ / "plan.json";
   ASSERT_TRUE(write_file_atomic(out, "first").ok());

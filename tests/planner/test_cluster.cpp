@@ -36,6 +36,53 @@ void expect_close(double actual, double expected) {
   EXPECT_NEAR(actual, expected, 1e-12 * std::abs(expected)) << actual << " vs " << expected;
 }
 
+// Resource limits (docs/RELIABILITY.md): 100,000 GPUs would need ~80 GiB of routing tables;
+// refused before any is built.
+TEST(Cluster, HundredThousandGpusAreRefusedNamingTheLimit) {
+  auto j = hgx(4096, "fat_tree");
+  j["gpus_per_node"] = 25;
+  j["inter_node"]["nics_per_node"] = 5;
+  auto c = parse_cluster(j, "big.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message,
+            "big.json: key 'nodes': expected nodes × gpus_per_node ≤ 8192 GPUs (moeplan's "
+            "cluster limit), got 4096 × 25 = 102400");
+  // The explicit form: a star of 8193 GPUs around one switch.
+  nlohmann::json e = {{"name", "star"}, {"device", "h100"}};
+  e["vertices"] = nlohmann::json::array({{{"name", "s"}, {"kind", "switch"}}});
+  e["edges"] = nlohmann::json::array();
+  for (int i = 0; i <= kMaxClusterGpus; ++i) {
+    const std::string n = "g" + std::to_string(i);
+    e["vertices"].push_back({{"name", n}, {"kind", "gpu"}});
+    e["edges"].push_back(
+        {{"from", n}, {"to", "s"}, {"bandwidth_gb_per_s", 100}, {"latency_us", 1}});
+  }
+  c = parse_cluster(e, "star.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message,
+            "star.json: 8193 GPUs, expected at most 8192 (moeplan's cluster limit)");
+}
+
+// A few GPUs joined through a million switch vertices: few GPUs, but GPUs × vertices routing
+// entries past 2^28.
+TEST(Cluster, RoutingTablesPastTheLimitAreRefused) {
+  nlohmann::json e = {{"name", "chain"}, {"device", "h100"}};
+  e["vertices"] = nlohmann::json::array();
+  e["edges"] = nlohmann::json::array();
+  const int switches = 140000;
+  for (int g = 0; g < 2000; ++g) {
+    e["vertices"].push_back({{"name", "g" + std::to_string(g)}, {"kind", "gpu"}});
+  }
+  for (int s = 0; s < switches; ++s) {
+    e["vertices"].push_back({{"name", "s" + std::to_string(s)}, {"kind", "switch"}});
+  }
+  auto c = parse_cluster(e, "wide.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message,
+            "wide.json: 2000 GPUs × 142000 vertices, expected at most 268435456 routing-table "
+            "entries (moeplan's cluster limit, 1 GiB)");
+}
+
 TEST(Cluster, CompactExpandsToGpusNvswitchNicsAndRails) {
   const Cluster c = parse_ok(hgx(2, "rail_optimized"));
   EXPECT_EQ(c.num_gpus(), 16);

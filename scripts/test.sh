@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
 # The README's second command: install what is missing, build, and run the whole test suite.
 #   --sanitize   build into build-asan/ with ASan+UBSan (CUDA off) and run the suite there
+#   --tsan       build into build-tsan/ with ThreadSanitizer (CUDA off) and run the suite there
+#                except the mpirun tests (label mpi: Open MPI is not instrumented);
+#                suppressions: scripts/tsan.supp (docs/RELIABILITY.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-if [ "${1:-}" = "--sanitize" ]; then
+if [ "${1:-}" = "--tsan" ]; then
+  export BUILD_DIR=build-tsan
+  # -O1 -g1: ThreadSanitizer's recommended optimisation, line tables for the reports.
+  bash scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
+    -DMOEPLAN_TSAN=ON -DMOEPLAN_ENABLE_CUDA=OFF -DMOEPLAN_BUILD_BENCHMARKS=OFF
+  export TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 second_deadlock_stack=1"
+  cd "$BUILD_DIR"
+  ctest --output-on-failure --timeout 900 -j "$(nproc)" -LE mpi
+  exit 0
+elif [ "${1:-}" = "--sanitize" ]; then
   export BUILD_DIR=build-asan
   bash scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOEPLAN_SANITIZE=ON \
     -DMOEPLAN_ENABLE_CUDA=OFF -DMOEPLAN_BUILD_BENCHMARKS=OFF

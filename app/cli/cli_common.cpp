@@ -3,10 +3,21 @@
 
 #include "kernels/mpi_communicator.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 namespace moeplan::cli {
+
+namespace {
+std::vector<std::string>& command_line() {
+  static std::vector<std::string> args;
+  return args;
+}
+}  // namespace
+
+void set_command_line(std::vector<std::string> args) { command_line() = std::move(args); }
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -27,6 +38,23 @@ Result<std::unique_ptr<kernels::Communicator>> launcher_world(int launched, int 
     return Error{"launched with " + std::to_string(launched) +
                  " ranks but MPI is not compiled into this moeplan"};
   }
+  // Every rank must run the same command: a rank with another --model, --scale or --tokens
+  // would run other collectives and hang or corrupt the others. FNV-1a of the arguments.
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (const auto& arg : command_line()) {
+    for (const char c : arg + '\0') {
+      hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    }
+  }
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(world->size()));
+  world->all_gather(&hash, sizeof(hash), all.data());
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    if (world->rank() != 0) return Error{""};
+    return Error{"rank " + std::to_string(r) +
+                 " was started with other arguments than rank 0; expected the same moeplan "
+                 "command line on every rank"};
+  }
   return world;
 }
 
@@ -37,6 +65,7 @@ int agree_exit_code(kernels::Communicator& world, int rc) {
 }
 
 int report_error(const Error& error) {
+  if (error.message.empty()) return kExitBadInput;
   std::fprintf(stderr, "moeplan: error: %s\n", error.message.c_str());
   return kExitBadInput;
 }

@@ -23,14 +23,22 @@ inline constexpr int kExitBadInput = 2;
 /// "a,b,,c" → {"a", "b", "c"}: a comma-separated option value, empty items dropped.
 std::vector<std::string> split_list(const std::string& text);
 
+/// The process's arguments after the program name (main stores them; launcher_world compares
+/// them across ranks).
+void set_command_line(std::vector<std::string> args);
+
 /// Under mpirun/srun (launched > 1 processes): MPI_COMM_WORLD. Errors when `ranks_option` (-1:
-/// not given) asks for another count, or MPI is not compiled in.
+/// not given) asks for another count, or MPI is not compiled in, or the ranks were started with
+/// different arguments (compared by hash on every rank, collectively): then rank 0's error names
+/// the first rank whose arguments differ from its own and the other ranks' error is empty
+/// (report_error prints nothing for it), so the job prints one line and every rank exits 2.
 Result<std::unique_ptr<kernels::Communicator>> launcher_world(int launched, int ranks_option);
 
 /// Under MPI every rank returns the same exit code: the largest any rank reached.
 int agree_exit_code(kernels::Communicator& world, int rc);
 
-/// Prints "moeplan: error: <message>" to stderr and returns kExitBadInput.
+/// Prints "moeplan: error: <message>" to stderr (nothing for an empty message: an error another
+/// rank reports) and returns kExitBadInput.
 int report_error(const Error& error);
 
 /// The action a parsed subcommand runs; it returns the process exit code.

@@ -13,6 +13,7 @@
 #include "app/cli/cost_options.hpp"
 #include "app/cli/progress.hpp"
 #include "app/cli/table.hpp"
+#include "kernels/fault_inject.hpp"
 #include "kernels/mpi_communicator.hpp"
 #include "kernels/mpi_info.hpp"
 #include "models/registry.hpp"
@@ -298,6 +299,7 @@ std::vector<Row> run_cases(kernels::Communicator& world, const Request& req,
   std::vector<Row> rows;
   int done = 0;
   for (const auto& c : req.cases) {
+    kernels::fault_point(world.rank());
     const auto lm = profiler::measure_layer(world, req.spec, c.layout, c.dispatcher, c.tokens, h);
     Row r;
     r.c = c;
@@ -312,8 +314,10 @@ std::vector<Row> run_cases(kernels::Communicator& world, const Request& req,
     rows.push_back(r);
     ++done;
     if (progress != nullptr && world.rank() == 0) {
+      // The measurement goes on the progress line, so a job stopped part-way keeps it.
       progress->update(done, c.layout.name() + " " + kernels::dispatcher_name(c.dispatcher) + " " +
-                                 std::to_string(c.tokens));
+                                 std::to_string(c.tokens) + ": measured " + ms(r.measured_s) +
+                                 " ms" + (r.verified ? "" : " (failed verification)"));
     }
   }
   return rows;

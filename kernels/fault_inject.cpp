@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <new>
 #include <sstream>
+#include <stdexcept>
 
 namespace moeplan::kernels {
 

@@ -151,7 +151,7 @@ for ((i = 1; i <= ITER; i++)); do
   fi
   kill -9 "$victim" 2>/dev/null || true
   set +e
-  wait "$pid"
+  wait "$pid" 2>/dev/null
   rc=$?
   set -e
   if [ "$rc" = 0 ]; then

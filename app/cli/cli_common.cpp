@@ -43,17 +43,23 @@ Result<std::unique_ptr<kernels::Communicator>> launcher_world(int launched, int 
   std::uint64_t hash = 14695981039346656037ULL;
   for (const auto& arg : command_line()) {
     for (const char c : arg + '\0') {
-      hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+      hash = (hash ^ static_cast<std::uint64_t>(static_cast<unsigned char>(c))) * 1099511628211ULL;
     }
   }
   std::vector<std::uint64_t> all(static_cast<std::size_t>(world->size()));
   world->all_gather(&hash, sizeof(hash), all.data());
   for (std::size_t r = 1; r < all.size(); ++r) {
     if (all[r] == all[0]) continue;
-    if (world->rank() != 0) return Error{""};
-    return Error{"rank " + std::to_string(r) +
-                 " was started with other arguments than rank 0; expected the same moeplan "
-                 "command line on every rank"};
+    // Rank 0 prints before anyone leaves: under mpirun the first rank to exit non-zero gets the
+    // others killed, which could cut rank 0 off before its line.
+    if (world->rank() == 0) {
+      report_error(Error{"rank " + std::to_string(r) +
+                         " was started with other arguments than rank 0; expected the same "
+                         "moeplan command line on every rank"});
+      std::fflush(stderr);
+    }
+    world->barrier();
+    return Error{""};  // reported by rank 0
   }
   return world;
 }

@@ -29,9 +29,9 @@ void set_command_line(std::vector<std::string> args);
 
 /// Under mpirun/srun (launched > 1 processes): MPI_COMM_WORLD. Errors when `ranks_option` (-1:
 /// not given) asks for another count, or MPI is not compiled in, or the ranks were started with
-/// different arguments (compared by hash on every rank, collectively): then rank 0's error names
-/// the first rank whose arguments differ from its own and the other ranks' error is empty
-/// (report_error prints nothing for it), so the job prints one line and every rank exits 2.
+/// different arguments (compared by hash on every rank, collectively): then rank 0 has already
+/// printed one line naming the first rank whose arguments differ from its own, and every rank
+/// gets an empty error (report_error prints nothing for it, and returns 2).
 Result<std::unique_ptr<kernels::Communicator>> launcher_world(int launched, int ranks_option);
 
 /// Under MPI every rank returns the same exit code: the largest any rank reached.

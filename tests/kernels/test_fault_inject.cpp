@@ -2,6 +2,8 @@
 // by the CLI and mpirun tests (tests/cli/test_profile_cli.cpp, tests/faults/).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "kernels/fault_inject.hpp"
 
 namespace moeplan::kernels {

@@ -30,7 +30,8 @@ run 1 "profile --scale 16 --quick --out $WORK/p.db" "profile --scale 8 --quick -
 run 1 "validate --model qwen1.5-moe-a2.7b --costs x.db" "validate --model qwen3-30b-a3b --costs x.db"
 [ ! -e "$WORK/p.db" ] || { echo "FAIL: profile wrote $WORK/p.db" >&2; exit 1; }
 # The same arguments on every rank still run (the check itself is not in the way).
-"$MPIEXEC" --allow-run-as-root --oversubscribe -np 1 "$MOEPLAN" verify --scale 32 --tokens 48 \
-  --layouts 3x1 --dtype fp32 : -np 2 "$MOEPLAN" verify --scale 32 --tokens 48 --layouts 3x1 \
-  --dtype fp32 >"$WORK/out" 2>"$WORK/err" || { cat "$WORK/err" >&2; echo "FAIL: same args" >&2; exit 1; }
+same=(verify --model qwen1.5-moe-a2.7b --scale 32 --tokens 48 --layouts 3x1 --dtype fp32)
+"$MPIEXEC" --allow-run-as-root --oversubscribe -np 1 "$MOEPLAN" "${same[@]}" : -np 2 "$MOEPLAN" \
+  "${same[@]}" >"$WORK/out" 2>"$WORK/err" || { cat "$WORK/err" >&2; echo "FAIL: same args" >&2; exit 1; }
+grep -q "3 passed, 0 failed" "$WORK/out" || { cat "$WORK/out" >&2; echo "FAIL: same args" >&2; exit 1; }
 echo "ok: the same arguments on every rank run"

@@ -9,16 +9,17 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 if [ "${1:-}" = "--tsan" ]; then
   # The suites of the code with threads: in-process ranks (kernels_test), the profiler and the
-  # CLI on in-process ranks (profiler_test, cli_test, which runs the TSan-built moeplan), the
-  # GUI's worker threads (gui_test), and the kill -9 loop and disk-fault scripts. -O1 -g1:
-  # ThreadSanitizer's recommended optimisation, line tables for its reports.
+  # CLI on in-process ranks (profiler_test, cli_test, which runs the TSan-built moeplan), and the
+  # kill -9 loop and disk-fault scripts. Not gui_test: Debian's Qt is not instrumented and its
+  # thread pool's start-up gives a report no suppression can name without hiding every worker
+  # (docs/RELIABILITY.md; run it by hand with the same TSAN_OPTIONS). -O1 -g1: ThreadSanitizer's
+  # recommended optimisation, line tables for its reports.
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DMOEPLAN_TSAN=ON -DMOEPLAN_ENABLE_CUDA=OFF \
     -DMOEPLAN_BUILD_BENCHMARKS=OFF >/dev/null
-  suites=(kernels_test profiler_test cli_test gui_test)
+  suites=(kernels_test profiler_test cli_test)
   cmake --build build-tsan --parallel "$(nproc)" --target moeplan "${suites[@]}"
   export TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 second_deadlock_stack=1"
-  export QT_QPA_PLATFORM=offscreen
   for suite in "${suites[@]}"; do
     echo "tsan: $suite"
     "build-tsan/bin/$suite" --gtest_brief=1

@@ -10,9 +10,8 @@ bash scripts/install-deps.sh
 if [ "${1:-}" = "--tsan" ]; then
   # The suites of the code with threads: in-process ranks (kernels_test), the profiler and the
   # CLI on in-process ranks (profiler_test, cli_test, which runs the TSan-built moeplan), and the
-  # kill -9 loop and disk-fault scripts. Not gui_test: Debian's Qt is not instrumented and its
-  # thread pool's start-up gives a report no suppression can name without hiding every worker
-  # (docs/RELIABILITY.md; run it by hand with the same TSAN_OPTIONS). -O1 -g1: ThreadSanitizer's
+  # kill -9 loop and disk-fault scripts. Not gui_test: Debian's Qt is not built with TSan, which
+  # then cannot see Qt's thread-pool hand-offs (docs/RELIABILITY.md). -O1 -g1: ThreadSanitizer's
   # recommended optimisation, line tables for its reports.
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DMOEPLAN_TSAN=ON -DMOEPLAN_ENABLE_CUDA=OFF \

@@ -40,6 +40,16 @@ if(MOEPLAN_SANITIZE)
   target_link_options(moeplan_options INTERFACE -fsanitize=address,undefined)
 endif()
 
+if(MOEPLAN_TSAN)
+  if(MOEPLAN_SANITIZE)
+    message(FATAL_ERROR "MOEPLAN_TSAN and MOEPLAN_SANITIZE cannot be combined (ThreadSanitizer "
+                        "excludes AddressSanitizer); configure two build directories")
+  endif()
+  target_compile_options(moeplan_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=thread -fno-omit-frame-pointer>)
+  target_link_options(moeplan_options INTERFACE -fsanitize=thread)
+endif()
+
 # Every moeplan static library: sources listed explicitly, linked to the options target.
 function(moeplan_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_LIBS;PRIVATE_LIBS" ${ARGN})

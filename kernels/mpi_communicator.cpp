@@ -145,10 +145,19 @@ std::unique_ptr<Communicator> mpi_world() {
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
 }
 
+void abort_world(int code) {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized != 0 && finalized == 0) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 #else
 
 bool mpi_available() { return false; }
 std::unique_ptr<Communicator> mpi_world() { return nullptr; }
+void abort_world(int) {}
 
 #endif
 

@@ -14,4 +14,9 @@ bool mpi_available();
 /// Communicator; MPI_Finalize runs at exit. Null when MPI is not compiled in.
 std::unique_ptr<Communicator> mpi_world();
 
+/// After an error this rank cannot recover from (a failed collective: a peer is gone): when MPI
+/// is initialised, MPI_Abort on MPI_COMM_WORLD, which stops every rank now instead of leaving
+/// them waiting in collectives or MPI_Finalize. Returns without MPI or before MPI_Init.
+void abort_world(int code);
+
 }  // namespace moeplan::kernels

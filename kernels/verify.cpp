@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "kernels/fault_inject.hpp"
 #include "kernels/reference.hpp"
 
 namespace moeplan::kernels {
@@ -28,7 +29,7 @@ Status check_request(const VerifyRequest& r, int world_size) {
 }
 
 std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
-                                  const std::function<void(int, int)>& progress) {
+                                  const std::function<void(int, int, const VerifyRow&)>& progress) {
   auto made = make_backend(req.backend, req.device);
   if (!made) throw std::runtime_error(made.error().message);
   std::unique_ptr<Backend> be = std::move(*made);
@@ -56,6 +57,7 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
         const TokenRange tr = token_range(tokens, layout.ep_size, layout.ep_rank(me));
         const std::vector<float> x = make_input(spec, tr.first, tr.count);
         for (const Dispatcher d : req.dispatchers) {
+          fault_point(me);
           world.barrier();
           PhaseTimes times;
           const std::vector<float> out =
@@ -110,7 +112,7 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
             row.passed = ok;
             rows.push_back(row);
             ++done;
-            if (progress) progress(done, total);
+            if (progress) progress(done, total, rows.back());
           }
         }
       }

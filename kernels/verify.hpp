@@ -41,8 +41,10 @@ struct VerifyRow {
 Status check_request(const VerifyRequest& request, int world_size);
 
 /// Runs the request collectively on `world` (every rank calls it). Rank 0 returns the rows;
-/// other ranks return an empty vector. `progress(done, total)` runs on rank 0.
-std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& request,
-                                  const std::function<void(int, int)>& progress = {});
+/// other ranks return an empty vector. `progress(done, total, row)` runs on rank 0 after each
+/// case with its row (the CLI prints it, so a job stopped part-way keeps what was checked).
+std::vector<VerifyRow> run_verify(
+    Communicator& world, const VerifyRequest& request,
+    const std::function<void(int done, int total, const VerifyRow& row)>& progress = {});
 
 }  // namespace moeplan::kernels

@@ -6,7 +6,9 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <new>
 
+#include "kernels/fault_inject.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
 #include "planner/cost_db.hpp"
@@ -209,10 +211,20 @@ Result<ProfileSummary> run_profile(
     } else {
       kernels::Communicator* group =
           table->collective ? groups.at(point.group_size).get() : nullptr;
-      auto c = table->init(point, req.sweep, group);
-      if (!c) {
+      Result<std::unique_ptr<OpCase>> c = Error{""};
+      try {
+        kernels::fault_point(world.rank());
+        c = table->init(point, req.sweep, group);
+      } catch (const std::bad_alloc&) {
+        // The shape's buffers do not fit (host memory here; device memory on a GPU backend,
+        // whose allocation failures derive from std::bad_alloc): not supported, and go on.
+        c = Error{"out of memory allocating this shape's buffers"};
+      }
+      // Every rank must agree: one rank that cannot set the point up would leave the others
+      // waiting in its collectives.
+      if (any_rank(world, !c)) {
         m.disposition = planner::Disposition::kNotSupported;
-        m.detail = c.error().message;
+        m.detail = c ? std::string("another rank could not set this shape up") : c.error().message;
       } else {
         m = measure(**c, sync, req.harness);
       }
@@ -248,7 +260,8 @@ Result<ProfileSummary> run_profile(
       p.measured_at = utc_now();
       auto added = db->add_point(p);
       if (!added) {
-        db_error = added.error();
+        db_error = Error{added.error().message + " (the " + std::to_string(done) +
+                         " points completed before are kept; --resume continues)"};
       } else if (written) {
         written(p);
       }

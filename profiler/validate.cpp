@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
+#include "kernels/fault_inject.hpp"
 #include "models/registry.hpp"
 #include "models/scaled_model.hpp"
 #include "models/units.hpp"
@@ -144,6 +146,7 @@ std::vector<ValidateRow> run_validate_cases(
   const int total = static_cast<int>(req.cases.size());
   for (const auto& c : req.cases) {
     if (stop && any_rank(world, stop())) break;
+    kernels::fault_point(world.rank());
     const auto lm = measure_layer(world, req.spec, c.layout, c.dispatcher, c.tokens, req.harness);
     ValidateRow r;
     r.c = c;
@@ -158,9 +161,13 @@ std::vector<ValidateRow> run_validate_cases(
     rows.push_back(r);
     ++done;
     if (progress && world.rank() == 0) {
+      // The measurement goes on the progress line, so a job stopped part-way keeps it.
+      char measured[64];
+      std::snprintf(measured, sizeof measured, ": measured %.2f ms", r.measured_s * 1e3);
       progress(done, total,
                c.layout.name() + " " + kernels::dispatcher_name(c.dispatcher) + " " +
-                   std::to_string(c.tokens));
+                   std::to_string(c.tokens) + measured +
+                   (r.verified ? "" : " (failed verification)"));
     }
   }
   return rows;

@@ -21,14 +21,22 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitBadInput = 2;
 
+/// The process's arguments after the program name (main stores them; launcher_world compares
+/// them across ranks).
+void set_command_line(std::vector<std::string> args);
+
 /// Under mpirun/srun (launched > 1 processes): MPI_COMM_WORLD. Errors when `ranks_option` (-1:
-/// not given) asks for another count, or MPI is not compiled in.
+/// not given) asks for another count, or MPI is not compiled in, or the ranks were started with
+/// different arguments (compared by hash on every rank, collectively): then rank 0 has already
+/// printed one line naming the first rank whose arguments differ from its own, and every rank
+/// gets an empty error (report_error prints nothing for it, and returns 2).
 Result<std::unique_ptr<kernels::Communicator>> launcher_world(int launched, int ranks_option);
 
 /// Under MPI every rank returns the same exit code: the largest any rank reached.
 int agree_exit_code(kernels::Communicator& world, int rc);
 
-/// Prints "moeplan: error: <message>" to stderr and returns kExitBadInput.
+/// Prints "moeplan: error: <message>" to stderr (nothing for an empty message: an error another
+/// rank reports) and returns kExitBadInput.
 int report_error(const Error& error);
 
 /// The action a parsed subcommand runs; it returns the process exit code.

@@ -1,5 +1,6 @@
 // `moeplan profile`: measure the kernels and collectives a model's layouts need on this machine
 // (threads, or real processes under mpirun/srun) and write them to a cost database.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -18,8 +19,11 @@ namespace moeplan::cli {
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_stop_signal(int) { g_stop = 1; }
+// Set by SIGINT/SIGTERM, read by every in-process rank's thread: a lock-free atomic (safe in a
+// signal handler, and no data race with the threads, which volatile sig_atomic_t would be).
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
 struct ProfileOptions : profiler::ProfileOptions {
   ProfileOptions() { model = models::kDefaultModel; }
@@ -40,7 +44,7 @@ int report(const profiler::ProfileSummary& s, const std::string& out) {
 int run_profile_command(const ProfileOptions& o) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  const auto stop = [] { return g_stop != 0; };
+  const auto stop = [] { return g_stop.load(); };
   const int launched = kernels::launcher_world_size();
   if (launched > 1) {
     auto launcher = launcher_world(launched, o.ranks);

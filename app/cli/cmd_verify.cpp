@@ -114,6 +114,14 @@ std::string sci(double v) {
   return buf;
 }
 
+/// One case's result for the progress line: "2x2 tp-inner a2av fp16 96: pass (bound use 0.12)".
+std::string case_text(const kernels::VerifyRow& r) {
+  return r.layout.name() + " " + mapping_name(r.layout.mapping) + " " +
+         kernels::dispatcher_name(r.dispatcher) + " " + std::string(dtype_name(r.dtype)) + " " +
+         std::to_string(r.num_tokens) + ": " + (r.passed ? "pass" : "FAIL") + " (bound use " +
+         format_fixed(r.max_bound_use, 3) + ")";
+}
+
 int print_rows(const kernels::VerifyRequest& req, const std::vector<kernels::VerifyRow>& rows,
                int world_size, const std::string& mode, bool json) {
   bool all_passed = true;
@@ -197,7 +205,9 @@ int run_verify_command(const VerifyOptions& o) {
     if (req) req->device = device;
     if (!req) return comm->rank() == 0 ? report_error(req.error()) : kExitBadInput;
     Progress progress("verify", case_count(*req));
-    auto rows = kernels::run_verify(*comm, *req, [&](int done, int) { progress.update(done); });
+    auto rows = kernels::run_verify(*comm, *req, [&](int done, int, const kernels::VerifyRow& r) {
+      progress.update(done, case_text(r));
+    });
     progress.finish();
     int rc = kExitOk;
     if (comm->rank() == 0) rc = print_rows(*req, rows, comm->size(), mode, o.json);
@@ -213,7 +223,9 @@ int run_verify_command(const VerifyOptions& o) {
   Progress progress("verify", case_count(*req));
   std::vector<kernels::VerifyRow> rows;
   kernels::run_in_process(ranks, [&](kernels::Communicator& world) {
-    auto r = kernels::run_verify(world, *req, [&](int done, int) { progress.update(done); });
+    auto r = kernels::run_verify(world, *req, [&](int done, int, const kernels::VerifyRow& row) {
+      progress.update(done, case_text(row));
+    });
     if (world.rank() == 0) rows = std::move(r);
   });
   progress.finish();

@@ -1,9 +1,13 @@
 // moeplan: the headless CLI. Parses the command line and runs the chosen command.
 #include <cstdio>
+#include <exception>
 #include <string>
+#include <vector>
 
 #include "app/cli/cli_common.hpp"
+#include "kernels/fault_inject.hpp"
 #include "kernels/host_memory.hpp"
+#include "kernels/mpi_communicator.hpp"
 
 namespace moeplan::cli {
 int print_version();
@@ -27,6 +31,8 @@ int main(int argc, char** argv) {
   add_profile_command(app, action);
   add_validate_command(app, action);
 
+  set_command_line(std::vector<std::string>(argv + 1, argv + argc));
+  if (auto plan = moeplan::kernels::fault_plan_from_env(); !plan) return report_error(plan.error());
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -44,5 +50,14 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return kExitBadInput;
   }
-  return action();
+  try {
+    return action();
+  } catch (const std::exception& e) {
+    // An internal failure (under MPI: a collective failed because a peer is gone). One line,
+    // and under MPI every rank stops now rather than waiting on the lost one.
+    std::fprintf(stderr, "moeplan: error: %s\n", e.what());
+    std::fflush(stderr);
+    moeplan::kernels::abort_world(kExitFailed);
+    return kExitFailed;
+  }
 }

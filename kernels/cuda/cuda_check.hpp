@@ -7,8 +7,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace moeplan::kernels::cuda {
 
@@ -18,7 +20,22 @@ namespace moeplan::kernels::cuda {
                            message);
 }
 
+/// Device memory exhausted: a std::bad_alloc (so a profile marks the shape "not supported" and
+/// goes on, as for host memory) that keeps the call, file:line and CUDA's message.
+class DeviceOutOfMemory final : public std::bad_alloc {
+ public:
+  explicit DeviceOutOfMemory(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
+};
+
 inline void check_cuda(cudaError_t e, const char* expr, const char* file, int line) {
+  if (e == cudaErrorMemoryAllocation) {
+    throw DeviceOutOfMemory(std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " +
+                            cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  }
   if (e != cudaSuccess) {
     throw_error(expr, file, line,
                 std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")");
@@ -26,6 +43,10 @@ inline void check_cuda(cudaError_t e, const char* expr, const char* file, int li
 }
 
 inline void check_cublas(cublasStatus_t s, const char* expr, const char* file, int line) {
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) {
+    throw DeviceOutOfMemory(std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " +
+                            cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")");
+  }
   if (s != CUBLAS_STATUS_SUCCESS) {
     throw_error(expr, file, line,
                 std::string(cublasGetStatusName(s)) + " (" + cublasGetStatusString(s) + ")");

@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <random>
 #include <set>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -206,6 +208,70 @@ TEST_F(ProfileCli, CtrlCKeepsWhatWasMeasuredAndTwoWritersShareTheDatabase) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(std::to_string(n) + " kept from before"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(": 0 measured"), std::string::npos) << r.out;
+}
+
+/// Sets an environment variable for the commands run in its scope (the tests run serially).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+TEST_F(ProfileCli, MalformedFaultInjectionIsBadInput) {
+  ScopedEnv env("MOEPLAN_FAULT_INJECT", "rank=1,mode=crash");
+  expect_one_line_error(run_cli("models list"), "MOEPLAN_FAULT_INJECT: expected rank=R");
+}
+
+TEST_F(ProfileCli, AllocationFailureMarksThePointNotSupportedAndTheSweepGoesOn) {
+  // rank 0 (the writer) or rank 1 cannot allocate the fourth point's buffers.
+  for (const int rank : {0, 1}) {
+    const std::string path = (dir_ / ("oom" + std::to_string(rank) + ".db")).string();
+    ScopedEnv env("MOEPLAN_FAULT_INJECT",
+                  "rank=" + std::to_string(rank) + ",after_points=3,mode=oom");
+    const auto r = run_cli(std::string(kTinyProfile) + " --out " + path);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(", 1 not supported"), std::string::npos) << r.out;
+    auto db = planner::CostDb::open(path, false);
+    ASSERT_TRUE(db.ok());
+    auto pts = (*db)->points();
+    ASSERT_TRUE(pts.ok());
+    // Every point of the sweep is there: the one that failed, and all after it.
+    EXPECT_NE(r.out.find(std::to_string(pts->size()) +
+                         " points: " + std::to_string(pts->size() - 1) + " measured"),
+              std::string::npos)
+        << r.out;
+    std::vector<planner::CostPoint> unsupported;
+    for (const auto& p : *pts) {
+      if (p.disposition == planner::Disposition::kNotSupported) unsupported.push_back(p);
+    }
+    ASSERT_EQ(unsupported.size(), 1U);
+    const std::string want = rank == 0 ? "out of memory allocating this shape's buffers"
+                                       : "another rank could not set this shape up";
+    EXPECT_NE(unsupported[0].detail.find(want), std::string::npos) << unsupported[0].detail;
+  }
+}
+
+TEST_F(ProfileCli, KilledRankKeepsExactlyThePointsCompletedBeforeIt) {
+  {
+    ScopedEnv env("MOEPLAN_FAULT_INJECT", "rank=1,after_points=5,mode=kill");
+    const auto r = run_cli(std::string(kTinyProfile) + " --out " + db());
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("fault injection: rank 1 kills itself"), std::string::npos) << r.err;
+  }
+  // Rank 0 commits a point before the collective that starts the next one, so the five points
+  // before the fault are in the database and nothing else.
+  EXPECT_EQ(check_db(db()), 5U);
+  const auto r = run_cli(std::string(kTinyProfile) + " --resume --out " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", 5 kept from before"), std::string::npos) << r.out;
+  check_db(db());
 }
 
 }  // namespace

@@ -4,14 +4,35 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <new>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/launch_params.hpp"
 #include "kernels/router_math.hpp"
 
 namespace moeplan::kernels::cuda {
 namespace {
+
+// Device memory exhausted is a std::bad_alloc, so a profile marks the shape "not supported" and
+// goes on (profiler/profile.cpp); every other CUDA or cuBLAS failure stays a runtime_error.
+TEST(CudaCheck, OutOfDeviceMemoryIsABadAllocNamingTheCall) {
+  try {
+    MOEPLAN_CUDA_CHECK(cudaErrorMemoryAllocation);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::bad_alloc& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaErrorMemoryAllocation"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("test_cuda_host.cpp"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(MOEPLAN_CUBLAS_CHECK(CUBLAS_STATUS_ALLOC_FAILED), std::bad_alloc);
+  EXPECT_THROW(MOEPLAN_CUDA_CHECK(cudaErrorInvalidValue), std::runtime_error);
+  EXPECT_THROW(MOEPLAN_CUBLAS_CHECK(CUBLAS_STATUS_INVALID_VALUE), std::runtime_error);
+  EXPECT_NO_THROW(MOEPLAN_CUDA_CHECK(cudaSuccess));
+}
 
 TEST(CudaLaunchParams, RouterSlotsCoverEveryWidthAndFallBackAbove512) {
   EXPECT_EQ(router_slots(1), 1);

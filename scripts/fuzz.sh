@@ -5,9 +5,10 @@
 # --time S   run each target for S seconds (default 15: the CI smoke run)
 # --runs N   run each target for N executions instead (the million-run figures in
 #            docs/RELIABILITY.md use --runs 1000000); with --time after it, whichever comes first
-# New inputs a run discovers go to build-fuzz/corpus/<target>/ (kept between runs), never into
-# the committed corpus; a crash, leak, timeout or out-of-memory leaves its input in
-# build-fuzz/artifacts/<target>/ and makes the script exit 1. The last line of each target's
+# New inputs a --runs run discovers go to build-fuzz/corpus/<target>/ (kept between such runs);
+# a timed run starts from the seeds alone (build-fuzz/corpus-smoke/, emptied first) so CI stays
+# bounded; neither writes into the committed corpus. A crash, leak, timeout or out-of-memory
+# leaves its input in build-fuzz/artifacts/<target>/ and makes the script exit 1. The last line of each target's
 # run (executions, exec/s, corpus) is printed; full logs are in build-fuzz/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +45,12 @@ mkdir -p "$dir/logs"
 failed=()
 for t in "${targets[@]}"; do
   seeds=tests/fuzz/corpus/$t
-  work=$dir/corpus/$t
+  if [ ${#runs[@]} -gt 0 ]; then
+    work=$dir/corpus/$t
+  else
+    work=$dir/corpus-smoke/$t
+    rm -rf "$work"
+  fi
   art=$dir/artifacts/$t
   mkdir -p "$work" "$art"
   case "$t" in

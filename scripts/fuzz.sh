@@ -5,10 +5,11 @@
 # --time S   run each target for S seconds (default 15: the CI smoke run)
 # --runs N   run each target for N executions instead (the million-run figures in
 #            docs/RELIABILITY.md use --runs 1000000); with --time after it, whichever comes first
-# New inputs a run discovers go to build-fuzz/corpus/<target>/ (kept between runs), never into
-# the committed corpus; a crash, leak, timeout or out-of-memory leaves its input in
-# build-fuzz/artifacts/<target>/ and makes the script exit 1. The last line of each target's
-# run (executions, exec/s, corpus) is printed; full logs are in build-fuzz/logs/.
+# New inputs a --runs run discovers go to build-fuzz/corpus/<target>/ (kept between such runs);
+# a timed run starts from the seeds alone (build-fuzz/corpus-smoke/, emptied first) so CI stays
+# bounded; neither writes into the committed corpus. A crash, leak, timeout or out-of-memory
+# leaves its input in build-fuzz/artifacts/<target>/ and makes the script exit 1. One line per
+# target (executions, exec/s, peak RSS, corpus) is printed; full logs are in build-fuzz/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 time_limit=15
@@ -28,7 +29,10 @@ done
 all=(fuzz_model_config fuzz_cluster fuzz_load_json fuzz_load_csv fuzz_load_npy fuzz_placement
      fuzz_plan fuzz_layout fuzz_cost_db)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
-command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang)" >&2; exit 2; }
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz.sh: clang++ not found (bash scripts/install-deps.sh installs it)" >&2
+  exit 2
+fi
 dir=build-fuzz
 if [ "$build" = 1 ]; then
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/moeplan-ccache}
@@ -44,7 +48,12 @@ mkdir -p "$dir/logs"
 failed=()
 for t in "${targets[@]}"; do
   seeds=tests/fuzz/corpus/$t
-  work=$dir/corpus/$t
+  if [ ${#runs[@]} -gt 0 ]; then
+    work=$dir/corpus/$t
+  else
+    work=$dir/corpus-smoke/$t
+    rm -rf "$work"
+  fi
   art=$dir/artifacts/$t
   mkdir -p "$work" "$art"
   case "$t" in
@@ -54,8 +63,9 @@ for t in "${targets[@]}"; do
   esac
   log=$dir/logs/$t.log
   start=$(date +%s)
-  if "$dir/bin/$t" "${runs[@]}" -max_total_time="$time_limit" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-      -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" "$work" "$seeds" >"$log" 2>&1; then
+  if "$dir/bin/$t" "${runs[@]}" -max_total_time="$time_limit" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=16384 -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" \
+      "$work" "$seeds" >"$log" 2>&1; then
     status=ok
   else
     status=FAILED

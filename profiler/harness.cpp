@@ -111,4 +111,10 @@ std::vector<int> row_counts(int max_rows, bool dense) {
   return out;
 }
 
+bool any_rank(kernels::Communicator& world, bool flag) {
+  std::vector<std::int64_t> v{flag ? 1 : 0};
+  if (world.size() > 1) world.all_reduce_max(v);
+  return v[0] != 0;
+}
+
 }  // namespace moeplan::profiler

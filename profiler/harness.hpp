@@ -131,4 +131,8 @@ std::vector<double> powers_of_two(double lo, double hi);
 /// GEMM row counts 1..max_rows: powers of two, and with `dense` also 3·2^j between them.
 std::vector<int> row_counts(int max_rows, bool dense);
 
+/// True on every rank when `flag` is true on any rank (a MAX all-reduce; no communication with
+/// one rank): how every rank agrees to stop, skip or fail together.
+bool any_rank(kernels::Communicator& world, bool flag);
+
 }  // namespace moeplan::profiler

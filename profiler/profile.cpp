@@ -28,12 +28,6 @@ std::string utc_now() {
   return buf;
 }
 
-bool any_rank(kernels::Communicator& world, bool flag) {
-  std::vector<std::int64_t> v{flag ? 1 : 0};
-  if (world.size() > 1) world.all_reduce_max(v);
-  return v[0] != 0;
-}
-
 }  // namespace
 
 Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_size) {

@@ -45,12 +45,6 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-bool any_rank(kernels::Communicator& world, bool flag) {
-  std::vector<std::int64_t> v{flag ? 1 : 0};
-  if (world.size() > 1) world.all_reduce_max(v);
-  return v[0] != 0;
-}
-
 }  // namespace
 
 Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int world) {

@@ -685,7 +685,16 @@ Result<LoadData> parse_trace_npy(const std::string& bytes, const std::string& so
   std::size_t i = 0;
   for (auto& l : ids) {
     for (auto& t : l) {
-      for (auto& e : t) e = static_cast<std::int64_t>(arr->values[i++]);
+      for (auto& e : t) {
+        // The values arrive as doubles: an int64 near 2^63 rounds up past the int64 range.
+        const double v = arr->values[i];
+        if (!(v >= -2147483648.0 && v < 2147483648.0)) {
+          return Error{source + ": element " + std::to_string(i) + ": expected an expert id, got " +
+                       std::to_string(v)};
+        }
+        e = static_cast<std::int64_t>(v);
+        ++i;
+      }
     }
   }
   return trace_from_ids(std::move(ids), 0, source, model, "trace-npy");

@@ -48,7 +48,12 @@ const std::map<std::string, Parser>& parsers() {
        }},
       {"fuzz_load_json", [](const std::string& t) { return message(parse_load_json(t, "in")); }},
       {"fuzz_load_csv", [](const std::string& t) { return message(parse_load_csv(t, "in")); }},
-      {"fuzz_load_npy", [](const std::string& t) { return message(parse_load_npy(t, "in")); }},
+      {"fuzz_load_npy",
+       [](const std::string& t) {
+         // The target feeds both readers of .npy files: counts and top-k traces.
+         const std::string trace = message(parse_trace_npy(t, "in"));
+         return trace.empty() ? message(parse_load_npy(t, "in")) : trace;
+       }},
       {"fuzz_placement",
        [](const std::string& t) { return message(parse_placement_file(t, "in")); }},
       {"fuzz_plan",

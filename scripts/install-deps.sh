@@ -1,11 +1,25 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages moeplan builds against (as root, or with sudo). Skips apt when
-# everything is already installed. The CUDA toolkit is optional and comes from /usr/local/cuda.
+# Installs every Debian 12 package the full build and the whole test suite need (as root, or with
+# sudo); skips apt when everything is already installed. The list matches what
+# cmake/MoeplanDependencies.cmake requires for the components that are ON by default (the GUI,
+# MPI, tests, benchmarks), plus the tools the scripts and tests run. The CUDA toolkit is optional
+# and comes from /usr/local/cuda. scripts/fresh-machine-check.sh proves the list on a bare
+# Debian 12 root file system.
 set -euo pipefail
-packages=(cmake ninja-build g++ ccache clang-format clang libclang-rt-14-dev pkg-config
-  qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev
-  libeigen3-dev libboost-graph-dev nlohmann-json3-dev libcli11-dev
-  libopenmpi-dev openmpi-bin libsqlite3-dev sqlite3 libgtest-dev libgmock-dev libbenchmark-dev)
+packages=(
+  # build tools; clang and its runtime for the libFuzzer targets, clang-format for the check
+  cmake ninja-build g++ ccache pkg-config clang libclang-rt-14-dev clang-format
+  # libraries every build needs
+  libeigen3-dev libboost-graph-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
+  # MPI: the distributed engine (MOEPLAN_ENABLE_MPI)
+  libopenmpi-dev openmpi-bin
+  # the desktop app (MOEPLAN_BUILD_GUI): Qt6 Charts needs Qt6 OpenGL, whose CMake files are in
+  # libqt6opengl6-dev; libgl-dev for the OpenGL headers it pulls in
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
+  # tests and benchmarks (MOEPLAN_BUILD_TESTS, MOEPLAN_BUILD_BENCHMARKS)
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # run by the tests and scripts: sqlite3 checks cost databases, python3 the helper scripts
+  sqlite3 python3 ca-certificates)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

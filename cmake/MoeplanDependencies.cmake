@@ -57,7 +57,17 @@ if(MOEPLAN_ENABLE_CUDA)
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 has no CUDA20 flags for nvcc
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # NOTE: Debian 12's CMake 3.25.1 FindCUDAToolkit sets a property on CUDA::nvToolsExt without
+    # checking that the target exists, and CUDA 13 no longer ships nvToolsExt: the configure
+    # stops ("set_property could not find TARGET CUDA::nvToolsExt"). The branch only runs for
+    # projects requiring CMake >= 3.25, so it is hidden by lowering the variable it reads for
+    # this one call (policies are unaffected); later CMake releases check the target.
+    set(moeplan_min_version ${CMAKE_MINIMUM_REQUIRED_VERSION})
+    if(CMAKE_VERSION VERSION_LESS 3.25.2)
+      set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+    endif()
     find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_MINIMUM_REQUIRED_VERSION ${moeplan_min_version})
     set(MOEPLAN_HAVE_CUDA ON)
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)

@@ -29,10 +29,10 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name,
 #if MOEPLAN_HAVE_CUDA
     return cuda::make_cuda_backend(device);
 #else
-    return Error{"--backend cuda: not compiled in (nvcc not found at build time)"};
+    return input_error("backend", " cuda: not compiled in (nvcc not found at build time)");
 #endif
   }
-  return Error{"--backend: expected cpu or cuda, got '" + name + "'"};
+  return input_error("backend", ": expected cpu or cuda, got '" + name + "'");
 }
 
 std::vector<BackendInfo> backend_inventory() {

@@ -59,7 +59,7 @@ float uniform_value(std::uint64_t seed, std::uint32_t tensor, std::uint64_t inde
 
 Result<LayerSpec> LayerSpec::from_model(const models::MoeModel& m, int scale, DType dtype,
                                         std::uint64_t seed) {
-  if (scale < 1) return Error{"--scale: expected a positive integer, got " + std::to_string(scale)};
+  if (scale < 1) return input_error("scale", ": expected a positive integer, got " + std::to_string(scale));
   struct Dim {
     const char* key;
     std::int64_t value;
@@ -69,8 +69,9 @@ Result<LayerSpec> LayerSpec::from_model(const models::MoeModel& m, int scale, DT
                       {"shared expert width", m.shared_intermediate_total()}};
   for (const auto& d : dims) {
     if (d.value % scale != 0) {
-      return Error{m.source_path + ": --scale " + std::to_string(scale) + " does not divide " +
-                   d.key + "=" + std::to_string(d.value) + "; expected a divisor"};
+      return Error{m.source_path + ": {scale} " + std::to_string(scale) + " does not divide " +
+                       d.key + "=" + std::to_string(d.value) + "; expected a divisor",
+                   "scale"};
     }
   }
   LayerSpec s;

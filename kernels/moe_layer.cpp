@@ -300,66 +300,26 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
 
 }  // namespace
 
-std::string dispatcher_name(Dispatcher d) {
-  switch (d) {
-    case Dispatcher::kPaddedA2a: return "padded_a2a";
-    case Dispatcher::kAllgather: return "allgather";
-    case Dispatcher::kA2av: return "a2av";
-  }
-  return "?";
-}
-
-Result<Dispatcher> parse_dispatcher(const std::string& name) {
-  for (const Dispatcher d : kAllDispatchers) {
-    if (dispatcher_name(d) == name) return d;
-  }
-  return Error{"unknown dispatcher '" + name + "': expected padded_a2a, allgather or a2av"};
-}
-
-int Layout::ep_rank(int r) const {
-  return mapping == RankMapping::kTpInnermost ? r / tp_size : r % ep_size;
-}
-int Layout::tp_rank(int r) const {
-  return mapping == RankMapping::kTpInnermost ? r % tp_size : r / ep_size;
-}
-std::string Layout::name() const { return std::to_string(ep_size) + "x" + std::to_string(tp_size); }
-
-Result<Layout> parse_layout(const std::string& text) {
-  const auto x = text.find('x');
-  const auto bad = Error{"layout '" + text + "': expected EPxTP with positive integers, e.g. 4x2"};
-  if (x == std::string::npos || x == 0 || x + 1 == text.size()) return bad;
-  Layout l;
-  try {
-    std::size_t used = 0;
-    l.ep_size = std::stoi(text.substr(0, x), &used);
-    if (used != x) return bad;
-    l.tp_size = std::stoi(text.substr(x + 1), &used);
-    if (used != text.size() - x - 1) return bad;
-  } catch (const std::exception&) {
-    return bad;
-  }
-  if (l.ep_size < 1 || l.tp_size < 1) return bad;
-  return l;
-}
-
 Status check_layout(const LayerSpec& s, const Layout& l, int world_size) {
-  const std::string name = "layout " + l.name();
-  if (l.world_size() != world_size) {
-    return Error{name + ": ep·tp = " + std::to_string(l.world_size()) + " but there are " +
+  const std::string name = "layout " + l.short_name();
+  if (l.group_size() != world_size) {
+    return Error{name + ": ep·tp = " + std::to_string(l.group_size()) + " but there are " +
                  std::to_string(world_size) + " ranks; expected ep·tp = rank count"};
   }
-  if (s.num_experts % l.ep_size != 0) {
-    return Error{name + ": num_experts=" + std::to_string(s.num_experts) + " % ep=" +
-                 std::to_string(l.ep_size) + " != 0; expected ep to divide the expert count"};
-  }
-  if (s.intermediate % l.tp_size != 0) {
-    return Error{name + ": moe_intermediate_size=" + std::to_string(s.intermediate) + " % tp=" +
-                 std::to_string(l.tp_size) + " != 0; expected tp to divide the expert width"};
-  }
-  if (s.shared_intermediate % l.tp_size != 0) {
-    return Error{name + ": shared expert width=" + std::to_string(s.shared_intermediate) +
-                 " % tp=" + std::to_string(l.tp_size) +
-                 " != 0; expected tp to divide the shared width"};
+  const auto v = models::layout_violation({s.num_experts, s.intermediate, s.shared_intermediate},
+                                          l.ep_size, l.tp_size);
+  if (!v) return Status::Ok();
+  const std::string value = std::to_string(v->value);
+  switch (v->rule) {
+    case models::LayoutViolation::Rule::kExperts:
+      return Error{name + ": num_experts=" + value + " % ep=" + std::to_string(l.ep_size) +
+                   " != 0; expected ep to divide the expert count"};
+    case models::LayoutViolation::Rule::kExpertWidth:
+      return Error{name + ": moe_intermediate_size=" + value + " % tp=" +
+                   std::to_string(l.tp_size) + " != 0; expected tp to divide the expert width"};
+    case models::LayoutViolation::Rule::kSharedWidth:
+      return Error{name + ": shared expert width=" + value + " % tp=" +
+                   std::to_string(l.tp_size) + " != 0; expected tp to divide the shared width"};
   }
   return Status::Ok();
 }
@@ -368,7 +328,7 @@ std::vector<Layout> legal_layouts(const LayerSpec& s, int world_size) {
   std::vector<Layout> out;
   for (int ep = world_size; ep >= 1; --ep) {
     if (world_size % ep != 0) continue;
-    const Layout l{ep, world_size / ep, RankMapping::kTpInnermost};
+    const Layout l = Layout::of(ep, world_size / ep);
     if (check_layout(s, l, world_size).ok()) out.push_back(l);
   }
   return out;
@@ -406,8 +366,8 @@ RankGroups make_groups(Communicator& world, const Layout& l) {
 }
 
 std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec& s,
-                               const Layout& l, Dispatcher dispatcher, const RankWeights& w,
-                               std::span<const float> x, int num_tokens, PhaseTimes* times) {
+                               const Layout& l, const RankWeights& w, std::span<const float> x,
+                               int num_tokens, PhaseTimes* times) {
   PhaseTimes t;
   const auto start = Clock::now();
   const TokenRange mine = token_range(num_tokens, l.ep_size, g.ep->rank());
@@ -416,9 +376,9 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
   t.router = since(t0);
 
   Dispatched d;
-  switch (dispatcher) {
+  switch (l.dispatcher) {
     case Dispatcher::kPaddedA2a: d = padded_a2a(be, g, s, w, x, r, t); break;
-    case Dispatcher::kAllgather: d = allgather(be, g, s, w, x, r, num_tokens, t); break;
+    case Dispatcher::kAllGather: d = allgather(be, g, s, w, x, r, num_tokens, t); break;
     case Dispatcher::kA2av: d = a2av(be, g, s, w, x, r, t); break;
   }
 

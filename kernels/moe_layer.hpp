@@ -10,46 +10,25 @@
 #include "kernels/backend.hpp"
 #include "kernels/communicator.hpp"
 #include "kernels/layer_spec.hpp"
+#include "models/layout.hpp"
 #include "models/result.hpp"
 
 namespace moeplan::kernels {
 
-/// How tokens reach their experts and come back (ARCHITECTURE.md).
-enum class Dispatcher : std::uint8_t {
-  kPaddedA2a,  ///< PaddleNLP #9368: capacity = global max count, equal-split all-to-all, padded
-  kAllgather,  ///< sglang-jax #349: all-gather tokens, local filter, TP all-reduce, all-gather-v
-  kA2av,       ///< dropless variable all-to-all after a count exchange (DeepEP-style)
-};
-std::string dispatcher_name(Dispatcher d);
-Result<Dispatcher> parse_dispatcher(const std::string& name);
-inline constexpr Dispatcher kAllDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllgather,
-                                                 Dispatcher::kA2av};
+using models::Dispatcher;
+using models::dispatcher_name;
+using models::kAllDispatchers;
+using models::Layout;
+using models::parse_dispatcher;
+using models::parse_layout;
+using models::RankMapping;
 
-/// Which world rank holds which (ep_rank, tp_rank).
-enum class RankMapping : std::uint8_t {
-  kTpInnermost,  ///< both seeds: ep_rank = r / tp, tp_rank = r % tp
-  kEpInnermost,  ///< ep_rank = r % ep, tp_rank = r / ep
-};
-
-struct Layout {
-  int ep_size = 1;
-  int tp_size = 1;
-  RankMapping mapping = RankMapping::kTpInnermost;
-
-  int world_size() const { return ep_size * tp_size; }
-  int ep_rank(int world_rank) const;
-  int tp_rank(int world_rank) const;
-  std::string name() const;  ///< "4x2" (ep × tp)
-};
-
-/// Parses "EPxTP" (e.g. "4x2").
-Result<Layout> parse_layout(const std::string& text);
-
-/// Checks a layout against a layer and a world size before any work: E % ep, I % tp, shared
-/// width % tp, ep·tp = world. The message says which rule failed.
+/// Checks a layout against a layer and a world size before any work: ep·tp = world and the
+/// legality rules of models/layout.hpp. The message says which rule failed.
 Status check_layout(const LayerSpec& spec, const Layout& layout, int world_size);
 
-/// Every (ep, tp) with ep·tp = world that passes check_layout, ep descending.
+/// Every (ep, tp) with ep·tp = world that passes check_layout, ep descending (mapping
+/// tp_innermost).
 std::vector<Layout> legal_layouts(const LayerSpec& spec, int world_size);
 
 /// Tokens [first, first + count) owned by EP rank `ep_rank` when `num_tokens` split over ep.
@@ -94,7 +73,7 @@ RankGroups make_groups(Communicator& world, const Layout& layout);
 /// ep_rank, replicated over its TP group), [count][H]; returns their outputs [count][H] in the
 /// storage dtype's values.
 std::vector<float> moe_forward(Backend& backend, const RankGroups& groups, const LayerSpec& spec,
-                               const Layout& layout, Dispatcher dispatcher, const RankWeights& w,
+                               const Layout& layout, const RankWeights& w,
                                std::span<const float> x, int num_tokens,
                                PhaseTimes* times = nullptr);
 

@@ -7,16 +7,52 @@
 #include <stdexcept>
 
 #include "kernels/fault_inject.hpp"
+#include "kernels/case_lists.hpp"
 #include "kernels/reference.hpp"
+#include "models/registry.hpp"
 
 namespace moeplan::kernels {
+
+Result<VerifyRequest> make_verify_request(const VerifyOptions& o, int world_size) {
+  VerifyRequest req;
+  auto m = models::load_model(o.model);
+  if (!m) return m.error();
+  req.model = *m;
+  req.scale = o.scale;
+  req.seed = o.seed;
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    return input_error("backend", ": expected cpu or cuda, got '" + o.backend + "'");
+  }
+  req.backend = o.backend;
+  auto tokens = parse_token_list(o.tokens, kMaxVerifyTokens, 1);
+  if (!tokens) return tokens.error();
+  req.token_counts = *tokens;
+  auto dtypes = parse_storage_dtype_list(o.dtypes);
+  if (!dtypes) return dtypes.error();
+  req.dtypes = *dtypes;
+  auto spec = LayerSpec::from_model(req.model, req.scale, DType::kFp32, req.seed);
+  if (!spec) return spec.error();
+  auto layouts = parse_layout_list(o.layouts, *spec, world_size, true, req.model.name);
+  if (!layouts) return layouts.error();
+  req.layouts = *layouts;
+  auto dispatchers = parse_dispatcher_list(o.dispatchers);
+  if (!dispatchers) return dispatchers.error();
+  req.dispatchers = *dispatchers;
+  MOEPLAN_TRY_STATUS(check_request(req, world_size));
+  return req;
+}
+
+int case_count(const VerifyRequest& r) {
+  return static_cast<int>(r.layouts.size() * r.dispatchers.size() * r.dtypes.size() *
+                          r.token_counts.size());
+}
 
 Status check_request(const VerifyRequest& r, int world_size) {
   if (r.token_counts.empty() || r.dtypes.empty() || r.layouts.empty() || r.dispatchers.empty()) {
     return Error{"verify: nothing to run (no token counts, dtypes, layouts or dispatchers)"};
   }
   for (const int t : r.token_counts) {
-    if (t < 1) return Error{"--tokens: expected positive token counts, got " + std::to_string(t)};
+    if (t < 1) return input_error("tokens", ": expected positive token counts, got " + std::to_string(t));
   }
   auto spec = LayerSpec::from_model(r.model, r.scale, DType::kFp32, r.seed);
   if (!spec) return spec.error();
@@ -57,11 +93,13 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
         const TokenRange tr = token_range(tokens, layout.ep_size, layout.ep_rank(me));
         const std::vector<float> x = make_input(spec, tr.first, tr.count);
         for (const Dispatcher d : req.dispatchers) {
+          Layout with_dispatcher = layout;
+          with_dispatcher.dispatcher = d;
           fault_point(me);
           world.barrier();
           PhaseTimes times;
           const std::vector<float> out =
-              moe_forward(*be, groups, spec, layout, d, weights, x, tokens, &times);
+              moe_forward(*be, groups, spec, with_dispatcher, weights, x, tokens, &times);
           std::vector<std::int64_t> ns{static_cast<std::int64_t>(times.total * 1e9)};
           world.all_reduce_max(ns);
 
@@ -87,8 +125,7 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
 
           if (me == 0) {
             VerifyRow row;
-            row.layout = layout;
-            row.dispatcher = d;
+            row.layout = with_dispatcher;
             row.dtype = dtype;
             row.num_tokens = tokens;
             row.layer_ms = static_cast<double>(ns[0]) * 1e-6;

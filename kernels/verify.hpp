@@ -17,7 +17,7 @@ struct VerifyRequest {
   int scale = 1;
   std::vector<int> token_counts;
   std::vector<DType> dtypes;
-  std::vector<Layout> layouts;  ///< each with ep·tp = the world size
+  std::vector<Layout> layouts;  ///< each with ep·tp = the world size; dispatchers below
   std::vector<Dispatcher> dispatchers;
   std::uint64_t seed = 20241120;  ///< PaddleNLP #9368's merge date
   std::string backend = "cpu";    ///< compute backend of the sharded layer: cpu or cuda
@@ -25,8 +25,7 @@ struct VerifyRequest {
 };
 
 struct VerifyRow {
-  Layout layout;
-  Dispatcher dispatcher = Dispatcher::kA2av;
+  Layout layout;  ///< with the dispatcher of this row
   DType dtype = DType::kFp32;
   int num_tokens = 0;
   double max_abs_diff = 0.0;   ///< max |sharded − reference|
@@ -37,8 +36,29 @@ struct VerifyRow {
   double layer_ms = 0.0;  ///< the slowest rank's forward time
 };
 
+/// verify's settings as the front ends take them (lists comma-separated).
+struct VerifyOptions {
+  std::string model;  ///< bundled name or config.json path
+  std::string tokens = "1024";
+  std::string dtypes = "fp32,fp16,bf16";
+  std::string layouts = "all";  ///< "all" (both rank mappings) or EPxTP list
+  std::string dispatchers = "all";
+  int scale = 1;
+  std::uint64_t seed = 20241120;
+  std::string backend = "cpu";
+};
+
+/// The most tokens one verify case may have.
+inline constexpr long kMaxVerifyTokens = 1L << 24;
+
+/// The request for `world_size` ranks, checked (check_request); errors name the input.
+Result<VerifyRequest> make_verify_request(const VerifyOptions& options, int world_size);
+
 /// Checks every layout against the model and the world size before any work.
 Status check_request(const VerifyRequest& request, int world_size);
+
+/// Cases a request runs: layouts × dispatchers × dtypes × token counts.
+int case_count(const VerifyRequest& request);
 
 /// Runs the request collectively on `world` (every rank calls it). Rank 0 returns the rows;
 /// other ranks return an empty vector. `progress(done, total, row)` runs on rank 0 after each

@@ -10,10 +10,65 @@
 
 namespace moeplan {
 
-/// An expected failure (bad input, illegal layout, unsupported dtype). `message` is one line.
+/// An expected failure (bad input, illegal layout, unsupported dtype). `message` is one line
+/// naming the file, key or input and what was expected.
 struct Error {
   std::string message;
+  /// The user input the error is about, in the libraries' own words ("tokens", "costs",
+  /// "max_tokens"), when it is one; `message` then starts with it. Each front end shows it as its
+  /// own name for that input (the CLI as "--tokens", the GUI as the field's label). Empty when
+  /// the message names a file and key instead.
+  std::string input = {};
 };
+
+/// An error about user input `input`: the message is `input` followed by `rest` (which starts
+/// with ": " or " " and a value), e.g. input_error("scale", " 3 does not divide ...").
+inline Error input_error(const std::string& input, const std::string& rest) {
+  return Error{input + rest, input};
+}
+
+/// `error` about another name of the same input (a command taking it under another flag):
+/// its leading input name replaced by `input`.
+inline Error with_input(Error error, const std::string& input) {
+  if (!error.input.empty() && error.message.compare(0, error.input.size(), error.input) == 0) {
+    error.message = input + error.message.substr(error.input.size());
+    error.input = input;
+  }
+  return error;
+}
+
+/// A message may also mention other inputs as "{name}" (e.g. "use {gpus} 64"). Renders `error`
+/// for a front end: its leading input and every "{name}" become `name_of(name)` (the CLI gives
+/// "--gpus", the GUI its field label), so "scale 3 does not divide ..." reads
+/// "--scale 3 does not divide ..." on the command line.
+template <typename NameOf>
+std::string render_error(const Error& error, const NameOf& name_of) {
+  std::string text = error.message;
+  std::string out;
+  std::size_t at = 0;
+  if (!error.input.empty() && text.compare(0, error.input.size(), error.input) == 0) {
+    out = name_of(error.input);
+    at = error.input.size();
+  }
+  while (at < text.size()) {
+    const std::size_t open = text.find('{', at);
+    const std::size_t close = open == std::string::npos ? open : text.find('}', open);
+    bool is_name = close != std::string::npos && close > open + 1;
+    for (std::size_t i = open + 1; is_name && i < close; ++i) {
+      const char c = text[i];
+      is_name = (c >= 'a' && c <= 'z') || c == '_';
+    }
+    if (!is_name) {
+      const std::size_t next = open == std::string::npos ? text.size() : open + 1;
+      out += text.substr(at, next - at);
+      at = next;
+      continue;
+    }
+    out += text.substr(at, open - at) + name_of(text.substr(open + 1, close - open - 1));
+    at = close + 1;
+  }
+  return out;
+}
 
 /// A value of type T or an Error.
 template <typename T>

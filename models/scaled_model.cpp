@@ -7,7 +7,7 @@
 namespace moeplan::models {
 
 Result<MoeModel> scale_model(const MoeModel& m, int scale) {
-  if (scale < 1) return Error{"--scale: expected a positive integer, got " + std::to_string(scale)};
+  if (scale < 1) return input_error("scale", ": expected a positive integer, got " + std::to_string(scale));
   if (scale == 1) return m;
   struct Dim {
     const char* key;
@@ -18,8 +18,9 @@ Result<MoeModel> scale_model(const MoeModel& m, int scale) {
                       {"shared_expert_intermediate_size", m.shared_expert_intermediate_size}};
   for (const auto& d : dims) {
     if (d.value % scale != 0) {
-      return Error{m.source_path + ": --scale " + std::to_string(scale) + " does not divide " +
-                   d.key + "=" + std::to_string(d.value) + "; expected a divisor"};
+      return Error{m.source_path + ": {scale} " + std::to_string(scale) + " does not divide " +
+                       d.key + "=" + std::to_string(d.value) + "; expected a divisor",
+                   "scale"};
     }
   }
   MoeModel s = m;

@@ -13,16 +13,16 @@ namespace {
 Result<std::unique_ptr<CostDb>> open_costs(const std::string& costs_path) {
   std::error_code ec;
   if (std::filesystem::is_directory(costs_path, ec)) {
-    return Error{"--costs " + costs_path +
-                 ": expected a cost database file written by moeplan profile, got a directory"};
+    return input_error("costs", " " + costs_path +
+                 ": expected a cost database file written by moeplan profile, got a directory");
   }
   if (!std::filesystem::is_regular_file(costs_path, ec)) {
-    return Error{"--costs " + costs_path +
+    return input_error("costs", " " + costs_path +
                  ": no such file; expected a cost database written "
-                 "by moeplan profile"};
+                 "by moeplan profile");
   }
   auto db = CostDb::open(costs_path, false);
-  if (!db) return Error{"--costs: " + db.error().message};
+  if (!db) return input_error("costs", ": " + db.error().message);
   return std::move(*db);
 }
 
@@ -31,7 +31,7 @@ Status finish_setup(CostSetup& s, const std::string& device, CostStatistic stati
   s.roofline = std::make_unique<RooflineCosts>(*s.cluster);
   if (s.db) {
     auto m = MeasuredCosts::load(*s.db, *s.cluster, device, statistic);
-    if (!m) return Error{"--costs: " + m.error().message};
+    if (!m) return input_error("costs", ": " + m.error().message);
     s.measured = std::move(*m);
   }
   return Status::Ok();
@@ -53,9 +53,9 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
   if (local) {
     const int n = **local;
     if (!s.db) {
-      return Error{"--cluster " + cluster +
-                   ": expected --costs FILE too (a local cluster's device spec is derived from "
-                   "its profile)"};
+      return input_error("cluster", " " + cluster +
+                   ": expected {costs} FILE too (a local cluster's device spec is derived from "
+                   "its profile)");
     }
     auto points = s.db->points();
     if (!points) return points.error();
@@ -71,9 +71,9 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
     if (device.empty()) {
       std::string list;
       for (const auto& d : devices) list += (list.empty() ? "" : ", ") + d;
-      return Error{"--costs " + costs_path + ": no profile of " + std::to_string(n) +
+      return input_error("costs", " " + costs_path + ": no profile of " + std::to_string(n) +
                    " ranks; expected a device ending in '" + suffix +
-                   "' among: " + (list.empty() ? "(none)" : list)};
+                   "' among: " + (list.empty() ? "(none)" : list));
     }
     const double memory = host_memory_bytes() / n;
     const auto spec = derive_device_spec(*points, device, memory);

@@ -30,15 +30,7 @@ const CostItem* part(const LayerCost& c, int i) {
   return items[i];
 }
 
-std::optional<RankMapping> parse_mapping(const std::string& name) {
-  if (name == "tp_innermost") return RankMapping::kTpInnermost;
-  if (name == "ep_innermost") return RankMapping::kEpInnermost;
-  return std::nullopt;
-}
-
-std::string label(const Layout& l) {
-  return l.shape_name() + " " + dispatcher_name(l.dispatcher) + " " + mapping_name(l.mapping);
-}
+std::string label(const Layout& l) { return l.full_name(); }
 
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3) + " ms"; }
 
@@ -89,7 +81,7 @@ Result<PlannedLayout> parse_planned(const nlohmann::json& l, const std::string& 
   p.layout.dispatcher = *d;
   auto map = r.string("mapping");
   if (!map) return map.error();
-  const auto m = parse_mapping(*map);
+  const auto m = models::parse_mapping(*map);
   if (!m) return r.error("mapping", "expected tp_innermost or ep_innermost, got \"" + *map + "\"");
   p.layout.mapping = *m;
   auto feasible = r.boolean_or("feasible", true);
@@ -721,8 +713,8 @@ Result<ExportFormat> parse_export_format(const std::string& name) {
   for (const ExportFormat f : kAllExportFormats) {
     if (export_format_name(f) == name) return f;
   }
-  return Error{"--format: expected sglang, vllm, trtllm, megatron, paddle or json, got '" + name +
-               "'"};
+  return input_error("format", ": expected sglang, vllm, trtllm, megatron, paddle or json, got '" + name +
+               "'");
 }
 
 std::string PlannedLayout::describe() const {
@@ -864,9 +856,9 @@ Result<PlannedLayout> select_layout(const PlanSummary& plan, const std::string& 
     for (const auto& l : plan.layouts) {
       if (l.rank == rank) return l;
     }
-    return Error{"--layout " + selector + ": expected a rank the plan lists (" +
+    return input_error("layout", " " + selector + ": expected a rank the plan lists (" +
                  std::to_string(plan.layouts.front().rank) + ".." +
-                 std::to_string(plan.layouts.back().rank) + ")"};
+                 std::to_string(plan.layouts.back().rank) + ")");
   }
   std::vector<int> parts;
   std::string cur;
@@ -885,8 +877,8 @@ Result<PlannedLayout> select_layout(const PlanSummary& plan, const std::string& 
     }
   }
   if (parts.size() != 2 && parts.size() != 3) {
-    return Error{"--layout '" + selector +
-                 "': expected a rank (e.g. 3) or a shape EPxTP or DPxEPxTP (e.g. 8x2)"};
+    return input_error("layout", " '" + selector +
+                 "': expected a rank (e.g. 3) or a shape EPxTP or DPxEPxTP (e.g. 8x2)");
   }
   const int dp = parts.size() == 3 ? parts[0] : 1;
   const int ep = parts[parts.size() - 2];
@@ -899,8 +891,8 @@ Result<PlannedLayout> select_layout(const PlanSummary& plan, const std::string& 
     const std::string s = l.layout.shape_name();
     if (shapes.find(s) == std::string::npos) shapes += (shapes.empty() ? "" : ", ") + s;
   }
-  return Error{"--layout " + selector + ": the plan has no legal layout of that shape; it has " +
-               shapes};
+  return input_error("layout", " " + selector + ": the plan has no legal layout of that shape; it has " +
+               shapes);
 }
 
 Result<std::string> file_fingerprint(const std::filesystem::path& path) {

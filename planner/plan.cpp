@@ -12,9 +12,7 @@ namespace {
 
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3) + " ms"; }
 
-std::string layout_label(const Layout& l) {
-  return l.shape_name() + " " + dispatcher_name(l.dispatcher) + " " + mapping_name(l.mapping);
-}
+std::string layout_label(const Layout& l) { return l.full_name(); }
 
 std::vector<std::pair<std::string, const CostItem*>> parts(const LayerCost& c) {
   return {{"router", &c.router},   {"dispatch", &c.dispatch},
@@ -37,7 +35,7 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
     reasons.push_back("no layout fits in the " + plan.device + "'s " +
                       format_bytes(layouts.empty() ? 0.0 : layouts.front().memory_capacity) +
                       " per GPU: the smallest needs " + format_bytes(smallest) +
-                      "; use more GPUs (--gpus) or a larger cluster");
+                      "; use more GPUs ({gpus}) or a larger cluster");
     return reasons;
   }
   const LayoutCost& best = layouts[static_cast<std::size_t>(plan.recommended)];
@@ -163,7 +161,7 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
       smaller.num_gpus = m;
       if (!enumerate_layouts(model, smaller).layouts.empty()) {
         msg += " (the largest GPU count below it with a legal layout is " + std::to_string(m) +
-               ": --gpus " + std::to_string(m) + ")";
+               ": {gpus} " + std::to_string(m) + ")";
         break;
       }
     }

@@ -12,10 +12,9 @@ namespace {
 class LayerCase final : public OpCase {
  public:
   LayerCase(kernels::Communicator& world, const kernels::LayerSpec& spec,
-            const kernels::Layout& layout, kernels::Dispatcher dispatcher, int num_tokens)
+            const kernels::Layout& layout, int num_tokens)
       : spec_(spec),
         layout_(layout),
-        dispatcher_(dispatcher),
         tokens_(num_tokens),
         backend_(kernels::make_cpu_backend()),
         groups_(kernels::make_groups(world, layout)),
@@ -27,8 +26,8 @@ class LayerCase final : public OpCase {
   }
 
   void run() override {
-    out_ = kernels::moe_forward(*backend_, groups_, spec_, layout_, dispatcher_, weights_, x_,
-                                tokens_, &phases_);
+    out_ = kernels::moe_forward(*backend_, groups_, spec_, layout_, weights_, x_, tokens_,
+                                &phases_);
     if (fault_ && !out_.empty()) out_[out_.size() / 2] += 1.0F;
   }
 
@@ -51,7 +50,6 @@ class LayerCase final : public OpCase {
  private:
   kernels::LayerSpec spec_;
   kernels::Layout layout_;
-  kernels::Dispatcher dispatcher_;
   int tokens_;
   int count_ = 0;
   std::unique_ptr<kernels::Backend> backend_;
@@ -81,9 +79,9 @@ std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens
 }
 
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
-                               const kernels::Layout& layout, kernels::Dispatcher dispatcher,
-                               int num_tokens, const HarnessOptions& options, bool inject_fault) {
-  LayerCase c(world, spec, layout, dispatcher, num_tokens);
+                               const kernels::Layout& layout, int num_tokens,
+                               const HarnessOptions& options, bool inject_fault) {
+  LayerCase c(world, spec, layout, num_tokens);
   if (inject_fault) c.inject_fault();
   LayerMeasurement out;
   out.measurement = measure(c, world.size() > 1 ? &world : nullptr, options);

@@ -19,10 +19,11 @@ struct LayerMeasurement {
   kernels::PhaseTimes phases;  ///< this rank's phases of the last repetition
 };
 
-/// Measures the layer collectively on `world` (layout.world_size() == world.size()).
+/// Measures the layer with the layout's dispatcher collectively on `world`
+/// (layout.group_size() == world.size()).
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
-                               const kernels::Layout& layout, kernels::Dispatcher dispatcher,
-                               int num_tokens, const HarnessOptions& options,
+                               const kernels::Layout& layout, int num_tokens,
+                               const HarnessOptions& options,
                                bool inject_fault = false);
 
 }  // namespace moeplan::profiler

@@ -32,20 +32,20 @@ std::string utc_now() {
 
 Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_size) {
   if (o.backend != "cpu") {
-    return Error{"--backend " + o.backend +
-                 ": this build profiles the cpu backend; expected --backend cpu"};
+    return input_error("backend", " " + o.backend +
+                 ": this build profiles the cpu backend; expected {backend} cpu");
   }
-  if (o.out.empty()) return Error{"--out: expected the path of the cost database to write"};
+  if (o.out.empty()) return input_error("out", ": expected the path of the cost database to write");
   if (!o.cluster.empty() && o.cluster != "local:" + std::to_string(world_size)) {
-    return Error{"--cluster " + o.cluster + ": a CPU profile measures this machine with its " +
+    return input_error("cluster", " " + o.cluster + ": a CPU profile measures this machine with its " +
                  std::to_string(world_size) +
-                 " ranks; expected local:" + std::to_string(world_size) + " or no --cluster"};
+                 " ranks; expected local:" + std::to_string(world_size) + " or no {cluster}");
   }
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
-    return Error{"--max-seconds: expected a time per point in (0, 600] s"};
+    return input_error("max_seconds", ": expected a time per point in (0, 600] s");
   }
-  if (o.max_tokens < 0) return Error{"--max-tokens: expected a positive row count"};
-  if (o.max_bytes < 0.0) return Error{"--max-bytes: expected a positive byte count"};
+  if (o.max_tokens < 0) return input_error("max_tokens", ": expected a positive row count");
+  if (o.max_bytes < 0.0) return input_error("max_bytes", ": expected a positive byte count");
   auto model = models::load_model(o.model);
   if (!model) return model.error();
   SweepRequest sr;
@@ -57,7 +57,7 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   for (const auto& d : split_list(o.dtypes)) {
     const auto dt = parse_dtype(d);
     if (!dt || *dt == DType::kFp8) {
-      return Error{"--dtype: expected fp32, fp16 or bf16, got '" + d + "'"};
+      return input_error("dtype", ": expected fp32, fp16 or bf16, got '" + d + "'");
     }
     sr.dtypes.push_back(*dt);
   }
@@ -69,8 +69,8 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   auto points = sweep_points(req.sweep, req.ops);
   if (!points) return points.error();
   if (points->empty()) {
-    return Error{"--ops " + o.ops + ": nothing to measure on " + std::to_string(world_size) +
-                 " rank(s) (collectives need at least 2)"};
+    return input_error("ops", " " + o.ops + ": nothing to measure on " + std::to_string(world_size) +
+                 " rank(s) (collectives need at least 2)");
   }
   req.out_path = o.out;
   req.resume = o.resume;
@@ -94,16 +94,16 @@ Status check_profile_output(const ProfileRequest& req) {
   const fs::path p(req.out_path);
   if (fs::exists(p, ec)) {
     if (!fs::is_regular_file(p, ec)) {
-      return Error{"--out " + req.out_path + ": expected a file path, got a directory"};
+      return input_error("out", " " + req.out_path + ": expected a file path, got a directory");
     }
     if (!req.resume) {
-      return Error{"--out " + req.out_path +
-                   " exists; expected --resume to measure what it lacks, or a new path"};
+      return input_error("out", " " + req.out_path +
+                   " exists; expected {resume} to measure what it lacks, or a new path");
     }
   } else {
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     if (!fs::is_directory(dir, ec)) {
-      return Error{"--out " + req.out_path + ": directory " + dir.string() + " does not exist"};
+      return input_error("out", " " + req.out_path + ": directory " + dir.string() + " does not exist");
     }
   }
   return Status::Ok();
@@ -255,7 +255,7 @@ Result<ProfileSummary> run_profile(
       auto added = db->add_point(p);
       if (!added) {
         db_error = Error{added.error().message + " (the " + std::to_string(done) +
-                         " points completed before are kept; --resume continues)"};
+                         " points completed before are kept; {resume} continues)"};
       } else if (written) {
         written(p);
       }

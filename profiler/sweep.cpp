@@ -48,19 +48,19 @@ Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& 
   }
   for (const DType d : r.dtypes) {
     if (d == DType::kFp8) {
-      return Error{
-          "--dtype: fp8 is not a storage dtype of the CPU backend; expected fp32, bf16 "
-          "or fp16"};
+      return input_error("dtype",
+                         ": fp8 is not a storage dtype of the CPU backend; expected fp32, bf16 "
+                         "or fp16");
     }
   }
   s.dtypes = r.dtypes.empty() ? std::vector<DType>{model.dtype} : r.dtypes;
   s.max_rows = r.max_tokens > 0 ? r.max_tokens : (r.quick ? 512 : 4096);
   if (s.max_rows > (1 << 20)) {
-    return Error{"--max-tokens: expected at most 1048576, got " + std::to_string(s.max_rows)};
+    return input_error("max_tokens", ": expected at most 1048576, got " + std::to_string(s.max_rows));
   }
   s.max_bytes = r.max_bytes > 0.0 ? r.max_bytes : (r.quick ? 1024.0 * 1024 : 64.0 * 1024 * 1024);
   if (s.max_bytes < s.min_bytes || s.max_bytes > 4.0 * 1024 * 1024 * 1024) {
-    return Error{"--max-bytes: expected 256 B to 4 GiB"};
+    return input_error("max_bytes", ": expected 256 B to 4 GiB");
   }
   return s;
 }
@@ -73,7 +73,7 @@ Result<std::vector<std::pair<const OpTable*, OpPoint>>> sweep_points(
     if (!known) {
       std::string list;
       for (const auto& t : all_ops()) list += (list.empty() ? "" : ", ") + t.name;
-      return Error{"--ops: unknown op '" + name + "'; expected some of " + list};
+      return input_error("ops", ": unknown op '" + name + "'; expected some of " + list);
     }
   }
   std::vector<std::pair<const OpTable*, OpPoint>> out;

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernels/case_lists.hpp"
 #include "kernels/fault_inject.hpp"
 #include "models/registry.hpp"
 #include "models/scaled_model.hpp"
@@ -25,12 +26,8 @@ Result<planner::LayerCost> predict(const ValidateRequest& req, const planner::Cl
   load.source = "routed by the layer's router on its inputs";
   load.num_experts = req.spec.num_experts;
   load.counts = {routed_counts(req.spec, c.tokens)};
-  planner::Layout l;
+  planner::Layout l = c.layout;
   l.num_gpus = world;
-  l.ep_size = c.layout.ep_size;
-  l.tp_size = c.layout.tp_size;
-  l.dispatcher = *planner::parse_dispatcher(kernels::dispatcher_name(c.dispatcher));
-  l.mapping = planner::RankMapping::kTpInnermost;
   const planner::CostContext ctx{
       req.scaled, cluster, costs, {planner::Phase::kPrefill, c.tokens / world}, load, {}};
   auto lc = planner::cost_layout(ctx, l);
@@ -48,13 +45,13 @@ double median(std::vector<double> v) {
 }  // namespace
 
 Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int world) {
-  if (o.costs.empty()) return Error{"--costs: expected the cost database written by profile"};
+  if (o.costs.empty()) return input_error("costs", ": expected the cost database written by profile");
   const auto statistic = planner::parse_statistic(o.statistic);
   if (!statistic) {
-    return Error{"--statistic: expected median or p10, got '" + o.statistic + "'"};
+    return input_error("statistic", ": expected median or p10, got '" + o.statistic + "'");
   }
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
-    return Error{"--max-seconds: expected a time per case in (0, 600] s"};
+    return input_error("max_seconds", ": expected a time per case in (0, 600] s");
   }
   ValidateRequest r;
   r.statistic = *statistic;
@@ -68,11 +65,10 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   r.model = *m;
   DType dtype = m->dtype;
   if (!o.dtype.empty()) {
-    const auto dt = parse_dtype(o.dtype);
-    if (!dt || *dt == DType::kFp8) {
-      return Error{"--dtype: expected fp32, fp16 or bf16, got '" + o.dtype + "'"};
-    }
-    dtype = *dt;
+    auto dt = kernels::parse_storage_dtype_list(o.dtype);
+    if (!dt) return dt.error();
+    if (dt->size() != 1) return input_error("dtype", ": expected one dtype, got '" + o.dtype + "'");
+    dtype = dt->front();
   }
   auto scaled = models::scale_model(*m, o.scale);
   if (!scaled) return scaled.error();
@@ -81,51 +77,19 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   auto spec = kernels::LayerSpec::from_model(*m, o.scale, dtype, o.seed);
   if (!spec) return spec.error();
   r.spec = *spec;
-  std::vector<kernels::Layout> layouts;
-  if (o.layouts == "all") {
-    layouts = kernels::legal_layouts(r.spec, world);
-    if (layouts.empty()) {
-      return Error{"--layouts all: no legal layout of " + m->name + " on " + std::to_string(world) +
-                   " ranks"};
-    }
-  } else {
-    for (const auto& text : split_list(o.layouts)) {
-      auto l = kernels::parse_layout(text);
-      if (!l) return Error{"--layouts: " + l.error().message};
-      MOEPLAN_TRY_STATUS(kernels::check_layout(r.spec, *l, world));
-      layouts.push_back(*l);
-    }
-  }
-  std::vector<kernels::Dispatcher> dispatchers;
-  if (o.dispatchers == "all") {
-    dispatchers.assign(std::begin(kernels::kAllDispatchers), std::end(kernels::kAllDispatchers));
-  } else {
-    for (const auto& text : split_list(o.dispatchers)) {
-      auto d = kernels::parse_dispatcher(text);
-      if (!d) return Error{"--dispatcher: " + d.error().message};
-      dispatchers.push_back(*d);
-    }
-  }
-  std::vector<int> tokens;
-  for (const auto& t : split_list(o.tokens)) {
-    std::size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != t.size() || v < 1 || v > (1L << 20) || v % world != 0) {
-      return Error{"--tokens: expected positive token counts divisible by the " +
-                   std::to_string(world) + " ranks (tokens per rank = count / ranks), got '" + t +
-                   "'"};
-    }
-    tokens.push_back(static_cast<int>(v));
-  }
-  if (tokens.empty()) return Error{"--tokens: expected at least one token count"};
-  for (const auto& l : layouts) {
-    for (const auto d : dispatchers) {
-      for (const int t : tokens) r.cases.push_back({l, d, t});
+  // Validate runs the mapping the planner's plans use for each ep × tp (tp_innermost) unless a
+  // list names layouts; the prediction uses each case's own mapping.
+  auto layouts = kernels::parse_layout_list(o.layouts, r.spec, world, false, m->name);
+  if (!layouts) return layouts.error();
+  auto dispatchers = kernels::parse_dispatcher_list(o.dispatchers);
+  if (!dispatchers) return dispatchers.error();
+  auto tokens = kernels::parse_token_list(o.tokens, kMaxValidateTokens, world);
+  if (!tokens) return tokens.error();
+  for (const auto& l : *layouts) {
+    for (const auto d : *dispatchers) {
+      kernels::Layout with_dispatcher = l;
+      with_dispatcher.dispatcher = d;
+      for (const int t : *tokens) r.cases.push_back({with_dispatcher, t});
     }
   }
   return r;
@@ -141,7 +105,7 @@ std::vector<ValidateRow> run_validate_cases(
   for (const auto& c : req.cases) {
     if (stop && any_rank(world, stop())) break;
     kernels::fault_point(world.rank());
-    const auto lm = measure_layer(world, req.spec, c.layout, c.dispatcher, c.tokens, req.harness);
+    const auto lm = measure_layer(world, req.spec, c.layout, c.tokens, req.harness);
     ValidateRow r;
     r.c = c;
     r.measured_s = req.statistic == planner::CostStatistic::kP10 ? lm.measurement.stats.p10_s
@@ -159,7 +123,7 @@ std::vector<ValidateRow> run_validate_cases(
       char measured[64];
       std::snprintf(measured, sizeof measured, ": measured %.2f ms", r.measured_s * 1e3);
       progress(done, total,
-               c.layout.name() + " " + kernels::dispatcher_name(c.dispatcher) + " " +
+               c.layout.short_name() + " " + kernels::dispatcher_name(c.layout.dispatcher) + " " +
                    std::to_string(c.tokens) + measured +
                    (r.verified ? "" : " (failed verification)"));
     }

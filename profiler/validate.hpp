@@ -32,8 +32,7 @@ struct ValidateOptions {
 };
 
 struct ValidateCase {
-  kernels::Layout layout;
-  kernels::Dispatcher dispatcher = kernels::Dispatcher::kA2av;
+  kernels::Layout layout;  ///< on the world's ranks, with the case's dispatcher and mapping
   int tokens = 0;
 };
 
@@ -46,7 +45,10 @@ struct ValidateRequest {
   planner::CostStatistic statistic = planner::CostStatistic::kMedian;
 };
 
-/// The cases for `world` ranks; errors name the option (--costs, --layouts, --tokens, ...).
+/// The most tokens (over all ranks) one validate case may have.
+inline constexpr long kMaxValidateTokens = 1L << 20;
+
+/// The cases for `world` ranks; errors name the input (costs, layouts, tokens, ...).
 Result<ValidateRequest> make_validate_request(const ValidateOptions& options, int world);
 
 struct ValidateRow {

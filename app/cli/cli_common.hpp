@@ -25,19 +25,19 @@ inline constexpr int kExitBadInput = 2;
 /// them across ranks).
 void set_command_line(std::vector<std::string> args);
 
-/// Under mpirun/srun (launched > 1 processes): MPI_COMM_WORLD. Errors when `ranks_option` (-1:
-/// not given) asks for another count, or MPI is not compiled in, or the ranks were started with
-/// different arguments (compared by hash on every rank, collectively): then rank 0 has already
-/// printed one line naming the first rank whose arguments differ from its own, and every rank
-/// gets an empty error (report_error prints nothing for it, and returns 2).
-Result<std::unique_ptr<kernels::Communicator>> launcher_world(int launched, int ranks_option);
+/// The arguments set_command_line stored (kernels::JobWorld compares them across ranks).
+const std::vector<std::string>& command_line_args();
 
-/// Under MPI every rank returns the same exit code: the largest any rank reached.
-int agree_exit_code(kernels::Communicator& world, int rc);
+/// The command-line flag of a library input name: "max_tokens" → "--max-tokens".
+std::string flag_of(const std::string& input);
 
-/// Prints "moeplan: error: <message>" to stderr (nothing for an empty message: an error another
-/// rank reports) and returns kExitBadInput.
+/// Prints "moeplan: error: <message>" to stderr, the input it is about named by its flag
+/// (nothing for an empty message: an error another rank reports), and returns kExitBadInput.
 int report_error(const Error& error);
+
+/// report_error, then flushes stderr: rank 0's report of an error every rank shares
+/// (kernels::JobWorld), printed before any rank leaves.
+void report_and_flush(const Error& error);
 
 /// The action a parsed subcommand runs; it returns the process exit code.
 using Action = std::function<int()>;

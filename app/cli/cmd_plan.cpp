@@ -247,7 +247,7 @@ int run_plan(const PlanOptions& o) {
   std::optional<planner::ExportFormat> export_format;
   if (!o.export_format.empty()) {
     auto f = planner::parse_export_format(o.export_format);
-    if (!f) return report_error(Error{"--export" + f.error().message.substr(8)});
+    if (!f) return report_error(with_input(f.error(), "export"));
     export_format = *f;
     if (o.json || !o.output.empty()) {
       return report_error(

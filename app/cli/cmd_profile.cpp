@@ -9,8 +9,7 @@
 
 #include "app/cli/cli_common.hpp"
 #include "app/cli/progress.hpp"
-#include "kernels/mpi_communicator.hpp"
-#include "kernels/mpi_info.hpp"
+#include "kernels/job_world.hpp"
 #include "models/registry.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
@@ -45,23 +44,19 @@ int run_profile_command(const ProfileOptions& o) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   const auto stop = [] { return g_stop.load(); };
-  const int launched = kernels::launcher_world_size();
-  if (launched > 1) {
-    auto launcher = launcher_world(launched, o.ranks);
-    if (!launcher) return report_error(launcher.error());
-    std::unique_ptr<kernels::Communicator> world = std::move(*launcher);
-    const bool root = world->rank() == 0;
-    auto req = profiler::make_profile_request(o, world->size());
-    Status ok =
-        req ? (root ? profiler::check_profile_output(*req) : Status::Ok()) : Status(req.error());
-    std::vector<std::int64_t> bad{ok ? 0 : 1};
-    world->all_reduce_max(bad);
-    if (bad[0] != 0) return root ? report_error(ok.error()) : kExitBadInput;
-    std::unique_ptr<Progress> progress;
-    if (root) progress = std::make_unique<Progress>("profile", 0);
-    int total = 0;
-    auto sum = profiler::run_profile(
-        *world, *req,
+  auto world =
+      kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
+  if (!world) return report_error(world.error());
+  auto req = profiler::make_profile_request(o, world->size());
+  Status ok = req ? (world->is_root() ? profiler::check_profile_output(*req) : Status::Ok())
+                  : Status(req.error());
+  if (!world->agree(ok, report_and_flush)) return kExitBadInput;
+  std::unique_ptr<Progress> progress;
+  if (world->is_root()) progress = std::make_unique<Progress>("profile", 0);
+  int total = 0;
+  auto sum = world->run<Result<profiler::ProfileSummary>>([&](kernels::Communicator& comm) {
+    return profiler::run_profile(
+        comm, *req,
         [&](int done, int n, const std::string& what) {
           if (total == 0) {
             total = n;
@@ -70,38 +65,15 @@ int run_profile_command(const ProfileOptions& o) {
           progress->update(done, what);
         },
         stop);
-    if (progress) progress->finish();
-    int rc = kExitOk;
-    if (!sum) {
-      rc = root ? report_error(sum.error()) : kExitBadInput;
-    } else if (root) {
-      rc = report(*sum, o.out);
-    }
-    return agree_exit_code(*world, rc);
-  }
-  const int ranks = o.ranks == -1 ? 1 : o.ranks;
-  if (ranks < 1 || ranks > 64) {
-    return report_error(
-        Error{"--ranks: expected 1 to 64 in-process ranks, got " + std::to_string(ranks)});
-  }
-  auto req = profiler::make_profile_request(o, ranks);
-  if (!req) return report_error(req.error());
-  if (const Status s = profiler::check_profile_output(*req); !s) return report_error(s.error());
-  std::unique_ptr<Progress> progress;
-  Result<profiler::ProfileSummary> sum = Error{"not run"};
-  kernels::run_in_process(ranks, [&](kernels::Communicator& world) {
-    auto r = profiler::run_profile(
-        world, *req,
-        [&](int done, int n, const std::string& what) {
-          if (!progress) progress = std::make_unique<Progress>("profile", n);
-          progress->update(done, what);
-        },
-        stop);
-    if (world.rank() == 0) sum = std::move(r);
   });
   if (progress) progress->finish();
-  if (!sum) return report_error(sum.error());
-  return report(*sum, o.out);
+  int rc = kExitOk;
+  if (!sum) {
+    rc = world->is_root() ? report_error(sum.error()) : kExitBadInput;
+  } else if (world->is_root()) {
+    rc = report(*sum, o.out);
+  }
+  return world->agree_exit_code(rc);
 }
 
 }  // namespace

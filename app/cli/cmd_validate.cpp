@@ -12,8 +12,7 @@
 #include "app/cli/cli_common.hpp"
 #include "app/cli/progress.hpp"
 #include "app/cli/table.hpp"
-#include "kernels/mpi_communicator.hpp"
-#include "kernels/mpi_info.hpp"
+#include "kernels/job_world.hpp"
 #include "models/registry.hpp"
 #include "models/scaled_model.hpp"
 #include "models/units.hpp"
@@ -67,10 +66,10 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                           {"statistic", o.statistic},
                           {"rows", nlohmann::json::array()}};
     for (const auto& r : rows) {
-      out["rows"].push_back({{"layout", r.c.layout.name()},
+      out["rows"].push_back({{"layout", r.c.layout.short_name()},
                              {"ep_size", r.c.layout.ep_size},
                              {"tp_size", r.c.layout.tp_size},
-                             {"dispatcher", kernels::dispatcher_name(r.c.dispatcher)},
+                             {"dispatcher", kernels::dispatcher_name(r.c.layout.dispatcher)},
                              {"tokens", r.c.tokens},
                              {"measured_ms", r.measured_s * 1e3},
                              {"measured_p10_ms", r.p10_s * 1e3},
@@ -113,7 +112,7 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
     }
     t.add_column("sources (items)");
     for (const auto& r : rows) {
-      t.add_row({r.c.layout.name(), kernels::dispatcher_name(r.c.dispatcher),
+      t.add_row({r.c.layout.short_name(), kernels::dispatcher_name(r.c.layout.dispatcher),
                  std::to_string(r.c.tokens), ms(r.measured_s), ms(r.p10_s) + ".." + ms(r.p90_s),
                  ms(r.predicted.total()), pct(relative_error(r.predicted.total(), r.measured_s)),
                  ms(r.roofline.total()), pct(relative_error(r.roofline.total(), r.measured_s)),
@@ -142,57 +141,33 @@ std::function<void(int, int, const std::string&)> progress_of(Progress* progress
 }
 
 int run_validate_command(const ValidateOptions& o) {
-  const int launched = kernels::launcher_world_size();
-  if (launched > 1) {
-    auto launcher = launcher_world(launched, o.ranks);
-    if (!launcher) return report_error(launcher.error());
-    std::unique_ptr<kernels::Communicator> world = std::move(*launcher);
-    const bool root = world->rank() == 0;
-    auto req = profiler::make_validate_request(o, world->size());
-    Result<planner::CostSetup> setup = Error{"not loaded"};
-    Status ok = req ? Status::Ok() : Status(req.error());
-    if (ok && root) {
-      setup = planner::make_cost_setup("local:" + std::to_string(world->size()), o.costs,
-                                       *planner::parse_statistic(o.statistic));
-      if (!setup) ok = setup.error();
-    }
-    std::vector<std::int64_t> bad{ok ? 0 : 1};
-    world->all_reduce_max(bad);
-    if (bad[0] != 0) return root ? report_error(ok.error()) : kExitBadInput;
-    std::unique_ptr<Progress> progress;
-    if (root)
-      progress = std::make_unique<Progress>("validate", static_cast<int>(req->cases.size()));
-    auto rows = profiler::run_validate_cases(*world, *req, progress_of(progress.get()));
-    if (progress) progress->finish();
-    int rc = kExitOk;
-    if (root) {
-      const Status s = profiler::add_predictions(*req, *setup, rows, world->size());
-      rc = s ? print_rows(o, *req, rows, world->size(), "mpi", setup->measured->misses())
-             : report_error(s.error());
-    }
-    return agree_exit_code(*world, rc);
+  auto world =
+      kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
+  if (!world) return report_error(world.error());
+  auto req = profiler::make_validate_request(o, world->size());
+  Result<planner::CostSetup> setup = Error{"not loaded"};
+  Status ok = req ? Status::Ok() : Status(req.error());
+  if (ok && world->is_root()) {
+    setup = planner::make_cost_setup("local:" + std::to_string(world->size()), o.costs,
+                                     req->statistic);
+    if (!setup) ok = setup.error();
   }
-  const int ranks = o.ranks == -1 ? 1 : o.ranks;
-  if (ranks < 1 || ranks > 64) {
-    return report_error(
-        Error{"--ranks: expected 1 to 64 in-process ranks, got " + std::to_string(ranks)});
+  if (!world->agree(ok, report_and_flush)) return kExitBadInput;
+  std::unique_ptr<Progress> progress;
+  if (world->is_root()) {
+    progress = std::make_unique<Progress>("validate", static_cast<int>(req->cases.size()));
   }
-  auto req = profiler::make_validate_request(o, ranks);
-  if (!req) return report_error(req.error());
-  auto setup = planner::make_cost_setup("local:" + std::to_string(ranks), o.costs,
-                                        *planner::parse_statistic(o.statistic));
-  if (!setup) return report_error(setup.error());
-  Progress progress("validate", static_cast<int>(req->cases.size()));
-  std::vector<Row> rows;
-  kernels::run_in_process(ranks, [&](kernels::Communicator& world) {
-    auto r = profiler::run_validate_cases(world, *req, progress_of(&progress));
-    if (world.rank() == 0) rows = std::move(r);
+  auto rows = world->run<std::vector<Row>>([&](kernels::Communicator& comm) {
+    return profiler::run_validate_cases(comm, *req, progress_of(progress.get()));
   });
-  progress.finish();
-  if (const Status s = profiler::add_predictions(*req, *setup, rows, ranks); !s) {
-    return report_error(s.error());
+  if (progress) progress->finish();
+  int rc = kExitOk;
+  if (world->is_root()) {
+    const Status s = profiler::add_predictions(*req, *setup, rows, world->size());
+    rc = s ? print_rows(o, *req, rows, world->size(), world->mode(), setup->measured->misses())
+           : report_error(s.error());
   }
-  return print_rows(o, *req, rows, ranks, "in-process threads", setup->measured->misses());
+  return world->agree_exit_code(rc);
 }
 
 }  // namespace

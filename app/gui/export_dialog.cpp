@@ -1,5 +1,6 @@
 // The export dialog.
 #include "app/gui/export_dialog.hpp"
+#include "app/gui/session.hpp"
 
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -85,7 +86,7 @@ ExportDialog::ExportDialog(Result<planner::PlanSummary> plan, QWidget* parent) :
                                                       browseFolder, browsePlacement}) {
       w->setEnabled(false);
     }
-    showError(text(plan.error().message));
+    showError(errorText(plan.error()));
     write_->setEnabled(false);
     return;
   }
@@ -114,13 +115,13 @@ void ExportDialog::refresh() {
   write_->setEnabled(false);
   if (!plan_) return;
   auto format = planner::parse_export_format(format_->currentText().toStdString());
-  if (!format) return showError(text(format.error().message));
+  if (!format) return showError(errorText(format.error()));
   auto spec =
       planner::export_spec_from_plan(*plan_, layout_->currentData().toString().toStdString(),
                                      placement_->text().trimmed().toStdString());
-  if (!spec) return showError(text(spec.error().message));
+  if (!spec) return showError(errorText(spec.error()));
   auto result = planner::export_layout(*spec, *format);
-  if (!result) return showError(text(result.error().message));
+  if (!result) return showError(errorText(result.error()));
   result_ = std::move(*result);
   preview_->setPlainText(text(planner::export_to_text(*result_)));
   if (result_->warnings.empty()) {
@@ -146,7 +147,7 @@ bool ExportDialog::writeFiles() {
     return false;
   }
   if (auto s = planner::write_export(*result_, folder.toStdString()); !s.ok()) {
-    showError(text(s.error().message));
+    showError(errorText(s.error()));
     return false;
   }
   message_->setStyleSheet(QString());

@@ -185,7 +185,7 @@ bool LayoutsView::savePlanJson(const QString& path) {
   }
   const Status s =
       write_file_atomic(path.toStdString(), planner::plan_to_json(*plan, 0, true).dump(2) + "\n");
-  error_->setText(s.ok() ? QString() : QString::fromStdString(s.error().message));
+  error_->setText(s.ok() ? QString() : errorText(s.error()));
   error_->setVisible(!s.ok());
   return s.ok();
 }

@@ -132,12 +132,12 @@ void LoadView::recompute() {
           out.numNodes = planner::policy_config(f, load.num_experts, ep).num_nodes;
           auto placed = planner::place_for_ep(load, f, ep);
           if (!placed) {
-            out.error = QString::fromStdString(placed.error().message);
+            out.error = errorText(placed.error());
             return out;
           }
           auto fig = planner::balance_figures(load, placed->placement);
           if (!fig) {
-            out.error = QString::fromStdString(fig.error().message);
+            out.error = errorText(fig.error());
             return out;
           }
           std::vector<std::vector<double>> loads;
@@ -274,7 +274,7 @@ bool LoadView::savePlacement(const QString& path) {
                               planner::policy_config(fit, load.load.num_experts, outcome_.epSize),
                               load.layer_ids, load.load.source};
   const Status s = planner::write_placement_file(path.toStdString(), file);
-  error_->setText(s.ok() ? QString() : QString::fromStdString(s.error().message));
+  error_->setText(s.ok() ? QString() : errorText(s.error()));
   error_->setVisible(!s.ok());
   return s.ok();
 }
@@ -337,7 +337,7 @@ void TrafficView::recompute() {
       *model, *cluster, costs, session_->workload(), load->load, session_->placementFn()};
   auto m = planner::layer_traffic(ctx, lc->layout, layer_->value());
   if (!m) {
-    fail(QString::fromStdString(m.error().message));
+    fail(errorText(m.error()));
     return;
   }
   error_->hide();

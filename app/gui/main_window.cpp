@@ -302,7 +302,7 @@ void MainWindow::onOpenCosts() {
 bool MainWindow::loadModel(const QString& nameOrPath) {
   auto model = models::load_model(nameOrPath.toStdString());
   if (!model) {
-    errorLabel_->setText(QString::fromStdString(model.error().message));
+    errorLabel_->setText(errorText(model.error()));
     errorLabel_->show();
     modelTable_->setRowCount(0);
     statusBar()->showMessage(tr("Could not load %1").arg(nameOrPath));

@@ -382,11 +382,11 @@ bool ProfilingView::startProfile() {
               (o.resume ? " --resume" : "") + " --out " + o.out;
   auto req = profiler::make_profile_request(o, ranks);
   if (!req) {
-    showError(text(req.error().message));
+    showError(errorText(req.error()));
     return false;
   }
   if (const Status s = profiler::check_profile_output(*req); !s) {
-    showError(text(s.error().message));
+    showError(errorText(s.error()));
     return false;
   }
   // The table shows the database being written: what it holds already (resume), then each point
@@ -427,7 +427,7 @@ bool ProfilingView::startProfile() {
       out.profile = *sum;
       out.stopped = sum->interrupted;
     } else {
-      out.error = text(sum.error().message);
+      out.error = errorText(sum.error());
     }
     return out;
   });
@@ -449,13 +449,13 @@ bool ProfilingView::startValidate() {
   const int ranks = ranks_->value();
   auto req = profiler::make_validate_request(o, ranks);
   if (!req) {
-    showError(text(req.error().message));
+    showError(errorText(req.error()));
     return false;
   }
   // The cluster `moeplan validate` predicts on: this machine with its ranks, from the profile.
   auto setup = planner::make_cost_setup("local:" + std::to_string(ranks), o.costs, req->statistic);
   if (!setup) {
-    showError(text(setup.error().message));
+    showError(errorText(setup.error()));
     return false;
   }
   auto shared = std::make_shared<planner::CostSetup>(std::move(*setup));
@@ -480,7 +480,7 @@ bool ProfilingView::startValidate() {
     });
     out.stopped = static_cast<int>(out.rows.size()) < out.cases;
     if (const Status s = profiler::add_predictions(request, *shared, out.rows, ranks); !s) {
-      out.error = text(s.error().message);
+      out.error = errorText(s.error());
     }
     out.misses = shared->measured->misses();
     return out;
@@ -531,7 +531,7 @@ bool ProfilingView::openDatabase(const QString& path) {
   if (db) pts = (*db)->points();
   if (!db || !pts) {
     showError(tr("Cannot read the cost database: %1")
-                  .arg(text(db ? pts.error().message : db.error().message)));
+                  .arg((db ? errorText(pts.error()) : errorText(db.error()))));
     return false;
   }
   showError({});
@@ -601,8 +601,8 @@ void ProfilingView::showValidate(const ProfilingOutcome& out) {
       [&](const profiler::ValidateRow& r) { return r.c.tokens == rows.front().c.tokens; });
   for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
     const auto& r = rows[static_cast<std::size_t>(i)];
-    const QString name = text(r.c.layout.name());
-    const QString disp = text(kernels::dispatcher_name(r.c.dispatcher));
+    const QString name = text(r.c.layout.short_name());
+    const QString disp = text(kernels::dispatcher_name(r.c.layout.dispatcher));
     const QStringList cells = {name,
                                disp,
                                QString::number(r.c.tokens),

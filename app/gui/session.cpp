@@ -4,12 +4,34 @@
 #include <QCoreApplication>
 #include <QFileInfo>
 #include <QtConcurrent/QtConcurrentRun>
+#include <map>
 
 #include "models/json_reader.hpp"
 #include "models/registry.hpp"
 #include "planner/cost_setup.hpp"
 
 namespace moeplan::gui {
+
+QString errorText(const Error& error) {
+  // The libraries' input names and the labels of the fields that hold them.
+  static const std::map<std::string, std::string> kLabels = {
+      {"backend", "Backend"},       {"cluster", "Cluster"},
+      {"costs", "Cost DB"},         {"dispatcher", "Dispatchers"},
+      {"dtype", "Dtype"},           {"format", "Format"},
+      {"gpus", "GPUs"},             {"layout", "Layout"},
+      {"layouts", "Layouts"},       {"load", "Expert load"},
+      {"max_bytes", "Max bytes"},   {"max_seconds", "Seconds per point"},
+      {"max_tokens", "Max tokens"}, {"model", "Model"},
+      {"ops", "Ops"},               {"out", "Database"},
+      {"phase", "Phase"},           {"placement", "Placement"},
+      {"redundant", "Redundant slots"}, {"resume", "Resume"},
+      {"scale", "Scale"},           {"statistic", "Statistic"},
+      {"tokens", "Tokens"}};
+  return QString::fromStdString(render_error(error, [](const std::string& input) {
+    const auto it = kLabels.find(input);
+    return it != kLabels.end() ? it->second : input;
+  }));
+}
 
 QString formatMs(double seconds) { return QString::number(seconds * 1e3, 'f', 3) + " ms"; }
 QString formatGiB(double bytes) {
@@ -46,7 +68,7 @@ const planner::LayoutCost* Session::selectedLayoutCost() const {
 
 QString Session::setModel(const QString& nameOrPath) {
   auto m = models::load_model(nameOrPath.toStdString());
-  if (!m) return QString::fromStdString(m.error().message);
+  if (!m) return errorText(m.error());
   model_ = std::move(*m);
   fit_.num_groups = model_->router.num_groups;
   fit_.pairs_per_step =
@@ -64,9 +86,9 @@ QString Session::setModel(const QString& nameOrPath) {
 
 QString Session::setClusterName(const QString& nameOrPath) {
   auto c = planner::load_cluster(nameOrPath.toStdString());
-  if (!c) return QString::fromStdString(c.error().message);
+  if (!c) return errorText(c.error());
   auto j = load_json_file(c->info().source);
-  if (!j) return QString::fromStdString(j.error().message);
+  if (!j) return errorText(j.error());
   clusterJson_ = *j;
   cluster_ = std::move(*c);
   emit clusterChanged();
@@ -76,7 +98,7 @@ QString Session::setClusterName(const QString& nameOrPath) {
 
 QString Session::setClusterJson(const nlohmann::json& j, const QString& source) {
   auto c = planner::parse_cluster(j, source.toStdString());
-  if (!c) return QString::fromStdString(c.error().message);
+  if (!c) return errorText(c.error());
   clusterJson_ = j;
   cluster_ = std::move(*c);
   emit clusterChanged();
@@ -87,7 +109,7 @@ QString Session::setClusterJson(const nlohmann::json& j, const QString& source) 
 QString Session::setLoad(const QString& fileOrSpec) {
   const models::MoeModel* mp = model_ ? &*model_ : nullptr;
   auto data = planner::load_file_or_spec(fileOrSpec.toStdString(), mp);
-  if (!data) return QString::fromStdString(data.error().message);
+  if (!data) return errorText(data.error());
   loadSpec_ = fileOrSpec;
   load_ = std::move(*data);
   emit loadChanged();
@@ -113,7 +135,7 @@ QString Session::setCostDb(const QString& path) {
   if (!path.isEmpty()) {
     if (!cluster_) return tr("No cluster: choose one in the Topology view.");
     auto setup = planner::make_cost_setup(*cluster_, path.toStdString());
-    if (!setup) return QString::fromStdString(setup.error().message);
+    if (!setup) return errorText(setup.error());
   }
   costDb_ = path;
   emit costSourceChanged();
@@ -156,14 +178,14 @@ void Session::replan() {
         // The cost source `moeplan plan` sets up: the roofline, or the database's measured costs.
         auto setup = planner::make_cost_setup(cluster, costs);
         if (!setup) {
-          out.error = QString::fromStdString(setup.error().message);
+          out.error = errorText(setup.error());
           return out;
         }
         auto plan = planner::make_plan(model, cluster, setup->costs(), req);
         if (plan) {
           out.plan = std::make_shared<const planner::Plan>(std::move(*plan));
         } else {
-          out.error = QString::fromStdString(plan.error().message);
+          out.error = errorText(plan.error());
         }
         return out;
       });

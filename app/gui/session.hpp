@@ -105,6 +105,10 @@ class Session : public QObject {
   QFutureWatcher<PlanOutcome> watcher_;
 };
 
+/// A library error as the GUI shows it: the inputs it names are called by the GUI's own labels
+/// ("Tokens per GPU", "Cost DB"), not by command-line flags.
+QString errorText(const Error& error);
+
 /// Formats a value with its unit: "12.345 ms", "3.21 GiB", "450 GB/s".
 QString formatMs(double seconds);
 QString formatGiB(double bytes);

@@ -189,7 +189,7 @@ bool TopologyView::openCluster(const QString& nameOrPath) {
 
 bool TopologyView::saveCluster(const QString& path) {
   const Status s = write_file_atomic(path.toStdString(), session_->clusterJson().dump(2) + "\n");
-  showError(s.ok() ? QString() : QString::fromStdString(s.error().message));
+  showError(s.ok() ? QString() : errorText(s.error()));
   return s.ok();
 }
 

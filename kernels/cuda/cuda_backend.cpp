@@ -242,11 +242,11 @@ std::string cuda_unusable_reason(int device) {
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device, FfnChoice ffn) {
   const std::string why = cuda_unusable_reason(device);
-  if (!why.empty()) return Error{"--backend cuda: no usable CUDA device: " + why};
+  if (!why.empty()) return input_error("backend", " cuda: no usable CUDA device: " + why);
   try {
     return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, ffn));
   } catch (const std::exception& e) {
-    return Error{std::string("--backend cuda: ") + e.what()};
+    return input_error("backend", std::string(" cuda: ") + e.what());
   }
 }
 

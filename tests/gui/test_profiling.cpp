@@ -199,11 +199,11 @@ TEST(GuiProfiling, ErrorsShowInTheViewAndNothingStarts) {
   expectError(v.startProfile(), "got a directory");
   setTinyOptions(v, dir + "/p.db");
   v.scaleSpin()->setValue(7);
-  expectError(v.startProfile(), "--scale 7");
+  expectError(v.startProfile(), "Scale 7");
   EXPECT_FALSE(fs::exists(dir + "/p.db"));
   v.scaleSpin()->setValue(kTinyScale);
   v.validateDbEdit()->clear();
-  expectError(v.startValidate(), "--costs");
+  expectError(v.startValidate(), "Cost DB: expected");
   v.validateDbEdit()->setText(QString::fromStdString(dir + "/none.db"));
   expectError(v.startValidate(), "no such file");
   // An empty database (the options are checked before it is read).
@@ -211,7 +211,7 @@ TEST(GuiProfiling, ErrorsShowInTheViewAndNothingStarts) {
   ASSERT_TRUE(planner::CostDb::open(empty, true).ok());
   v.validateDbEdit()->setText(QString::fromStdString(empty));
   v.tokensEdit()->setText(QStringLiteral("33"));
-  expectError(v.startValidate(), "--tokens");
+  expectError(v.startValidate(), "Tokens: expected");
   v.tokensEdit()->setText(QStringLiteral("32"));
   v.layoutsEdit()->setText(QStringLiteral("3x1"));
   expectError(v.startValidate(), "3x1");
@@ -267,14 +267,14 @@ TEST(GuiProfiling, ValidateShowsTheLibrarysPredictionsAgainstTheMeasuredLayer) {
   for (int i = 0; i < t->rowCount(); ++i) {
     const auto& gui = out.rows[static_cast<std::size_t>(i)];
     const auto& lib = rows[static_cast<std::size_t>(i)];
-    EXPECT_EQ(gui.c.layout.name(), req->cases[static_cast<std::size_t>(i)].layout.name());
-    EXPECT_EQ(gui.c.dispatcher, req->cases[static_cast<std::size_t>(i)].dispatcher);
+    EXPECT_EQ(gui.c.layout.short_name(), req->cases[static_cast<std::size_t>(i)].layout.short_name());
+    EXPECT_EQ(gui.c.layout.dispatcher, req->cases[static_cast<std::size_t>(i)].layout.dispatcher);
     EXPECT_TRUE(gui.verified) << gui.verify_detail;
     EXPECT_GT(gui.measured_s, 0.0);
     EXPECT_EQ(gui.predicted.total(), lib.predicted.total());
     EXPECT_EQ(gui.roofline.total(), lib.roofline.total());
     EXPECT_EQ(profiler::source_summary(gui.predicted), profiler::source_summary(lib.predicted));
-    EXPECT_EQ(t->item(i, 0)->text().toStdString(), gui.c.layout.name());
+    EXPECT_EQ(t->item(i, 0)->text().toStdString(), gui.c.layout.short_name());
     EXPECT_EQ(t->item(i, 3)->text(), QString::number(gui.measured_s * 1e3, 'f', 3));
     EXPECT_EQ(t->item(i, 4)->text(), QString::number(lib.predicted.total() * 1e3, 'f', 3));
     EXPECT_EQ(t->item(i, 5)->text(),

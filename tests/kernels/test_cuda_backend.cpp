@@ -311,7 +311,7 @@ TEST_F(CudaOps, VerifyQwen2AndDeepSeekV3OnGpu) {
     req.scale = scale;
     req.token_counts = {64, 300};
     req.dtypes = {DType::kFp32, DType::kBf16, DType::kFp16};
-    req.layouts = {Layout{1, 1, RankMapping::kTpInnermost}};
+    req.layouts = {Layout::of(1, 1, RankMapping::kTpInnermost)};
     req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
     req.backend = "cuda";
     ASSERT_TRUE(check_request(req, 1).ok());
@@ -319,7 +319,7 @@ TEST_F(CudaOps, VerifyQwen2AndDeepSeekV3OnGpu) {
     run_in_process(1, [&](Communicator& world) { rows = run_verify(world, req); });
     ASSERT_EQ(rows.size(), 2U * 3U * 3U);
     for (const auto& r : rows) {
-      EXPECT_TRUE(r.passed) << dispatcher_name(r.dispatcher) << " " << dtype_name(r.dtype)
+      EXPECT_TRUE(r.passed) << dispatcher_name(r.layout.dispatcher) << " " << dtype_name(r.dtype)
                             << " T=" << r.num_tokens << " bound use " << r.max_bound_use;
       EXPECT_GT(r.max_abs_ref, 0.0);
     }
@@ -342,7 +342,7 @@ TEST_F(CudaOps, VerifyTwoInProcessRanksShareTheGpu) {
     if (world.rank() == 0) rows = std::move(r);
   });
   ASSERT_EQ(rows.size(), req.layouts.size() * 3U);
-  for (const auto& r : rows) EXPECT_TRUE(r.passed) << r.layout.name() << " " << r.max_bound_use;
+  for (const auto& r : rows) EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << r.max_bound_use;
 }
 
 #if MOEPLAN_HAVE_NCCL
@@ -358,12 +358,12 @@ TEST_F(CudaOps, NcclCollectivesAtGroupSizeOne) {
     req.scale = 32;
     req.token_counts = {96};
     req.dtypes = {DType::kBf16};
-    req.layouts = {Layout{1, 1, RankMapping::kTpInnermost}};
+    req.layouts = {Layout::of(1, 1, RankMapping::kTpInnermost)};
     req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
     req.backend = "cuda";
     const auto rows = run_verify(**nccl, req);
     ASSERT_EQ(rows.size(), 3U);
-    for (const auto& r : rows) EXPECT_TRUE(r.passed) << dispatcher_name(r.dispatcher);
+    for (const auto& r : rows) EXPECT_TRUE(r.passed) << dispatcher_name(r.layout.dispatcher);
   });
 }
 

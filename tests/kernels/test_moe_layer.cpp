@@ -21,7 +21,7 @@ models::MoeModel model(const std::string& name) {
 void expect_all_pass(const std::vector<VerifyRow>& rows, std::size_t expected_rows) {
   ASSERT_EQ(rows.size(), expected_rows);
   for (const auto& r : rows) {
-    EXPECT_TRUE(r.passed) << r.layout.name() << " " << dispatcher_name(r.dispatcher) << " "
+    EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << dispatcher_name(r.layout.dispatcher) << " "
                           << dtype_name(r.dtype) << " T=" << r.num_tokens
                           << " max|diff|=" << r.max_abs_diff << " bound use " << r.max_bound_use;
     EXPECT_LE(r.max_bound_use, 1.0);
@@ -59,9 +59,9 @@ TEST(MoeLayer, EpInnermostMappingAndEightRanks) {
   req.scale = 64;
   req.token_counts = {64};
   req.dtypes = {DType::kBf16};
-  req.layouts = {{2, 4, RankMapping::kEpInnermost},
-                 {8, 1, RankMapping::kTpInnermost},
-                 {4, 2, RankMapping::kEpInnermost}};
+  req.layouts = {Layout::of(2, 4, RankMapping::kEpInnermost),
+                 Layout::of(8, 1, RankMapping::kTpInnermost),
+                 Layout::of(4, 2, RankMapping::kEpInnermost)};
   req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
   expect_all_pass(run(req, 8), 3 * 3);
 }
@@ -72,7 +72,7 @@ TEST(MoeLayer, DeepSeekV3GroupLimitedSigmoidRouting) {
   req.scale = 128;  // H 56, I 16, 256 experts, noaux_tc 4 of 8 groups, shared expert
   req.token_counts = {48};
   req.dtypes = {DType::kFp32, DType::kBf16};
-  req.layouts = {{4, 1, RankMapping::kTpInnermost}, {2, 2, RankMapping::kTpInnermost}};
+  req.layouts = {Layout::of(4, 1, RankMapping::kTpInnermost), Layout::of(2, 2, RankMapping::kTpInnermost)};
   req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
   expect_all_pass(run(req, 4), 2 * 2 * 3);
 }
@@ -101,10 +101,10 @@ TEST(MoeLayer, CorruptedOutputIsCaught) {
   const ReferenceOutput ref = reference_forward(spec, x, tokens);
   std::vector<float> out;
   run_in_process(1, [&](Communicator& world) {
-    const Layout l{1, 1, RankMapping::kTpInnermost};
+    const Layout l = Layout::of(1, 1, RankMapping::kTpInnermost, Dispatcher::kA2av);
     const RankGroups g = make_groups(world, l);
     auto be = make_cpu_backend();
-    out = moe_forward(*be, g, spec, l, Dispatcher::kA2av, make_rank_weights(spec, l, 0), x, tokens);
+    out = moe_forward(*be, g, spec, l, make_rank_weights(spec, l, 0), x, tokens);
   });
   ASSERT_EQ(out.size(), ref.output.size());
   std::size_t within = 0;
@@ -119,13 +119,13 @@ TEST(MoeLayer, CorruptedOutputIsCaught) {
 TEST(MoeLayer, LayoutRulesRejectedBeforeWork) {
   auto m = model("qwen1.5-moe-a2.7b");  // 60 experts, I 1408, shared 5632
   const LayerSpec spec = *LayerSpec::from_model(m, 1, DType::kFp32, 1);
-  EXPECT_EQ(check_layout(spec, {8, 1}, 8).error().message,
+  EXPECT_EQ(check_layout(spec, Layout::of(8, 1), 8).error().message,
             "layout 8x1: num_experts=60 % ep=8 != 0; expected ep to divide the expert count");
-  EXPECT_NE(check_layout(spec, {1, 3}, 3).error().message.find("moe_intermediate_size=1408 % tp=3"),
+  EXPECT_NE(check_layout(spec, Layout::of(1, 3), 3).error().message.find("moe_intermediate_size=1408 % tp=3"),
             std::string::npos);
-  EXPECT_NE(check_layout(spec, {2, 2}, 8).error().message.find("expected ep·tp = rank count"),
+  EXPECT_NE(check_layout(spec, Layout::of(2, 2), 8).error().message.find("expected ep·tp = rank count"),
             std::string::npos);
-  EXPECT_TRUE(check_layout(spec, {6, 1}, 6).ok());
+  EXPECT_TRUE(check_layout(spec, Layout::of(6, 1), 6).ok());
   std::vector<int> eps;
   for (const auto& l : legal_layouts(spec, 60)) eps.push_back(l.ep_size);
   // tp = 60/ep must divide 1408 = 2^7·11 and 5632: tp ∈ {1, 2, 4}.
@@ -139,7 +139,7 @@ TEST(MoeLayer, ParseLayoutAndDispatcher) {
   EXPECT_FALSE(parse_layout("x2").ok());
   EXPECT_FALSE(parse_layout("4x0").ok());
   EXPECT_FALSE(parse_layout("4x2x1").ok());
-  EXPECT_EQ(*parse_dispatcher("allgather"), Dispatcher::kAllgather);
+  EXPECT_EQ(*parse_dispatcher("allgather"), Dispatcher::kAllGather);
   EXPECT_FALSE(parse_dispatcher("ring").ok());
 }
 

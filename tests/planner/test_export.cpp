@@ -80,7 +80,8 @@ TEST(Export, FormatNamesRoundTrip) {
   auto bad = parse_export_format("deepspeed");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message,
-            "--format: expected sglang, vllm, trtllm, megatron, paddle or json, got 'deepspeed'");
+            "format: expected sglang, vllm, trtllm, megatron, paddle or json, got 'deepspeed'");
+  EXPECT_EQ(bad.error().input, "format");
 }
 
 TEST(Export, SelectsByRankAndShape) {

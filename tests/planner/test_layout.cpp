@@ -139,9 +139,9 @@ TEST(Layout, AttentionDpOnlyWhenAsked) {
 
 TEST(Layout, DispatcherNames) {
   for (const Dispatcher d : kAllDispatchers) {
-    EXPECT_EQ(parse_dispatcher(dispatcher_name(d)), d);
+    EXPECT_EQ(*parse_dispatcher(dispatcher_name(d)), d);
   }
-  EXPECT_FALSE(parse_dispatcher("deepep").has_value());
+  EXPECT_FALSE(parse_dispatcher("deepep").ok());
 }
 
 }  // namespace

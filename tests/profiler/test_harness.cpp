@@ -181,8 +181,10 @@ TEST(HarnessOps, WholeLayerVerifiedAgainstTheDenseReference) {
   for (const bool fault : {false, true}) {
     std::atomic<int> ok{0};
     kernels::run_in_process(2, [&](kernels::Communicator& world) {
-      const auto lm = measure_layer(world, *spec, {2, 1, kernels::RankMapping::kTpInnermost},
-                                    kernels::Dispatcher::kA2av, 32, fast(), fault);
+      const auto lm = measure_layer(
+          world, *spec,
+          kernels::Layout::of(2, 1, kernels::RankMapping::kTpInnermost, kernels::Dispatcher::kA2av),
+          32, fast(), fault);
       if (lm.measurement.disposition == planner::Disposition::kPassed) ++ok;
       if (!fault) {
         EXPECT_EQ(lm.measurement.stats.repetitions, 2);

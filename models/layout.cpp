@@ -1,0 +1,142 @@
+// The layout vocabulary: names, parsing, rank arithmetic and legality rules.
+#include "models/layout.hpp"
+
+#include <exception>
+
+namespace moeplan::models {
+
+std::string dispatcher_name(Dispatcher d) {
+  switch (d) {
+    case Dispatcher::kPaddedA2a: return "padded_a2a";
+    case Dispatcher::kAllGather: return "allgather";
+    case Dispatcher::kA2av: return "a2av";
+  }
+  return "?";
+}
+
+std::string mapping_name(RankMapping m) {
+  return m == RankMapping::kTpInnermost ? "tp_innermost" : "ep_innermost";
+}
+
+Result<Dispatcher> parse_dispatcher(const std::string& name) {
+  for (const Dispatcher d : kAllDispatchers) {
+    if (dispatcher_name(d) == name) return d;
+  }
+  return Error{"unknown dispatcher '" + name + "': expected padded_a2a, allgather or a2av"};
+}
+
+Result<RankMapping> parse_mapping(const std::string& name) {
+  for (const RankMapping m : kAllMappings) {
+    if (mapping_name(m) == name) return m;
+  }
+  return Error{"unknown rank mapping '" + name + "': expected tp_innermost or ep_innermost"};
+}
+
+Layout Layout::of(int ep_size, int tp_size, RankMapping mapping, Dispatcher dispatcher) {
+  Layout l;
+  l.num_gpus = ep_size * tp_size;
+  l.ep_size = ep_size;
+  l.tp_size = tp_size;
+  l.mapping = mapping;
+  l.dispatcher = dispatcher;
+  return l;
+}
+
+int Layout::ep_rank(int r) const {
+  return mapping == RankMapping::kTpInnermost ? r / tp_size : r % ep_size;
+}
+
+int Layout::tp_rank(int r) const {
+  return mapping == RankMapping::kTpInnermost ? r % tp_size : r / ep_size;
+}
+
+int Layout::gpu(int replica, int ep_rank_, int tp_rank_) const {
+  const int base = replica * ep_size * tp_size;
+  return base + (mapping == RankMapping::kTpInnermost ? ep_rank_ * tp_size + tp_rank_
+                                                      : tp_rank_ * ep_size + ep_rank_);
+}
+
+std::vector<std::vector<int>> Layout::ep_groups() const {
+  std::vector<std::vector<int>> out;
+  for (int r = 0; r < dp_size; ++r) {
+    for (int t = 0; t < tp_size; ++t) {
+      std::vector<int> g;
+      for (int e = 0; e < ep_size; ++e) g.push_back(gpu(r, e, t));
+      out.push_back(std::move(g));
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> Layout::tp_groups() const {
+  std::vector<std::vector<int>> out;
+  for (int r = 0; r < dp_size; ++r) {
+    for (int e = 0; e < ep_size; ++e) {
+      std::vector<int> g;
+      for (int t = 0; t < tp_size; ++t) g.push_back(gpu(r, e, t));
+      out.push_back(std::move(g));
+    }
+  }
+  return out;
+}
+
+std::string Layout::shape_name() const {
+  std::string s = "ep" + std::to_string(ep_size) + "×tp" + std::to_string(tp_size);
+  return dp_size > 1 ? "dp" + std::to_string(dp_size) + "×" + s : s;
+}
+
+std::string Layout::short_name() const {
+  return std::to_string(ep_size) + "x" + std::to_string(tp_size);
+}
+
+std::string Layout::full_name() const {
+  return shape_name() + " " + dispatcher_name(dispatcher) + " " + mapping_name(mapping);
+}
+
+Result<Layout> parse_layout(const std::string& text) {
+  const auto x = text.find('x');
+  const auto bad = Error{"layout '" + text + "': expected EPxTP with positive integers, e.g. 4x2"};
+  if (x == std::string::npos || x == 0 || x + 1 == text.size()) return bad;
+  int ep = 0;
+  int tp = 0;
+  try {
+    std::size_t used = 0;
+    ep = std::stoi(text.substr(0, x), &used);
+    if (used != x) return bad;
+    tp = std::stoi(text.substr(x + 1), &used);
+    if (used != text.size() - x - 1) return bad;
+  } catch (const std::exception&) {
+    return bad;
+  }
+  if (ep < 1 || tp < 1) return bad;
+  return Layout::of(ep, tp);
+}
+
+std::string LayoutViolation::rule_text() const {
+  const std::string v = std::to_string(value);
+  const std::string d = std::to_string(divisor);
+  const std::string rem = std::to_string(value % divisor);
+  switch (rule) {
+    case Rule::kExperts: return "num_experts % ep_size == 0: " + v + " % " + d + " = " + rem;
+    case Rule::kExpertWidth:
+      return "moe_intermediate_size % tp_size == 0: " + v + " % " + d + " = " + rem;
+    case Rule::kSharedWidth:
+      return "shared expert width % tp_size == 0: " + v + " % " + d + " = " + rem;
+  }
+  return "?";
+}
+
+std::optional<LayoutViolation> layout_violation(const LayoutDims& dims, int ep_size,
+                                                int tp_size) {
+  using Rule = LayoutViolation::Rule;
+  if (dims.num_experts % ep_size != 0) return LayoutViolation{Rule::kExperts, dims.num_experts, ep_size};
+  if (dims.expert_width % tp_size != 0) {
+    return LayoutViolation{Rule::kExpertWidth, dims.expert_width, tp_size};
+  }
+  if (dims.shared_width > 0 && dims.shared_width % tp_size != 0) {
+    return LayoutViolation{Rule::kSharedWidth, dims.shared_width, tp_size};
+  }
+  return std::nullopt;
+}
+
+}  // namespace moeplan::models

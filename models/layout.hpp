@@ -1,0 +1,99 @@
+// The layout vocabulary every module shares: dispatchers, rank mappings, the layout
+// (dp × ep × tp on a number of GPUs, a dispatcher and a rank mapping) with its rank arithmetic and
+// names, and the legality rules of ep × tp for a model's widths. The planner enumerates and costs
+// layouts, the kernels run them, the profiler measures them, the exporters write them: all with
+// these definitions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/result.hpp"
+
+namespace moeplan::models {
+
+/// How tokens reach their experts and come back (ARCHITECTURE.md).
+enum class Dispatcher : std::uint8_t {
+  kPaddedA2a,  ///< PaddleNLP #9368: capacity = global max, equal-split all-to-all, padded compute
+  kAllGather,  ///< sglang-jax #349: all-gather tokens, local filter, TP all-reduce, all-gather-v
+  kA2av,       ///< dropless variable all-to-all after a count exchange (DeepEP-style)
+};
+inline constexpr Dispatcher kAllDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
+                                                 Dispatcher::kA2av};
+
+/// Which GPU (rank) holds which (ep_rank, tp_rank) inside one replica.
+enum class RankMapping : std::uint8_t {
+  kTpInnermost,  ///< rank = ep_rank · tp + tp_rank (both seeds): TP groups are neighbours
+  kEpInnermost,  ///< rank = tp_rank · ep + ep_rank: EP groups are neighbours
+};
+inline constexpr RankMapping kAllMappings[] = {RankMapping::kTpInnermost,
+                                               RankMapping::kEpInnermost};
+
+std::string dispatcher_name(Dispatcher d);  ///< "padded_a2a", "allgather", "a2av"
+std::string mapping_name(RankMapping m);    ///< "tp_innermost", "ep_innermost"
+/// Parses a dispatcher name; the error lists the names.
+Result<Dispatcher> parse_dispatcher(const std::string& name);
+/// Parses a mapping name; the error lists the names.
+Result<RankMapping> parse_mapping(const std::string& name);
+
+/// dp × ep × tp on `num_gpus` GPUs (dp · ep · tp = num_gpus), a dispatcher and a rank mapping.
+struct Layout {
+  int num_gpus = 1;  ///< GPUs (ranks) the layout uses: 0..num_gpus-1
+  int dp_size = 1;   ///< attention data-parallel replicas of the MoE group (1 unless asked)
+  int ep_size = 1;
+  int tp_size = 1;
+  Dispatcher dispatcher = Dispatcher::kA2av;
+  RankMapping mapping = RankMapping::kTpInnermost;
+
+  /// A single replica of ep × tp on ep · tp ranks.
+  static Layout of(int ep_size, int tp_size, RankMapping mapping = RankMapping::kTpInnermost,
+                   Dispatcher dispatcher = Dispatcher::kA2av);
+
+  /// Ranks of one replica: ep · tp.
+  int group_size() const { return ep_size * tp_size; }
+  /// EP rank of rank `r` inside its replica (r in [0, ep · tp)).
+  int ep_rank(int r) const;
+  /// TP rank of rank `r` inside its replica.
+  int tp_rank(int r) const;
+  /// Global GPU index of (replica, ep_rank, tp_rank).
+  int gpu(int replica, int ep_rank, int tp_rank) const;
+  /// Every EP group (one per replica and TP rank), each in EP-rank order.
+  std::vector<std::vector<int>> ep_groups() const;
+  /// Every TP group (one per replica and EP rank), each in TP-rank order.
+  std::vector<std::vector<int>> tp_groups() const;
+  /// "ep8×tp2" (with "dp2×" in front when dp_size > 1): how plans show a layout.
+  std::string shape_name() const;
+  /// "8x2": ep × tp as the command lines take it (--layouts, --layout).
+  std::string short_name() const;
+  /// "ep8×tp2 a2av tp_innermost": shape, dispatcher and mapping.
+  std::string full_name() const;
+};
+
+/// Parses "EPxTP" (e.g. "4x2") into a single-replica layout (mapping tp_innermost).
+Result<Layout> parse_layout(const std::string& text);
+
+/// The widths the legality rules look at.
+struct LayoutDims {
+  std::int64_t num_experts = 0;
+  std::int64_t expert_width = 0;  ///< moe_intermediate_size
+  std::int64_t shared_width = 0;  ///< total shared-expert width (0: none)
+};
+
+/// The first rule ep × tp breaks.
+struct LayoutViolation {
+  enum class Rule : std::uint8_t { kExperts, kExpertWidth, kSharedWidth };
+  Rule rule = Rule::kExperts;
+  std::int64_t value = 0;  ///< the count or width that does not divide
+  int divisor = 1;         ///< ep_size or tp_size
+
+  /// "num_experts % ep_size == 0: 60 % 8 = 4" (how --explain lists excluded layouts).
+  std::string rule_text() const;
+};
+
+/// The first rule (ep, tp) breaks for these widths, or nothing when legal: E % ep == 0,
+/// expert width % tp == 0, shared expert width % tp == 0.
+std::optional<LayoutViolation> layout_violation(const LayoutDims& dims, int ep_size, int tp_size);
+
+}  // namespace moeplan::models

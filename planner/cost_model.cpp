@@ -84,189 +84,262 @@ struct LayerFigures {
   double activations = 0.0;
 };
 
-struct Dims {
-  double hidden = 0.0;        // H
-  double width = 0.0;         // I / tp
-  double shared_width = 0.0;  // S / tp
-  double top_k = 0.0;
-  double act_bytes = 0.0;     // activation bytes per element
-  double group_tokens = 0.0;  // Tg = tp · tokens_per_gpu
-  int num_experts = 0;
-  int ep = 1;
+/// The sizes one layer's costs are computed from (for one layout and workload).
+struct LayerDims {
+  double hidden = 0.0;                ///< H
+  double expert_width = 0.0;          ///< I / tp: one routed expert's slice on a rank
+  double shared_width = 0.0;          ///< shared-expert width / tp
+  double top_k = 0.0;                 ///< k
+  double activation_bytes = 0.0;      ///< bytes per activation element
+  double group_tokens = 0.0;          ///< tokens of one TP group: tp · tokens per GPU
+  int num_experts = 0;                ///< E
+  int ep_size = 1;
   int slots_per_rank = 1;
   DType dtype = DType::kBf16;
+  /// Bytes of `rows` hidden-state rows.
+  double row_bytes(double rows) const { return rows * hidden * activation_bytes; }
 };
 
-Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout, const Dims& d,
-                                    const std::vector<double>& slots) {
-  LayerFigures f;
-  LayerCost& c = f.cost;
-  const CostSource& cs = ctx.costs;
-  const double H = d.hidden;
-  const double b = d.act_bytes;
-  const double Tg = d.group_tokens;
-  const double k = d.top_k;
-  const double ep = static_cast<double>(d.ep);
-  const auto spr = static_cast<std::size_t>(d.slots_per_rank);
-  const std::size_t num_slots = slots.size();
-  const auto ep_groups = layout.ep_groups();
-  const auto tp_groups = layout.tp_groups();
-  const auto rank_pairs = rank_tokens({slots}, d.ep).front();
-  const double pairs_max = *std::max_element(rank_pairs.begin(), rank_pairs.end());
-  const double pairs_total = std::accumulate(rank_pairs.begin(), rank_pairs.end(), 0.0);
-  const double pairs_mean = pairs_total / ep;
-  f.imbalance = pairs_mean > 0.0 ? pairs_max / pairs_mean : 1.0;
+/// How the routed pairs of one layer are spread over the EP ranks.
+struct RankLoad {
+  std::vector<double> pairs;  ///< routed (token, expert) pairs each EP rank serves
+  double max = 0.0;
+  double total = 0.0;
+};
 
-  // Router: logits GEMM [Tg, H] x [H, E], then softmax/sigmoid + top-k over fp32 logits.
-  MOEPLAN_TRY_STATUS(add(c.router, cs.gemm({Tg, static_cast<double>(d.num_experts), H, d.dtype})));
-  MOEPLAN_TRY_STATUS(add(
-      c.router, cs.elementwise({"router_topk", Tg * d.num_experts * 4.0 + Tg * k * 8.0, d.dtype})));
+/// What a dispatcher's exchange leaves for the expert compute.
+struct Exchange {
+  std::vector<std::vector<double>> rows;  ///< rows per local slot, per EP rank
+  double buffers = 0.0;                   ///< dispatch/combine buffer bytes per GPU
+};
 
-  // Rows each local slot computes, per EP rank.
-  std::vector<std::vector<double>> rows(static_cast<std::size_t>(d.ep));
-  switch (layout.dispatcher) {
-    case Dispatcher::kPaddedA2a: {
-      // Capacity: the most tokens one source rank routes to one slot, all-reduced (MAX) over EP.
-      const double cap = padded_capacity(slots, d.ep);
-      const double send = static_cast<double>(num_slots) * cap * H * b;
-      MOEPLAN_TRY_STATUS(add(
-          c.dispatch,
-          cs.collective({CollectiveOp::kAllReduce, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
-      // Tokens scattered into their slots of the padded send buffer; the received buffer staged
-      // out into expert-major rows.
-      MOEPLAN_TRY_STATUS(
-          add(c.dispatch, cs.elementwise({"permute", 2.0 * Tg * k * H * b, d.dtype})));
-      MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * send, d.dtype})));
-      MOEPLAN_TRY_STATUS(
-          add(c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send, {}, d.dtype})));
-      for (auto& r : rows) r.assign(spr, ep * cap);
-      // Expert outputs staged in, the returned buffer received and staged out.
-      MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 3.0 * send, d.dtype})));
-      MOEPLAN_TRY_STATUS(
-          add(c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, send, {}, d.dtype})));
-      MOEPLAN_TRY_STATUS(
-          add(c.combine, cs.elementwise({"combine_sum", (Tg * k + Tg) * H * b, d.dtype})));
-      f.buffers = 2.0 * send;
-      break;
-    }
-    case Dispatcher::kAllGather: {
-      // Every rank gathers the EP group's tokens, keeps the pairs routed to its slots, and
-      // all-gathers (-v) the expert outputs back.
-      MOEPLAN_TRY_STATUS(
-          add(c.dispatch,
-              cs.collective({CollectiveOp::kAllGather, ep_groups, ep * Tg * H * b, {}, d.dtype})));
-      // Own tokens staged into the wire format, the gathered ones received and staged out; the
-      // local filter gathers the rows routed here.
-      MOEPLAN_TRY_STATUS(
-          add(c.dispatch, cs.elementwise({"stage", (1.0 + 2.0 * ep) * Tg * H * b, d.dtype})));
-      MOEPLAN_TRY_STATUS(
-          add(c.dispatch, cs.elementwise({"permute", 2.0 * pairs_max * H * b, d.dtype})));
-      std::vector<std::vector<double>> m(static_cast<std::size_t>(d.ep),
-                                         std::vector<double>(static_cast<std::size_t>(d.ep)));
-      double row_max = 0.0;
-      for (std::size_t i = 0; i < m.size(); ++i) {
-        for (std::size_t j = 0; j < m.size(); ++j) m[i][j] = i == j ? 0.0 : rank_pairs[i] * H * b;
-        row_max = std::max(row_max, (ep - 1.0) * rank_pairs[i] * H * b);
-      }
-      // This rank's expert outputs staged in, every rank's gathered outputs received and staged
-      // out.
-      MOEPLAN_TRY_STATUS(add(
-          c.combine, cs.elementwise({"stage", (pairs_max + 2.0 * pairs_total) * H * b, d.dtype})));
-      if (row_max > 0.0) {
-        MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllGatherV, ep_groups,
-                                                         row_max, std::move(m), d.dtype})));
-      }
-      MOEPLAN_TRY_STATUS(
-          add(c.combine, cs.elementwise({"combine_sum", (Tg * k + Tg) * H * b, d.dtype})));
-      f.buffers = ep * Tg * H * b + pairs_total * H * b;
-      break;
-    }
-    case Dispatcher::kA2av: {
-      // Count exchange (E ints per rank), then variable all-to-all by where the pairs land.
-      MOEPLAN_TRY_STATUS(add(
-          c.dispatch,
-          cs.collective({CollectiveOp::kAllToAll, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
-      MOEPLAN_TRY_STATUS(
-          add(c.dispatch, cs.elementwise({"permute", 2.0 * Tg * k * H * b, d.dtype})));
-      std::vector<std::vector<double>> m(static_cast<std::size_t>(d.ep),
-                                         std::vector<double>(static_cast<std::size_t>(d.ep)));
-      std::vector<std::vector<double>> mt = m;
-      for (std::size_t i = 0; i < m.size(); ++i) {
-        for (std::size_t j = 0; j < m.size(); ++j) {
-          // Rank i's Tg·k pairs split over destinations in proportion to their load.
-          m[i][j] = pairs_total > 0.0 ? Tg * k * rank_pairs[j] / pairs_total * H * b : 0.0;
-          mt[j][i] = m[i][j];
-        }
-      }
-      const double send = Tg * k * H * b;
-      const double recv_max =
-          ep * (pairs_total > 0.0 ? Tg * k * pairs_max / pairs_total : 0.0) * H * b;
-      // Received rows staged out of the wire format; expert outputs staged back in and the
-      // returned rows received and staged out again.
-      const double staged = pairs_max * H * b;
-      if (send > 0.0) {
-        MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups, send,
-                                                          std::move(m), d.dtype})));
-        MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * staged, d.dtype})));
-        MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", staged + 2.0 * send, d.dtype})));
-        MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups,
-                                                         recv_max, std::move(mt), d.dtype})));
-      }
-      MOEPLAN_TRY_STATUS(
-          add(c.combine, cs.elementwise({"combine_sum", (Tg * k + Tg) * H * b, d.dtype})));
-      f.buffers = send + recv_max;
-      break;
-    }
-  }
-  if (layout.dispatcher != Dispatcher::kPaddedA2a) {
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-      rows[r].assign(slots.begin() + static_cast<std::ptrdiff_t>(r * spr),
-                     slots.begin() + static_cast<std::ptrdiff_t>((r + 1) * spr));
-    }
-  }
+/// Router: logits GEMM [Tg, H] × [H, E], then softmax/sigmoid + top-k over fp32 logits.
+Status router_cost(const CostSource& cs, const LayerDims& d, CostItem& router) {
+  const double tokens = d.group_tokens;
+  const double experts = static_cast<double>(d.num_experts);
+  MOEPLAN_TRY_STATUS(add(router, cs.gemm({tokens, experts, d.hidden, d.dtype})));
+  return add(router, cs.elementwise(
+                         {"router_topk", tokens * experts * 4.0 + tokens * d.top_k * 8.0, d.dtype}));
+}
 
-  // Expert compute: gate+up [m, H] x [H, 2I/tp], SiLU·up, down [m, I/tp] x [I/tp, H]; the
-  // slowest rank sets the layer's time.
-  double slowest = -1.0;
-  std::string source;
+/// The local slots' own token counts on each EP rank (every dispatcher but padded_a2a).
+std::vector<std::vector<double>> rows_per_rank(const std::vector<double>& slots,
+                                               const LayerDims& d) {
+  const auto per_rank = static_cast<std::size_t>(d.slots_per_rank);
+  std::vector<std::vector<double>> rows(static_cast<std::size_t>(d.ep_size));
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    CostItem item;
-    const double m_total = std::accumulate(rows[r].begin(), rows[r].end(), 0.0);
-    MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({rows[r], 2.0 * d.width, H, d.dtype})));
+    rows[r].assign(slots.begin() + static_cast<std::ptrdiff_t>(r * per_rank),
+                   slots.begin() + static_cast<std::ptrdiff_t>((r + 1) * per_rank));
+  }
+  return rows;
+}
+
+/// padded_a2a (PaddleNLP #9368; kernels/moe_layer.cpp padded_a2a): the capacity (the most
+/// tokens one source rank routes to one slot) all-reduced over EP, an equal-split all-to-all of
+/// every slot padded to it, and the same back.
+Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
+                                 const std::vector<std::vector<int>>& ep_groups,
+                                 const std::vector<double>& slots, LayerCost& c) {
+  const double capacity = padded_capacity(slots, d.ep_size);
+  const double send_bytes = d.row_bytes(static_cast<double>(slots.size()) * capacity);
+  const double routed_bytes = d.row_bytes(d.group_tokens * d.top_k);
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllReduce, ep_groups,
+                                                    d.num_experts * 4.0, {}, d.dtype})));
+  // Tokens scattered into their slots of the padded send buffer; the received buffer staged out
+  // into expert-major rows.
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", 2.0 * routed_bytes, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * send_bytes, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(
+      c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
+  // Expert outputs staged in, the returned buffer received and staged out.
+  MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 3.0 * send_bytes, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(
+      c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
+  Exchange x;
+  // Every slot computes its padded rows: capacity from each of the ep source ranks.
+  x.rows.assign(static_cast<std::size_t>(d.ep_size),
+                std::vector<double>(static_cast<std::size_t>(d.slots_per_rank),
+                                    static_cast<double>(d.ep_size) * capacity));
+  x.buffers = 2.0 * send_bytes;
+  return x;
+}
+
+/// allgather (sglang-jax #349; kernels/moe_layer.cpp allgather): every rank gathers the EP
+/// group's tokens, keeps the pairs routed to its slots, and all-gathers (-v) the expert outputs.
+Result<Exchange> allgather_cost(const CostSource& cs, const LayerDims& d,
+                                const std::vector<std::vector<int>>& ep_groups,
+                                const std::vector<double>& slots, const RankLoad& load,
+                                LayerCost& c) {
+  const double ep = static_cast<double>(d.ep_size);
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllGather, ep_groups,
+                                                    d.row_bytes(ep * d.group_tokens), {},
+                                                    d.dtype})));
+  // Own tokens staged into the wire format, the gathered ones received and staged out; the local
+  // filter gathers the rows routed here.
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch,
+          cs.elementwise({"stage", d.row_bytes((1.0 + 2.0 * ep) * d.group_tokens), d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(load.max), d.dtype})));
+  // Rank i sends its expert outputs to every other rank.
+  const auto ranks = static_cast<std::size_t>(d.ep_size);
+  std::vector<std::vector<double>> traffic(ranks, std::vector<double>(ranks, 0.0));
+  double busiest_sender = 0.0;
+  for (std::size_t i = 0; i < ranks; ++i) {
+    for (std::size_t j = 0; j < ranks; ++j) {
+      traffic[i][j] = i == j ? 0.0 : d.row_bytes(load.pairs[i]);
+    }
+    busiest_sender = std::max(busiest_sender, d.row_bytes((ep - 1.0) * load.pairs[i]));
+  }
+  // This rank's expert outputs staged in, every rank's gathered outputs received and staged out.
+  MOEPLAN_TRY_STATUS(add(
+      c.combine,
+      cs.elementwise({"stage", d.row_bytes(load.max + 2.0 * load.total), d.dtype})));
+  if (busiest_sender > 0.0) {
+    MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllGatherV, ep_groups,
+                                                     busiest_sender, std::move(traffic),
+                                                     d.dtype})));
+  }
+  Exchange x;
+  x.rows = rows_per_rank(slots, d);
+  x.buffers = d.row_bytes(ep * d.group_tokens) + d.row_bytes(load.total);
+  return x;
+}
+
+/// a2av (dropless, DeepEP-style; kernels/moe_layer.cpp a2av): a count exchange (E ints per
+/// rank), then a variable all-to-all by where the pairs land, and the reverse for combine.
+Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
+                           const std::vector<std::vector<int>>& ep_groups,
+                           const std::vector<double>& slots, const RankLoad& load, LayerCost& c) {
+  const double ep = static_cast<double>(d.ep_size);
+  const double pairs_sent = d.group_tokens * d.top_k;  // every rank's routed pairs
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups,
+                                                    d.num_experts * 4.0, {}, d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(pairs_sent), d.dtype})));
+  const auto ranks = static_cast<std::size_t>(d.ep_size);
+  std::vector<std::vector<double>> dispatch_traffic(ranks, std::vector<double>(ranks, 0.0));
+  std::vector<std::vector<double>> combine_traffic = dispatch_traffic;
+  for (std::size_t i = 0; i < ranks; ++i) {
+    for (std::size_t j = 0; j < ranks; ++j) {
+      // Rank i's pairs split over destinations in proportion to their load; combine reverses it.
+      dispatch_traffic[i][j] =
+          load.total > 0.0 ? d.row_bytes(pairs_sent * load.pairs[j] / load.total) : 0.0;
+      combine_traffic[j][i] = dispatch_traffic[i][j];
+    }
+  }
+  const double send_bytes = d.row_bytes(pairs_sent);
+  const double most_received =
+      d.row_bytes(ep * (load.total > 0.0 ? pairs_sent * load.max / load.total : 0.0));
+  // Received rows staged out of the wire format; expert outputs staged back in and the returned
+  // rows received and staged out again.
+  const double staged_bytes = d.row_bytes(load.max);
+  if (send_bytes > 0.0) {
+    MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups,
+                                                      send_bytes, std::move(dispatch_traffic),
+                                                      d.dtype})));
+    MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * staged_bytes, d.dtype})));
     MOEPLAN_TRY_STATUS(
-        add(item, cs.elementwise({"silu_mul", 3.0 * m_total * d.width * b, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({rows[r], H, d.width, d.dtype})));
+        add(c.combine, cs.elementwise({"stage", staged_bytes + 2.0 * send_bytes, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups,
+                                                     most_received, std::move(combine_traffic),
+                                                     d.dtype})));
+  }
+  Exchange x;
+  x.rows = rows_per_rank(slots, d);
+  x.buffers = send_bytes + most_received;
+  return x;
+}
+
+/// Expert compute on the slowest EP rank: gate+up [m, H] × [H, 2I/tp], SiLU·up,
+/// down [m, I/tp] × [I/tp, H] as grouped GEMMs over its slots' rows.
+Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
+                   const RankLoad& load, LayerFigures& f) {
+  double slowest = -1.0;
+  for (std::size_t r = 0; r < x.rows.size(); ++r) {
+    CostItem item;
+    const double rows = std::accumulate(x.rows[r].begin(), x.rows[r].end(), 0.0);
+    MOEPLAN_TRY_STATUS(
+        add(item, cs.grouped_gemm({x.rows[r], 2.0 * d.expert_width, d.hidden, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(
+        item,
+        cs.elementwise({"silu_mul", 3.0 * rows * d.expert_width * d.activation_bytes, d.dtype})));
+    MOEPLAN_TRY_STATUS(
+        add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width, d.dtype})));
     if (item.seconds > slowest) {
       slowest = item.seconds;
-      c.experts = item;
-      f.expert_rows = m_total;
-      f.useful_rows = rank_pairs[r];
+      f.cost.experts = item;
+      f.expert_rows = rows;
+      f.useful_rows = load.pairs[r];
     }
   }
-  const double rows_max = f.expert_rows;
+  return Status::Ok();
+}
 
-  // TP all-reduce of the routed expert outputs (the slowest rank's rows) and of the shared
-  // expert's output.
+/// The TP all-reduces of the routed expert outputs (the slowest rank's rows) and of the shared
+/// expert's output, and the shared expert itself (with its gate where the model has one).
+Status tp_and_shared_cost(const CostSource& cs, const LayerDims& d, const Layout& layout,
+                          bool shared_gated, double expert_rows, LayerCost& c) {
+  const double tokens = d.group_tokens;
   if (layout.tp_size > 1) {
-    MOEPLAN_TRY_STATUS(add(
-        c.tp, cs.collective({CollectiveOp::kAllReduce, tp_groups, rows_max * H * b, {}, d.dtype})));
+    const auto tp_groups = layout.tp_groups();
+    MOEPLAN_TRY_STATUS(add(c.tp, cs.collective({CollectiveOp::kAllReduce, tp_groups,
+                                                d.row_bytes(expert_rows), {}, d.dtype})));
     if (d.shared_width > 0.0) {
-      MOEPLAN_TRY_STATUS(
-          add(c.tp, cs.collective({CollectiveOp::kAllReduce, tp_groups, Tg * H * b, {}, d.dtype})));
+      MOEPLAN_TRY_STATUS(add(c.tp, cs.collective({CollectiveOp::kAllReduce, tp_groups,
+                                                  d.row_bytes(tokens), {}, d.dtype})));
     }
   }
   if (d.shared_width > 0.0) {
-    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({Tg, 2.0 * d.shared_width, H, d.dtype})));
-    MOEPLAN_TRY_STATUS(
-        add(c.shared, cs.elementwise({"silu_mul", 3.0 * Tg * d.shared_width * b, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({Tg, H, d.shared_width, d.dtype})));
-    if (ctx.model.shared_expert_gated) {
+    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({tokens, 2.0 * d.shared_width, d.hidden, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(
+        c.shared,
+        cs.elementwise({"silu_mul", 3.0 * tokens * d.shared_width * d.activation_bytes, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({tokens, d.hidden, d.shared_width, d.dtype})));
+    if (shared_gated) {
       MOEPLAN_TRY_STATUS(
-          add(c.shared, cs.elementwise({"sigmoid_gate", 3.0 * Tg * H * b, d.dtype})));
+          add(c.shared, cs.elementwise({"sigmoid_gate", d.row_bytes(3.0 * tokens), d.dtype})));
     }
   }
-  f.activations =
-      4.0 * Tg * H * b + rows_max * (3.0 * d.width + H) * b + 3.0 * Tg * d.shared_width * b;
+  return Status::Ok();
+}
+
+/// One MoE layer of `layout` with these slot token counts.
+Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout,
+                                    const LayerDims& d, const std::vector<double>& slots) {
+  LayerFigures f;
+  LayerCost& c = f.cost;
+  const CostSource& cs = ctx.costs;
+  RankLoad load;
+  load.pairs = rank_tokens({slots}, d.ep_size).front();
+  load.max = *std::max_element(load.pairs.begin(), load.pairs.end());
+  load.total = std::accumulate(load.pairs.begin(), load.pairs.end(), 0.0);
+  const double mean = load.total / static_cast<double>(d.ep_size);
+  f.imbalance = mean > 0.0 ? load.max / mean : 1.0;
+
+  MOEPLAN_TRY_STATUS(router_cost(cs, d, c.router));
+  const auto ep_groups = layout.ep_groups();
+  Result<Exchange> exchange = Error{"no dispatcher"};
+  switch (layout.dispatcher) {
+    case Dispatcher::kPaddedA2a: exchange = padded_a2a_cost(cs, d, ep_groups, slots, c); break;
+    case Dispatcher::kAllGather:
+      exchange = allgather_cost(cs, d, ep_groups, slots, load, c);
+      break;
+    case Dispatcher::kA2av: exchange = a2av_cost(cs, d, ep_groups, slots, load, c); break;
+  }
+  if (!exchange) return exchange.error();
+  // Every dispatcher ends with the weighted sum of the k expert outputs and the shared output.
+  MOEPLAN_TRY_STATUS(add(
+      c.combine,
+      cs.elementwise({"combine_sum", d.row_bytes(d.group_tokens * d.top_k + d.group_tokens),
+                      d.dtype})));
+  f.buffers = exchange->buffers;
+  MOEPLAN_TRY_STATUS(expert_cost(cs, d, *exchange, load, f));
+  MOEPLAN_TRY_STATUS(
+      tp_and_shared_cost(cs, d, layout, ctx.model.shared_expert_gated, f.expert_rows, c));
+  f.activations = 4.0 * d.row_bytes(d.group_tokens) +
+                  f.expert_rows * (3.0 * d.expert_width + d.hidden) * d.activation_bytes +
+                  3.0 * d.group_tokens * d.shared_width * d.activation_bytes;
   for (CostItem* item : {&c.router, &c.dispatch, &c.experts, &c.combine, &c.tp, &c.shared}) {
     if (item->source.empty()) item->source = cs.name();
   }
@@ -323,16 +396,16 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
                  std::to_string(layout.ep_size)};
   }
 
-  Dims d;
+  LayerDims d;
   d.hidden = static_cast<double>(m.hidden_size);
-  d.width = static_cast<double>(m.moe_intermediate_size / layout.tp_size);
+  d.expert_width = static_cast<double>(m.moe_intermediate_size / layout.tp_size);
   d.shared_width = static_cast<double>(m.shared_intermediate_total() / layout.tp_size);
   d.top_k = m.num_experts_per_tok;
   d.dtype = m.dtype;
-  d.act_bytes = dtype_bytes(m.dtype);
+  d.activation_bytes = dtype_bytes(m.dtype);
   d.group_tokens = static_cast<double>(layout.tp_size) * ctx.workload.tokens_per_gpu;
   d.num_experts = m.num_experts;
-  d.ep = layout.ep_size;
+  d.ep_size = layout.ep_size;
   d.slots_per_rank = placement->slots_per_rank();
   const double routed_pairs = layout.ep_size * d.group_tokens * d.top_k;
   auto slots = slot_tokens(ctx.load, *placement, routed_pairs);
@@ -379,20 +452,22 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   out.useful_rows = useful / num_moe;
 
   // Memory per GPU.
-  const double wb = dtype_bytes(m.dtype);
-  const double H = d.hidden;
+  const double weight_bytes = dtype_bytes(m.dtype);
+  const double hidden = d.hidden;
   const double tp = layout.tp_size;
   MemoryPerGpu& mem = out.memory;
-  mem.experts = num_moe * d.slots_per_rank * 3.0 * H * d.width * wb;
+  mem.experts = num_moe * d.slots_per_rank * 3.0 * hidden * d.expert_width * weight_bytes;
   mem.shared = num_moe *
-               (3.0 * H * d.shared_width + (m.shared_expert_gated ? H : 0.0) + H * m.num_experts) *
-               wb;
+               (3.0 * hidden * d.shared_width + (m.shared_expert_gated ? hidden : 0.0) +
+                hidden * m.num_experts) *
+               weight_bytes;
   const double attention = static_cast<double>(m.attention.parameters(m.hidden_size)) / tp;
   const double dense_mlp =
       m.num_dense_layers() * static_cast<double>(m.dense_mlp_parameters()) / tp;
   const double embed =
-      static_cast<double>(m.vocab_size) * H * (m.tie_word_embeddings ? 1.0 : 2.0) / tp;
-  mem.dense = (m.num_hidden_layers * (attention + 2.0 * H) + dense_mlp + embed + H) * wb;
+      static_cast<double>(m.vocab_size) * hidden * (m.tie_word_embeddings ? 1.0 : 2.0) / tp;
+  mem.dense =
+      (m.num_hidden_layers * (attention + 2.0 * hidden) + dense_mlp + embed + hidden) * weight_bytes;
   mem.buffers = buffers;
   mem.activations = activations;
   out.memory_capacity = ctx.cluster.device().hbm_bytes;

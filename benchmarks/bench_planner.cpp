@@ -4,7 +4,7 @@
 
 #include "models/registry.hpp"
 #include "planner/plan.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 namespace {
 

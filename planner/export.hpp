@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "models/moe_model.hpp"
-#include "planner/cluster.hpp"
-#include "planner/cost_model.hpp"
-#include "planner/placement_file.hpp"
+#include "planner/topology/cluster.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
 
 namespace moeplan::planner {

@@ -5,8 +5,8 @@
 #include <memory>
 #include <mutex>
 
-#include "planner/placement_metrics.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/placement/placement_metrics.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::planner {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "models/result.hpp"
-#include "planner/cost_model.hpp"
-#include "planner/placement.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/placement/placement.hpp"
 
 namespace moeplan::planner {
 

@@ -11,8 +11,8 @@
 #include "kernels/fault_inject.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
-#include "planner/cost_db.hpp"
-#include "planner/local_cluster.hpp"
+#include "planner/costs/cost_db.hpp"
+#include "planner/topology/local_cluster.hpp"
 #include "profiler/sweep.hpp"
 
 namespace moeplan::profiler {

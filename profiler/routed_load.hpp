@@ -6,7 +6,7 @@
 #include <string>
 
 #include "models/moe_model.hpp"
-#include "planner/load_io.hpp"
+#include "planner/placement/load_io.hpp"
 
 namespace moeplan::profiler {
 

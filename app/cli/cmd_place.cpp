@@ -8,10 +8,10 @@
 #include "app/cli/table.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
-#include "planner/load_io.hpp"
-#include "planner/placement.hpp"
-#include "planner/placement_file.hpp"
-#include "planner/placement_metrics.hpp"
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/placement.hpp"
+#include "planner/placement/placement_file.hpp"
+#include "planner/placement/placement_metrics.hpp"
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {

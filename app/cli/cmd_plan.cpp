@@ -10,13 +10,13 @@
 #include "models/file_io.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
-#include "planner/cost_setup.hpp"
+#include "planner/costs/cost_setup.hpp"
 #include "planner/layout_figures.hpp"
-#include "planner/load_io.hpp"
-#include "planner/placement.hpp"
-#include "planner/placement_file.hpp"
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/placement.hpp"
+#include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {

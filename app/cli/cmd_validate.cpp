@@ -16,8 +16,8 @@
 #include "models/registry.hpp"
 #include "models/scaled_model.hpp"
 #include "models/units.hpp"
-#include "planner/cost_model.hpp"
-#include "planner/cost_setup.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/costs/cost_setup.hpp"
 #include "profiler/validate.hpp"
 
 namespace moeplan::cli {

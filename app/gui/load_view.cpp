@@ -17,8 +17,8 @@
 #include "app/gui/charts.hpp"
 #include "app/gui/session.hpp"
 #include "planner/layout_figures.hpp"
-#include "planner/placement_file.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/placement/placement_file.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::gui {
 

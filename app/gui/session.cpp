@@ -8,7 +8,7 @@
 
 #include "models/json_reader.hpp"
 #include "models/registry.hpp"
-#include "planner/cost_setup.hpp"
+#include "planner/costs/cost_setup.hpp"
 
 namespace moeplan::gui {
 

@@ -12,9 +12,9 @@
 #include <optional>
 
 #include "models/moe_model.hpp"
-#include "planner/cluster.hpp"
+#include "planner/topology/cluster.hpp"
 #include "planner/layout_figures.hpp"
-#include "planner/load_io.hpp"
+#include "planner/placement/load_io.hpp"
 #include "planner/plan.hpp"
 
 namespace moeplan::gui {

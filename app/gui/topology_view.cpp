@@ -25,7 +25,7 @@
 
 #include "app/gui/session.hpp"
 #include "models/file_io.hpp"
-#include "planner/device_spec.hpp"
+#include "planner/topology/device_spec.hpp"
 
 namespace moeplan::gui {
 

@@ -5,9 +5,9 @@
 
 #include "models/registry.hpp"
 #include "planner/layout_figures.hpp"
-#include "planner/load_io.hpp"
-#include "planner/placement_metrics.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/placement_metrics.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::planner {
 namespace {

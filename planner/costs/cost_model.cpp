@@ -1,5 +1,5 @@
 // The per-layer MoE cost model for the three dispatchers.
-#include "planner/cost_model.hpp"
+#include "planner/costs/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/result.hpp"
-#include "planner/device_spec.hpp"
+#include "planner/topology/device_spec.hpp"
 
 namespace moeplan::planner {
 

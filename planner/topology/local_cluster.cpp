@@ -1,5 +1,5 @@
 // The local cluster: N ranks on one host joined through shared memory.
-#include "planner/local_cluster.hpp"
+#include "planner/topology/local_cluster.hpp"
 
 #include <unistd.h>
 

@@ -1,10 +1,10 @@
 // Cluster and cost-source setup shared by `plan`, `validate` and moeplan-gui.
-#include "planner/cost_setup.hpp"
+#include "planner/costs/cost_setup.hpp"
 
 #include <algorithm>
 #include <filesystem>
 
-#include "planner/local_cluster.hpp"
+#include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
 

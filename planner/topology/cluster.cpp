@@ -1,5 +1,5 @@
 // Cluster topology: reading both JSON forms, expanding the compact form, routing traffic.
-#include "planner/cluster.hpp"
+#include "planner/topology/cluster.hpp"
 
 #include <algorithm>
 #include <map>

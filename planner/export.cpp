@@ -713,8 +713,8 @@ Result<ExportFormat> parse_export_format(const std::string& name) {
   for (const ExportFormat f : kAllExportFormats) {
     if (export_format_name(f) == name) return f;
   }
-  return input_error("format", ": expected sglang, vllm, trtllm, megatron, paddle or json, got '" + name +
-               "'");
+  return input_error(
+      "format", ": expected sglang, vllm, trtllm, megatron, paddle or json, got '" + name + "'");
 }
 
 std::string PlannedLayout::describe() const {
@@ -857,8 +857,8 @@ Result<PlannedLayout> select_layout(const PlanSummary& plan, const std::string& 
       if (l.rank == rank) return l;
     }
     return input_error("layout", " " + selector + ": expected a rank the plan lists (" +
-                 std::to_string(plan.layouts.front().rank) + ".." +
-                 std::to_string(plan.layouts.back().rank) + ")");
+                                     std::to_string(plan.layouts.front().rank) + ".." +
+                                     std::to_string(plan.layouts.back().rank) + ")");
   }
   std::vector<int> parts;
   std::string cur;
@@ -877,8 +877,9 @@ Result<PlannedLayout> select_layout(const PlanSummary& plan, const std::string& 
     }
   }
   if (parts.size() != 2 && parts.size() != 3) {
-    return input_error("layout", " '" + selector +
-                 "': expected a rank (e.g. 3) or a shape EPxTP or DPxEPxTP (e.g. 8x2)");
+    return input_error(
+        "layout",
+        " '" + selector + "': expected a rank (e.g. 3) or a shape EPxTP or DPxEPxTP (e.g. 8x2)");
   }
   const int dp = parts.size() == 3 ? parts[0] : 1;
   const int ep = parts[parts.size() - 2];
@@ -891,8 +892,8 @@ Result<PlannedLayout> select_layout(const PlanSummary& plan, const std::string& 
     const std::string s = l.layout.shape_name();
     if (shapes.find(s) == std::string::npos) shapes += (shapes.empty() ? "" : ", ") + s;
   }
-  return input_error("layout", " " + selector + ": the plan has no legal layout of that shape; it has " +
-               shapes);
+  return input_error(
+      "layout", " " + selector + ": the plan has no legal layout of that shape; it has " + shapes);
 }
 
 Result<std::string> file_fingerprint(const std::filesystem::path& path) {

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "models/moe_model.hpp"
-#include "planner/topology/cluster.hpp"
 #include "planner/costs/cost_model.hpp"
 #include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::planner {
 

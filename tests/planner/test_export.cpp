@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "models/registry.hpp"
-#include "planner/export.hpp"
 #include "planner/costs/roofline_costs.hpp"
+#include "planner/export.hpp"
 
 namespace moeplan::planner {
 namespace {

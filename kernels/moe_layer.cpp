@@ -413,14 +413,4 @@ UninitVector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, in
   return out;
 }
 
-std::vector<float> combine_rows(std::span<const float> y, std::span<const int> pair_row,
-                                std::span<const float> weights, std::span<const float> shared,
-                                int num_tokens, int top_k, int hidden, DType dtype) {
-  // The CPU backend's combine: the profiler times exactly what the layer runs.
-  std::vector<float> out(sz(num_tokens) * sz(hidden), 0.0F);
-  make_cpu_backend()->combine(OpContext{}, y, pair_row, weights, shared, num_tokens, top_k, hidden,
-                              dtype, out);
-  return out;
-}
-
 }  // namespace moeplan::kernels

@@ -140,8 +140,8 @@ def ensure_release(rel: Release, cache: Path, log) -> tuple[str, str]:
 
 def model_dir(work: Path, model: str) -> str:
     d = work / "models" / model
-    if not d.exists():
-        d.mkdir(parents=True)
+    d.mkdir(parents=True, exist_ok=True)  # checks run in threads: same content either way
+    if not (d / "config.json").exists():
         shutil.copy(ROOT / "resources" / "models" / f"{model}.json", d / "config.json")
     return str(d)
 

@@ -68,11 +68,17 @@ def capture_command(script: str, program: str, env: dict[str, str], res: Result)
 
     text = Path(script).read_text()
     fixed = re.sub(r"(\$\{[A-Z_]+:\?[^}]*)'", r"\1", text)
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / Path(script).name
-        copy.write_text(fixed)
-        res.note("checked the rest on a copy without apostrophes in ${VAR:?...} messages")
+    # beside the original, so that the script's "$HERE" still finds the files it names
+    folder = Path(script).parent
+    if not os.access(folder, os.W_OK):
+        folder = Path(tempfile.mkdtemp())
+    copy = folder / f".moeplan-check-{Path(script).name}"
+    copy.write_text(fixed)
+    res.note("checked the rest on a copy without apostrophes in ${VAR:?...} messages")
+    try:
         return _capture(str(copy), program, env)
+    finally:
+        copy.unlink()
 
 
 def _capture(script: str, program: str, env: dict[str, str]) -> list[str]:

@@ -12,6 +12,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QVBoxLayout>
 
 #include "models/registry.hpp"
@@ -45,6 +46,8 @@ ExportDialog::ExportDialog(Result<planner::PlanSummary> plan, QWidget* parent) :
     format_->addItem(text(planner::export_format_name(f)));
   }
   form->addRow(tr("Format:"), format_);
+  version_ = new QComboBox(this);
+  form->addRow(tr("Framework version:"), version_);
   layout_ = new QComboBox(this);
   form->addRow(tr("Layout:"), layout_);
   auto* placementRow = new QHBoxLayout();
@@ -82,8 +85,8 @@ ExportDialog::ExportDialog(Result<planner::PlanSummary> plan, QWidget* parent) :
   connect(browsePlacement, &QPushButton::clicked, this, &ExportDialog::onBrowsePlacement);
 
   if (!plan) {
-    for (QWidget* w : std::initializer_list<QWidget*>{format_, layout_, placement_, folder_,
-                                                      browseFolder, browsePlacement}) {
+    for (QWidget* w : std::initializer_list<QWidget*>{format_, version_, layout_, placement_,
+                                                      folder_, browseFolder, browsePlacement}) {
       w->setEnabled(false);
     }
     showError(errorText(plan.error()));
@@ -96,17 +99,30 @@ ExportDialog::ExportDialog(Result<planner::PlanSummary> plan, QWidget* parent) :
     layout_->addItem(text(l.describe()), l.rank);
   }
   if (plan_->recommended >= 0) layout_->setCurrentIndex(plan_->recommended);
-  connect(format_, &QComboBox::currentIndexChanged, this, &ExportDialog::refresh);
+  connect(format_, &QComboBox::currentIndexChanged, this, &ExportDialog::onFormatChanged);
+  connect(version_, &QComboBox::currentIndexChanged, this, &ExportDialog::refresh);
   connect(layout_, &QComboBox::currentIndexChanged, this, &ExportDialog::refresh);
   connect(placement_, &QLineEdit::editingFinished, this, &ExportDialog::refresh);
   connect(folder_, &QLineEdit::textChanged, this, &ExportDialog::refresh);
-  refresh();
+  onFormatChanged();
 }
 
 void ExportDialog::showError(const QString& message) {
   message_->setStyleSheet(QStringLiteral("color: #b00020;"));
   message_->setText(message);
   message_->show();
+}
+
+void ExportDialog::onFormatChanged() {
+  auto format = planner::parse_export_format(format_->currentText().toStdString());
+  {
+    const QSignalBlocker block(version_);
+    version_->clear();
+    if (format) {
+      for (const auto& v : planner::framework_versions(*format)) version_->addItem(text(v));
+    }
+  }
+  refresh();
 }
 
 void ExportDialog::refresh() {
@@ -120,7 +136,9 @@ void ExportDialog::refresh() {
       planner::export_spec_from_plan(*plan_, layout_->currentData().toString().toStdString(),
                                      placement_->text().trimmed().toStdString());
   if (!spec) return showError(errorText(spec.error()));
-  auto result = planner::export_layout(*spec, *format);
+  auto result = planner::export_layout(
+      *spec, *format,
+      {version_->currentText().toStdString(), folder_->text().trimmed().toStdString()});
   if (!result) return showError(errorText(result.error()));
   result_ = std::move(*result);
   preview_->setPlainText(text(planner::export_to_text(*result_)));

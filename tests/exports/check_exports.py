@@ -42,29 +42,36 @@ CHECKERS = HERE / "checkers"
 class Release:
     framework: str          # sglang, vllm, megatron, paddle
     package: str            # PyPI name
-    version: str
+    version: str            # also moeplan's --framework-version for it
     python: tuple           # minimum (major, minor)
     requirements: str       # tests/exports/requirements/<name>.txt
     pip_extra: tuple = ()   # extra `pip download` options
+    slim: bool = True       # part of the slim (CI) form
 
     @property
     def key(self) -> str:
         return f"{self.package}-{self.version}"
 
 
+# Each release is exported for with `moeplan export --framework-version VERSION` and checked by
+# its own parser; the first release of a framework is moeplan's default for it.
 RELEASES = [
     Release("sglang", "sglang", "0.5.23", (3, 11), "sglang"),
+    # the last release before --attn-dp-size: moeplan writes --enable-dp-attention --dp-size
+    Release("sglang", "sglang", "0.5.21", (3, 11), "sglang", slim=False),
     Release("vllm", "vllm", "0.34.0", (3, 11), "vllm"),
     # megatron/training/arguments.py ships in the wheel; the wheel is cp312 only.
     Release("megatron", "megatron-core", "0.19.2", (3, 12), "megatron",
             ("--python-version", "3.12", "--only-binary=:all:")),
     Release("paddle", "paddlenlp", "3.0.0b4", (3, 11), "paddle"),
-    # 2.8.1 has no expert_parallel_degree: checked to document that it rejects the export.
+    # 2.8.1 has no expert_parallel_degree: moeplan refuses EP layouts for it, the others must
+    # parse.
     Release("paddle", "paddlenlp", "2.8.1", (3, 11), "paddle"),
 ]
-# Versions whose rejection of the export is the documented outcome (not a moeplan defect):
-# the export must name the versions it supports instead.
-UNSUPPORTED = {("paddle", "2.8.1")}
+# TensorRT-LLM is not on PyPI: both of moeplan's versions are checked against the declarations
+# recorded from its source (trtllm_llm_args.json); "1.3" writes the balancer as a file named by
+# its absolute path.
+TRTLLM_VERSIONS = ["main@0004396720", "1.3"]
 
 MODELS = {"qwen2-57b-a14b": "qwen2", "deepseek-v3": "dsv3"}
 
@@ -161,41 +168,55 @@ class Case:
     framework: str          # sglang vllm trtllm megatron paddle
     model: str
     world: int
+    version: str = ""       # the release it was exported for and is checked by
     data: dict = field(default_factory=dict)   # checker-specific: script/file, expect ...
 
 
 def cases_for_export(name: str, fmt: str, out: Path, model: str, layout: dict | None,
-                     goldens: bool = False, files: dict | None = None) -> list[Case]:
+                     version: str, goldens: bool = False,
+                     files: dict | None = None) -> list[Case]:
     """The checks of one export (a folder from `moeplan export --out`, or golden files)."""
     files = files or {}
     world = layout["num_gpus"] if layout else 0
+    dp = layout.get("dp_size", 1) if layout else 1
     ep, tp = (layout["ep_size"], layout["tp_size"]) if layout else (None, None)
     common = {"goldens": goldens}
     if fmt == "sglang":
-        exp = {"resolved": {"tp_size": ep * tp, "ep_size": ep,
-                            "attn_dp_size": ep if ep > 1 else 1}} if layout else {}
-        return [Case(name, "sglang", model, world, dict(
+        # releases before 0.5.22 count attention-DP groups with dp_size (no attn_dp_size)
+        attn = {"attn_dp_size": ep if ep and ep > 1 else 1} if version != "0.5.21" else \
+            {"dp_size": ep if ep and ep > 1 else 1, "enable_dp_attention": bool(ep and ep > 1)}
+        exp = {"resolved": {"tp_size": ep * tp, "ep_size": ep, **attn}} if layout else {}
+        return [Case(name, "sglang", model, world, version, dict(
             common, script=str(files.get("script", out / "sglang_launch.sh")), expect=exp))]
     if fmt == "vllm":
         exp = {"parallel": {"tensor_parallel_size": tp, "data_parallel_size": ep}} \
             if layout and ep > 1 else {}
-        return [Case(name, "vllm", model, world, dict(
+        return [Case(name, "vllm", model, world, version, dict(
             common, script=str(files.get("script", out / "vllm_serve.sh")), expect=exp))]
     if fmt == "trtllm":
-        return [Case(name, "trtllm", model, world, dict(
+        return [Case(name, "trtllm", model, world, version, dict(
             common, file=str(files.get("file", out / "trtllm_extra_llm_api_options.yaml")),
             moe_layers=moe_layers(model)))]
     if fmt == "megatron":
         exp = {"args": {"expert_model_parallel_size": ep, "tensor_model_parallel_size": tp,
                         "expert_tensor_parallel_size": tp}} if layout else {}
-        return [Case(name, "megatron", model, world, dict(
+        return [Case(name, "megatron", model, world, version, dict(
             common, script=str(files.get("script", out / "megatron_args.sh")), expect=exp))]
     if fmt == "paddle":
-        exp = {"args": {"expert_parallel_degree": ep, "tensor_parallel_degree": tp}} \
+        exp = {"args": {"expert_parallel_degree": ep, "tensor_parallel_degree": tp,
+                        "sharding_parallel_degree": dp * ep, "data_parallel_degree": 1}} \
             if layout and ep > 1 else {}
-        return [Case(name, "paddle", model, world, dict(
+        return [Case(name, "paddle", model, world, version, dict(
             common, file=str(files.get("file", out / "paddle_args.json")), expect=exp))]
     raise ValueError(fmt)
+
+
+def default_versions() -> dict[str, str]:
+    """moeplan's default --framework-version of each format: its first release here."""
+    out = {"trtllm": TRTLLM_VERSIONS[0]}
+    for rel in RELEASES:
+        out.setdefault(rel.framework, rel.version)
+    return out
 
 
 def golden_cases(golden: Path) -> list[Case]:
@@ -223,13 +244,40 @@ def golden_cases(golden: Path) -> list[Case]:
          {"file": g / "export_qwen2_paddle.txt"}),
     ]
     out = []
+    defaults = default_versions()
     for name, fmt, model, layout, files in spec:
-        out += cases_for_export(name, fmt, Path("."), model, layout, True, files)
+        out += cases_for_export(name, fmt, Path("."), model, layout, defaults[fmt], True, files)
     return out
 
 
-def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str], log) -> list[Case]:
-    """Export a matrix of plans with moeplan and return the checks of every file written."""
+def check_refusal(mp, base: list[str], fmt: str, version: str, stderr: str,
+                  label: str) -> tuple[bool, str]:
+    """A layout the framework cannot run: moeplan's one-line error must say why and name the
+    nearest layout of the plan that it can run (`--layout N`), which must then export."""
+    import re
+
+    msg = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    if "no layout of the plan can be expressed" in msg:
+        return True, msg
+    m = re.search(r"nearest expressible layout in the plan: (rank \d+: [^()]*)\(--layout (\d+)"
+                  r"(, without the --placement)?", msg)
+    if not m:
+        return False, f"the error names no runnable layout: {msg}"
+    args = list(base)
+    for flag in ("--layout",) + (("--placement",) if m.group(3) else ()):
+        if flag in args:
+            i = args.index(flag)
+            del args[i:i + 2]
+    r = mp(*args, "--layout", m.group(2), "--format", fmt, "--framework-version", version)
+    if r.returncode:
+        return False, f"--layout {m.group(2)} named as runnable fails too: {r.stderr.strip()}"
+    return True, f"refused, names {m.group(1).strip()} (--layout {m.group(2)}, exports)"
+
+
+def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
+                  versions: dict[str, list[str]], log) -> tuple[list[Case], list]:
+    """Export a matrix of plans with moeplan for every release in `versions` and return the
+    checks of every file written, and the refusals as (label, ok, message)."""
     def mp(*args):
         r = run([moeplan, *args])
         return r
@@ -263,6 +311,7 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str], log)
         jobs.append((plans / "dsv3.json", "deepseek-v3", "", None, "dsv3 rec"))
 
     cases = []
+    refusals = []
     for i, (plan, model, lay, placement, label) in enumerate(jobs):
         base = ["export", "--plan", str(plan)] + (["--layout", lay] if lay else []) + \
             (["--placement", str(placement)] if placement else [])
@@ -272,33 +321,36 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str], log)
             log(f"  {label}: moeplan json export failed: {r.stderr.strip()}")
             continue
         layout = json.loads((jdir / "moeplan_layout.json").read_text())["layout"]
+        shape = f"dp{layout['dp_size']}xep{layout['ep_size']}xtp{layout['tp_size']}"
         for fmt in formats:
-            out = work / "exports" / f"{i}-{fmt}"
-            r = mp(*base, "--format", fmt, "--out", str(out))
-            if r.returncode == 2:  # the framework cannot run this layout: moeplan says so
-                log(f"  {label} {fmt}: not exportable ({r.stderr.strip()[:110]})")
-                continue
-            if r.returncode:
-                raise RuntimeError(f"moeplan export {label} {fmt}: rc {r.returncode} "
-                                   f"{r.stderr.strip()}")
-            shape = f"dp{layout['dp_size']}xep{layout['ep_size']}xtp{layout['tp_size']}"
-            cases += cases_for_export(f"{label} ({shape})", fmt, out, model, layout)
-    return cases
+            for version in versions.get(fmt, []):
+                out = work / "exports" / f"{i}-{fmt}-{version.replace('@', '-')}"
+                r = mp(*base, "--format", fmt, "--framework-version", version, "--out", str(out))
+                what = f"{label} ({shape}) {fmt} {version}"
+                if r.returncode == 2:  # the framework cannot run this layout: moeplan says so
+                    ok, msg = check_refusal(mp, base, fmt, version, r.stderr, what)
+                    refusals.append((what, ok, msg))
+                    continue
+                if r.returncode:
+                    raise RuntimeError(f"moeplan export {what}: rc {r.returncode} "
+                                       f"{r.stderr.strip()}")
+                cases += cases_for_export(f"{label} ({shape})", fmt, out, model, layout, version)
+    return cases, refusals
 
 
 # --------------------------------------------------------------------------- running
 
 
 def run_case(case: Case, env: dict, work: Path) -> tuple[Case, str, dict, float]:
-    """One check in its framework's environment; returns (case, release, result, seconds)."""
+    """One check in its release's environment; returns (case, release, result, seconds)."""
     t = time.time()
     fw = case.framework
     if fw == "trtllm":
         py = env.get("trtllm_python", sys.executable)
         data = dict(case.data)
-        rel = "TensorRT-LLM (recorded declarations)"
+        rel = f"TensorRT-LLM {case.version} (recorded declarations)"
         return case, rel, invoke(py, "check_trtllm.py", data, work), time.time() - t
-    py, src, version = env[fw]
+    py, src, version = env[(fw, case.version)]
     data = dict(case.data, src=src, version=version, world=case.world,
                 model_dir=model_dir(work, case.model), wheels=str(env["cache"] / "wheels"))
     return case, f"{fw} {version}", invoke(py, f"check_{fw}.py", data, work), time.time() - t
@@ -340,8 +392,10 @@ def main() -> int:
     env: dict = {"cache": cache}
     failed = passed = 0
     skipped: list[str] = []
+    versions: dict[str, list[str]] = {"trtllm": TRTLLM_VERSIONS[:1] if args.slim
+                                      else list(TRTLLM_VERSIONS)}
     for rel in RELEASES:
-        if rel.framework not in formats:
+        if rel.framework not in formats or (args.slim and not rel.slim):
             continue
         try:
             py, src = ensure_release(rel, cache, log)
@@ -354,8 +408,8 @@ def main() -> int:
             skipped.append(rel.key)
             log(f"SKIPPED {rel.key}: {e}")
             continue
-        env.setdefault(rel.framework, (py, src, rel.version))
-        env.setdefault(("all", rel.framework), []).append((py, src, rel.version))
+        env[(rel.framework, rel.version)] = (py, src, rel.version)
+        versions.setdefault(rel.framework, []).append(rel.version)
         if rel.framework == "sglang":
             env["trtllm_python"] = py  # any environment with PyYAML
     t_setup = time.time() - t0
@@ -363,41 +417,23 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="moeplan-exports-") as tmp:
         work = Path(tmp)
+        refusals = []
         if args.goldens:
             cases = [c for c in golden_cases(Path(args.goldens)) if c.framework in formats]
         else:
-            cases = moeplan_cases(args.moeplan, work, args.slim, formats, log)
-        # every release of a framework checks every case of it (PaddleNLP 3.0.0b4 and 2.8.1)
-        runs = []
-        for c in cases:
-            if c.framework == "trtllm":
-                runs.append((c, None))
-                continue
-            for py, src, version in env.get(("all", c.framework), []):
-                runs.append((c, (py, src, version)))
-        log(f"{len(runs)} checks of {len(cases)} exported files")
+            cases, refusals = moeplan_cases(args.moeplan, work, args.slim, formats, versions,
+                                            log)
+        for what, ok, msg in refusals:
+            log(f"{'PASS' if ok else 'FAIL'} moeplan refuses: {what}: {msg}")
+            passed, failed = passed + ok, failed + (not ok)
+        # each exported file is checked by the release it was exported for
+        runs = [c for c in cases if c.framework == "trtllm" or (c.framework, c.version) in env]
+        log(f"{len(runs)} parser checks of {len(cases)} exported files, "
+            f"{len(refusals)} refusals checked")
         t1 = time.time()
 
-        def one(item):
-            c, rel = item
-            e = dict(env)
-            if rel:
-                e[c.framework] = rel
-            return run_case(c, e, work)
-
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            for case, rel, res, secs in pool.map(one, runs):
-                version = rel.split()[-1]
-                unsupported = (case.framework, version) in UNSUPPORTED
-                if unsupported:
-                    status = "REJECTS" if not res["ok"] else "ACCEPTS?"
-                    log(f"{status} {rel} (documented as unsupported): {case.name}"
-                        + (f" -- {res['errors'][0].splitlines()[0]}" if res["errors"] else ""))
-                    if res["ok"]:
-                        failed += 1  # it would then be supported: the docs must say so
-                    else:
-                        passed += 1
-                    continue
+            for case, rel, res, secs in pool.map(lambda c: run_case(c, env, work), runs):
                 if res["ok"]:
                     passed += 1
                     log(f"PASS {rel}: {case.name} ({secs:.1f} s)")

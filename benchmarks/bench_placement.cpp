@@ -3,9 +3,9 @@
 // 512 sampled steps). DeepSeek's Python EPLB needs about 0.25 s for this.
 #include <benchmark/benchmark.h>
 
-#include "planner/load_io.hpp"
-#include "planner/placement.hpp"
-#include "planner/placement_metrics.hpp"
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/placement.hpp"
+#include "planner/placement/placement_metrics.hpp"
 
 namespace {
 

@@ -318,8 +318,8 @@ Status check_layout(const LayerSpec& s, const Layout& l, int world_size) {
       return Error{name + ": moe_intermediate_size=" + value + " % tp=" +
                    std::to_string(l.tp_size) + " != 0; expected tp to divide the expert width"};
     case models::LayoutViolation::Rule::kSharedWidth:
-      return Error{name + ": shared expert width=" + value + " % tp=" +
-                   std::to_string(l.tp_size) + " != 0; expected tp to divide the shared width"};
+      return Error{name + ": shared expert width=" + value + " % tp=" + std::to_string(l.tp_size) +
+                   " != 0; expected tp to divide the shared width"};
   }
   return Status::Ok();
 }

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/cost_model.hpp"
+#include "planner/costs/cost_model.hpp"
 
 namespace moeplan::planner {
 

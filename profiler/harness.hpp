@@ -13,7 +13,7 @@
 #include "models/dtype.hpp"
 #include "models/moe_model.hpp"
 #include "models/result.hpp"
-#include "planner/cost_db.hpp"
+#include "planner/costs/cost_db.hpp"
 
 namespace moeplan::profiler {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/communicator.hpp"
-#include "planner/cost_db.hpp"
+#include "planner/costs/cost_db.hpp"
 #include "profiler/environment.hpp"
 #include "profiler/harness.hpp"
 

@@ -11,8 +11,8 @@
 #include "kernels/communicator.hpp"
 #include "kernels/moe_layer.hpp"
 #include "models/moe_model.hpp"
-#include "planner/cost_model.hpp"
-#include "planner/cost_setup.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/costs/cost_setup.hpp"
 #include "profiler/harness.hpp"
 
 namespace moeplan::profiler {

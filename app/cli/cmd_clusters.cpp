@@ -6,7 +6,7 @@
 #include "app/cli/cli_common.hpp"
 #include "app/cli/table.hpp"
 #include "models/units.hpp"
-#include "planner/cluster.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::cli {
 

@@ -16,7 +16,7 @@
 #include <QVBoxLayout>
 
 #include "models/registry.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::gui {
 

@@ -9,8 +9,8 @@
 #include <QWidget>
 #include <vector>
 
-#include "planner/placement.hpp"
-#include "planner/placement_metrics.hpp"
+#include "planner/placement/placement.hpp"
+#include "planner/placement/placement_metrics.hpp"
 
 class QComboBox;
 class QLabel;

@@ -27,7 +27,7 @@
 #include "app/gui/charts.hpp"
 #include "app/gui/session.hpp"
 #include "models/registry.hpp"
-#include "planner/cost_setup.hpp"
+#include "planner/costs/cost_setup.hpp"
 
 namespace moeplan::gui {
 

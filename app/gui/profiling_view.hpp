@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "planner/cost_db.hpp"
+#include "planner/costs/cost_db.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/validate.hpp"
 

@@ -6,6 +6,7 @@
 
 #include "models/file_io.hpp"
 #include "models/registry.hpp"
+#include "planner/layout.hpp"
 
 namespace moeplan::planner {
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "models/moe_model.hpp"
-#include "planner/cluster.hpp"
-#include "planner/placement_file.hpp"
+#include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::planner {
 

@@ -8,7 +8,7 @@
 #include <sqlite3.h>
 #include <nlohmann/json.hpp>
 
-#include "planner/cost_db.hpp"
+#include "planner/costs/cost_db.hpp"
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/placement_file.hpp"
+#include "planner/placement/placement_file.hpp"
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/cost_db.hpp"
+#include "planner/costs/cost_db.hpp"
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "models/registry.hpp"
-#include "planner/cluster.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::fuzz {
 

@@ -1,7 +1,7 @@
 // libFuzzer target: the cost database opened from an arbitrary file (plan/validate --costs FILE):
 // the bytes are written to a scratch file, opened, migrated, read and queried as plan does.
-#include "planner/cost_db.hpp"
-#include "planner/measured_costs.hpp"
+#include "planner/costs/cost_db.hpp"
+#include "planner/costs/measured_costs.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

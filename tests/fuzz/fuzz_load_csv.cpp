@@ -1,6 +1,6 @@
 // libFuzzer target: expert loads as CSV (--load FILE.csv), without a model and against a bundled
 // one.
-#include "planner/load_io.hpp"
+#include "planner/placement/load_io.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,6 +1,6 @@
 // libFuzzer target: the binary NumPy .npy reader (--load FILE.npy, place --trace FILE.npy):
 // the header grammar, the shape arithmetic and the data length.
-#include "planner/load_io.hpp"
+#include "planner/placement/load_io.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

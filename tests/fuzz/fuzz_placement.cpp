@@ -1,5 +1,5 @@
 // libFuzzer target: placement files (plan --placement FILE, export --placement FILE).
-#include "planner/placement_file.hpp"
+#include "planner/placement/placement_file.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

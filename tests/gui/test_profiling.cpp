@@ -31,8 +31,8 @@
 #include "app/gui/profiling_view.hpp"
 #include "app/gui/session.hpp"
 #include "models/registry.hpp"
-#include "planner/cost_setup.hpp"
-#include "planner/load_io.hpp"
+#include "planner/costs/cost_setup.hpp"
+#include "planner/placement/load_io.hpp"
 #include "profiler/validate.hpp"
 #include "tests/gui/gui_app.hpp"
 #include "tests/gui/tiny_profile.hpp"
@@ -267,7 +267,8 @@ TEST(GuiProfiling, ValidateShowsTheLibrarysPredictionsAgainstTheMeasuredLayer) {
   for (int i = 0; i < t->rowCount(); ++i) {
     const auto& gui = out.rows[static_cast<std::size_t>(i)];
     const auto& lib = rows[static_cast<std::size_t>(i)];
-    EXPECT_EQ(gui.c.layout.short_name(), req->cases[static_cast<std::size_t>(i)].layout.short_name());
+    EXPECT_EQ(gui.c.layout.short_name(),
+              req->cases[static_cast<std::size_t>(i)].layout.short_name());
     EXPECT_EQ(gui.c.layout.dispatcher, req->cases[static_cast<std::size_t>(i)].layout.dispatcher);
     EXPECT_TRUE(gui.verified) << gui.verify_detail;
     EXPECT_GT(gui.measured_s, 0.0);

@@ -342,7 +342,8 @@ TEST_F(CudaOps, VerifyTwoInProcessRanksShareTheGpu) {
     if (world.rank() == 0) rows = std::move(r);
   });
   ASSERT_EQ(rows.size(), req.layouts.size() * 3U);
-  for (const auto& r : rows) EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << r.max_bound_use;
+  for (const auto& r : rows)
+    EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << r.max_bound_use;
 }
 
 #if MOEPLAN_HAVE_NCCL

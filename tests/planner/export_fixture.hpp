@@ -14,7 +14,7 @@
 
 #include "models/registry.hpp"
 #include "planner/export.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::planner::export_test {
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "planner/cost_db.hpp"
+#include "planner/costs/cost_db.hpp"
 
 namespace moeplan::planner {
 namespace {

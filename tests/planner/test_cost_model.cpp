@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "models/registry.hpp"
-#include "planner/cost_model.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/plan.hpp"
-#include "planner/roofline_costs.hpp"
 
 namespace moeplan::planner {
 namespace {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "planner/device_spec.hpp"
+#include "planner/topology/device_spec.hpp"
 
 namespace moeplan::planner {
 namespace {

@@ -1,7 +1,7 @@
 // Per-slot and per-rank token counts implied by a load and a placement.
 #include <gtest/gtest.h>
 
-#include "planner/expert_load.hpp"
+#include "planner/placement/expert_load.hpp"
 
 namespace moeplan::planner {
 namespace {

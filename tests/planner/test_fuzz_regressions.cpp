@@ -12,8 +12,8 @@
 #include "models/json_reader.hpp"
 #include "models/moe_model.hpp"
 #include "planner/export.hpp"
-#include "planner/load_io.hpp"
-#include "planner/placement_file.hpp"
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/placement_file.hpp"
 
 namespace moeplan::planner {
 namespace {

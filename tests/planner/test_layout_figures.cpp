@@ -4,10 +4,10 @@
 #include <numeric>
 
 #include "models/registry.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
-#include "planner/load_io.hpp"
-#include "planner/placement_metrics.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/placement_metrics.hpp"
 
 namespace moeplan::planner {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "models/registry.hpp"
 #include "models/resources.hpp"
-#include "planner/load_io.hpp"
+#include "planner/placement/load_io.hpp"
 
 namespace moeplan::planner {
 namespace {

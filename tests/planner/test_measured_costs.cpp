@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "planner/cost_model.hpp"
-#include "planner/local_cluster.hpp"
-#include "planner/measured_costs.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/costs/measured_costs.hpp"
+#include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
 namespace {

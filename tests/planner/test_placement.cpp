@@ -9,10 +9,10 @@
 
 #include "models/registry.hpp"
 #include "models/resources.hpp"
-#include "planner/load_io.hpp"
-#include "planner/placement.hpp"
-#include "planner/placement_file.hpp"
-#include "planner/placement_metrics.hpp"
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/placement.hpp"
+#include "planner/placement/placement_file.hpp"
+#include "planner/placement/placement_metrics.hpp"
 
 namespace moeplan::planner {
 namespace {

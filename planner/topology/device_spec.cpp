@@ -1,5 +1,5 @@
 // Accelerator specifications.
-#include "planner/device_spec.hpp"
+#include "planner/topology/device_spec.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "models/result.hpp"
-#include "planner/expert_load.hpp"
-#include "planner/placement.hpp"
+#include "planner/placement/expert_load.hpp"
+#include "planner/placement/placement.hpp"
 
 namespace moeplan::planner {
 

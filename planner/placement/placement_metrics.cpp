@@ -1,5 +1,5 @@
 // Balance and spread figures of placements.
-#include "planner/placement_metrics.hpp"
+#include "planner/placement/placement_metrics.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "planner/cost_db.hpp"
-#include "planner/measured_costs.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/costs/cost_db.hpp"
+#include "planner/costs/measured_costs.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::planner {
 

@@ -1,5 +1,5 @@
 // RooflineCosts: GEMMs from peak FLOP/s and HBM bandwidth, collectives from topology routing.
-#include "planner/roofline_costs.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 #include <algorithm>
 

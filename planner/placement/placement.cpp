@@ -1,6 +1,6 @@
 // Expert placement policies. `eplb` mirrors DeepSeek's eplb.py operation by operation, in
 // float32 like its `weight.float()`; `best` refines that result in double by local search.
-#include "planner/placement.hpp"
+#include "planner/placement/placement.hpp"
 
 #include <algorithm>
 #include <array>

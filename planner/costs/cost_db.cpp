@@ -1,5 +1,5 @@
 // The cost database on SQLite.
-#include "planner/cost_db.hpp"
+#include "planner/costs/cost_db.hpp"
 
 #include <sqlite3.h>
 

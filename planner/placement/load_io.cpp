@@ -1,5 +1,5 @@
 // Readers of expert loads and traces, and synthetic loads.
-#include "planner/load_io.hpp"
+#include "planner/placement/load_io.hpp"
 
 #include <algorithm>
 #include <cctype>

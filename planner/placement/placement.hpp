@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "models/result.hpp"
-#include "planner/expert_load.hpp"
+#include "planner/placement/expert_load.hpp"
 
 namespace moeplan::planner {
 

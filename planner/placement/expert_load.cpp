@@ -1,5 +1,5 @@
 // Expert loads, placements and the per-slot token counts they imply.
-#include "planner/expert_load.hpp"
+#include "planner/placement/expert_load.hpp"
 
 #include <numeric>
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "planner/cluster.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::planner {
 

@@ -12,8 +12,8 @@
 
 #include "models/moe_model.hpp"
 #include "models/result.hpp"
-#include "planner/expert_load.hpp"
-#include "planner/placement_metrics.hpp"
+#include "planner/placement/expert_load.hpp"
+#include "planner/placement/placement_metrics.hpp"
 
 namespace moeplan::planner {
 

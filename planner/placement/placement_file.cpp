@@ -1,5 +1,5 @@
 // Placement files: writing and validated reading.
-#include "planner/placement_file.hpp"
+#include "planner/placement/placement_file.hpp"
 
 #include "models/file_io.hpp"
 #include "models/json_reader.hpp"

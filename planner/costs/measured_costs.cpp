@@ -1,6 +1,6 @@
 // MeasuredCosts: curves of measured points, exact hits, log-space interpolation, efficiency-held
 // extrapolation, and roofline fallback on a miss.
-#include "planner/measured_costs.hpp"
+#include "planner/costs/measured_costs.hpp"
 
 #include <algorithm>
 #include <cmath>

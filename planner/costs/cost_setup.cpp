@@ -1,10 +1,10 @@
 // Cluster and cost-source setup shared by `plan`, `validate` and moeplan-gui.
-#include "planner/cost_setup.hpp"
+#include "planner/costs/cost_setup.hpp"
 
 #include <algorithm>
 #include <filesystem>
 
-#include "planner/local_cluster.hpp"
+#include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
 
@@ -13,13 +13,14 @@ namespace {
 Result<std::unique_ptr<CostDb>> open_costs(const std::string& costs_path) {
   std::error_code ec;
   if (std::filesystem::is_directory(costs_path, ec)) {
-    return input_error("costs", " " + costs_path +
-                 ": expected a cost database file written by moeplan profile, got a directory");
+    return input_error(
+        "costs", " " + costs_path +
+                     ": expected a cost database file written by moeplan profile, got a directory");
   }
   if (!std::filesystem::is_regular_file(costs_path, ec)) {
     return input_error("costs", " " + costs_path +
-                 ": no such file; expected a cost database written "
-                 "by moeplan profile");
+                                    ": no such file; expected a cost database written "
+                                    "by moeplan profile");
   }
   auto db = CostDb::open(costs_path, false);
   if (!db) return input_error("costs", ": " + db.error().message);
@@ -53,9 +54,11 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
   if (local) {
     const int n = **local;
     if (!s.db) {
-      return input_error("cluster", " " + cluster +
-                   ": expected {costs} FILE too (a local cluster's device spec is derived from "
-                   "its profile)");
+      return input_error(
+          "cluster",
+          " " + cluster +
+              ": expected {costs} FILE too (a local cluster's device spec is derived from "
+              "its profile)");
     }
     auto points = s.db->points();
     if (!points) return points.error();
@@ -72,8 +75,8 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
       std::string list;
       for (const auto& d : devices) list += (list.empty() ? "" : ", ") + d;
       return input_error("costs", " " + costs_path + ": no profile of " + std::to_string(n) +
-                   " ranks; expected a device ending in '" + suffix +
-                   "' among: " + (list.empty() ? "(none)" : list));
+                                      " ranks; expected a device ending in '" + suffix +
+                                      "' among: " + (list.empty() ? "(none)" : list));
     }
     const double memory = host_memory_bytes() / n;
     const auto spec = derive_device_spec(*points, device, memory);

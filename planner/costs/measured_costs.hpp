@@ -13,8 +13,8 @@
 #include <tuple>
 #include <vector>
 
-#include "planner/cost_db.hpp"
-#include "planner/roofline_costs.hpp"
+#include "planner/costs/cost_db.hpp"
+#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::planner {
 

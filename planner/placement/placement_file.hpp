@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/result.hpp"
-#include "planner/placement.hpp"
+#include "planner/placement/placement.hpp"
 
 namespace moeplan::planner {
 

@@ -1,0 +1,479 @@
+// The per-layer MoE cost model for the three dispatchers.
+#include "planner/costs/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace moeplan::planner {
+
+std::string phase_name(Phase p) { return p == Phase::kPrefill ? "prefill" : "decode"; }
+
+std::optional<Phase> parse_phase(const std::string& name) {
+  if (name == "prefill") return Phase::kPrefill;
+  if (name == "decode") return Phase::kDecode;
+  return std::nullopt;
+}
+
+namespace {
+
+/// Inverse of the standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9).
+double normal_quantile(double p) {
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                                 -2.759285104469687e+02, 1.383577518672690e+02,
+                                 -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                                 -1.556989798598866e+02, 6.680131188771972e+01,
+                                 -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                                 -2.400758277161838e+00, -2.549732539343734e+00,
+                                 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                                 2.445134137142996e+00, 3.754408661907416e+00};
+  const double lo = 0.02425;
+  if (p < lo) {
+    const double q = std::sqrt(-2.0 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  }
+  if (p > 1.0 - lo) return -normal_quantile(1.0 - p);
+  const double q = p - 0.5;
+  const double r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+}
+
+}  // namespace
+
+double padded_capacity(const std::vector<double>& slot_tokens, int ep_size) {
+  // NOTE: slot s receives c_s pairs in total, each from one of ep source ranks: a source's count
+  // is Binomial(c_s, 1/ep) with mean μ = c_s/ep and σ² = μ(1 − 1/ep). The capacity is the
+  // largest count any source sends to any slot; the expected largest of ep such counts is
+  // μ + σ·z(ep) with Blom's z(n) = Φ⁻¹((n − 0.375)/(n + 0.25)) (0.59 for 2 sources, 1.03 for 4).
+  const double ep = static_cast<double>(ep_size);
+  const double z = ep_size > 1 ? normal_quantile((ep - 0.375) / (ep + 0.25)) : 0.0;
+  double cap = 0.0;
+  for (const double c : slot_tokens) {
+    const double mu = c / ep;
+    cap = std::max(cap, mu + z * std::sqrt(std::max(0.0, mu * (1.0 - 1.0 / ep))));
+  }
+  return std::ceil(cap);
+}
+
+namespace {
+
+/// Adds an answer to a cost item; the item names every source that contributed.
+Status add(CostItem& item, const Result<CostEstimate>& r) {
+  if (!r) return r.error();
+  item.seconds += r->seconds;
+  if (item.source.empty()) {
+    item.source = r->source;
+  } else if (item.source.find(r->source) == std::string::npos) {
+    item.source += "+" + r->source;
+  }
+  return Status::Ok();
+}
+
+/// Figures of one layer that depend on the slot token counts.
+struct LayerFigures {
+  LayerCost cost;
+  double imbalance = 1.0;
+  double expert_rows = 0.0;
+  double useful_rows = 0.0;
+  double buffers = 0.0;
+  double activations = 0.0;
+};
+
+/// The sizes one layer's costs are computed from (for one layout and workload).
+struct LayerDims {
+  double hidden = 0.0;            ///< H
+  double expert_width = 0.0;      ///< I / tp: one routed expert's slice on a rank
+  double shared_width = 0.0;      ///< shared-expert width / tp
+  double top_k = 0.0;             ///< k
+  double activation_bytes = 0.0;  ///< bytes per activation element
+  double group_tokens = 0.0;      ///< tokens of one TP group: tp · tokens per GPU
+  int num_experts = 0;            ///< E
+  int ep_size = 1;
+  int slots_per_rank = 1;
+  DType dtype = DType::kBf16;
+  /// Bytes of `rows` hidden-state rows.
+  double row_bytes(double rows) const { return rows * hidden * activation_bytes; }
+};
+
+/// How the routed pairs of one layer are spread over the EP ranks.
+struct RankLoad {
+  std::vector<double> pairs;  ///< routed (token, expert) pairs each EP rank serves
+  double max = 0.0;
+  double total = 0.0;
+};
+
+/// What a dispatcher's exchange leaves for the expert compute.
+struct Exchange {
+  std::vector<std::vector<double>> rows;  ///< rows per local slot, per EP rank
+  double buffers = 0.0;                   ///< dispatch/combine buffer bytes per GPU
+};
+
+/// Router: logits GEMM [Tg, H] × [H, E], then softmax/sigmoid + top-k over fp32 logits.
+Status router_cost(const CostSource& cs, const LayerDims& d, CostItem& router) {
+  const double tokens = d.group_tokens;
+  const double experts = static_cast<double>(d.num_experts);
+  MOEPLAN_TRY_STATUS(add(router, cs.gemm({tokens, experts, d.hidden, d.dtype})));
+  return add(router, cs.elementwise({"router_topk", tokens * experts * 4.0 + tokens * d.top_k * 8.0,
+                                     d.dtype}));
+}
+
+/// The local slots' own token counts on each EP rank (every dispatcher but padded_a2a).
+std::vector<std::vector<double>> rows_per_rank(const std::vector<double>& slots,
+                                               const LayerDims& d) {
+  const auto per_rank = static_cast<std::size_t>(d.slots_per_rank);
+  std::vector<std::vector<double>> rows(static_cast<std::size_t>(d.ep_size));
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    rows[r].assign(slots.begin() + static_cast<std::ptrdiff_t>(r * per_rank),
+                   slots.begin() + static_cast<std::ptrdiff_t>((r + 1) * per_rank));
+  }
+  return rows;
+}
+
+/// padded_a2a (PaddleNLP #9368; kernels/moe_layer.cpp padded_a2a): the capacity (the most
+/// tokens one source rank routes to one slot) all-reduced over EP, an equal-split all-to-all of
+/// every slot padded to it, and the same back.
+Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
+                                 const std::vector<std::vector<int>>& ep_groups,
+                                 const std::vector<double>& slots, LayerCost& c) {
+  const double capacity = padded_capacity(slots, d.ep_size);
+  const double send_bytes = d.row_bytes(static_cast<double>(slots.size()) * capacity);
+  const double routed_bytes = d.row_bytes(d.group_tokens * d.top_k);
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch,
+          cs.collective({CollectiveOp::kAllReduce, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
+  // Tokens scattered into their slots of the padded send buffer; the received buffer staged out
+  // into expert-major rows.
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", 2.0 * routed_bytes, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * send_bytes, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(
+      c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
+  // Expert outputs staged in, the returned buffer received and staged out.
+  MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 3.0 * send_bytes, d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
+  Exchange x;
+  // Every slot computes its padded rows: capacity from each of the ep source ranks.
+  x.rows.assign(static_cast<std::size_t>(d.ep_size),
+                std::vector<double>(static_cast<std::size_t>(d.slots_per_rank),
+                                    static_cast<double>(d.ep_size) * capacity));
+  x.buffers = 2.0 * send_bytes;
+  return x;
+}
+
+/// allgather (sglang-jax #349; kernels/moe_layer.cpp allgather): every rank gathers the EP
+/// group's tokens, keeps the pairs routed to its slots, and all-gathers (-v) the expert outputs.
+Result<Exchange> allgather_cost(const CostSource& cs, const LayerDims& d,
+                                const std::vector<std::vector<int>>& ep_groups,
+                                const std::vector<double>& slots, const RankLoad& load,
+                                LayerCost& c) {
+  const double ep = static_cast<double>(d.ep_size);
+  MOEPLAN_TRY_STATUS(add(
+      c.dispatch,
+      cs.collective(
+          {CollectiveOp::kAllGather, ep_groups, d.row_bytes(ep * d.group_tokens), {}, d.dtype})));
+  // Own tokens staged into the wire format, the gathered ones received and staged out; the local
+  // filter gathers the rows routed here.
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch,
+          cs.elementwise({"stage", d.row_bytes((1.0 + 2.0 * ep) * d.group_tokens), d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(load.max), d.dtype})));
+  // Rank i sends its expert outputs to every other rank.
+  const auto ranks = static_cast<std::size_t>(d.ep_size);
+  std::vector<std::vector<double>> traffic(ranks, std::vector<double>(ranks, 0.0));
+  double busiest_sender = 0.0;
+  for (std::size_t i = 0; i < ranks; ++i) {
+    for (std::size_t j = 0; j < ranks; ++j) {
+      traffic[i][j] = i == j ? 0.0 : d.row_bytes(load.pairs[i]);
+    }
+    busiest_sender = std::max(busiest_sender, d.row_bytes((ep - 1.0) * load.pairs[i]));
+  }
+  // This rank's expert outputs staged in, every rank's gathered outputs received and staged out.
+  MOEPLAN_TRY_STATUS(
+      add(c.combine, cs.elementwise({"stage", d.row_bytes(load.max + 2.0 * load.total), d.dtype})));
+  if (busiest_sender > 0.0) {
+    MOEPLAN_TRY_STATUS(
+        add(c.combine, cs.collective({CollectiveOp::kAllGatherV, ep_groups, busiest_sender,
+                                      std::move(traffic), d.dtype})));
+  }
+  Exchange x;
+  x.rows = rows_per_rank(slots, d);
+  x.buffers = d.row_bytes(ep * d.group_tokens) + d.row_bytes(load.total);
+  return x;
+}
+
+/// a2av (dropless, DeepEP-style; kernels/moe_layer.cpp a2av): a count exchange (E ints per
+/// rank), then a variable all-to-all by where the pairs land, and the reverse for combine.
+Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
+                           const std::vector<std::vector<int>>& ep_groups,
+                           const std::vector<double>& slots, const RankLoad& load, LayerCost& c) {
+  const double ep = static_cast<double>(d.ep_size);
+  const double pairs_sent = d.group_tokens * d.top_k;  // every rank's routed pairs
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch,
+          cs.collective({CollectiveOp::kAllToAll, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(pairs_sent), d.dtype})));
+  const auto ranks = static_cast<std::size_t>(d.ep_size);
+  std::vector<std::vector<double>> dispatch_traffic(ranks, std::vector<double>(ranks, 0.0));
+  std::vector<std::vector<double>> combine_traffic = dispatch_traffic;
+  for (std::size_t i = 0; i < ranks; ++i) {
+    for (std::size_t j = 0; j < ranks; ++j) {
+      // Rank i's pairs split over destinations in proportion to their load; combine reverses it.
+      dispatch_traffic[i][j] =
+          load.total > 0.0 ? d.row_bytes(pairs_sent * load.pairs[j] / load.total) : 0.0;
+      combine_traffic[j][i] = dispatch_traffic[i][j];
+    }
+  }
+  const double send_bytes = d.row_bytes(pairs_sent);
+  const double most_received =
+      d.row_bytes(ep * (load.total > 0.0 ? pairs_sent * load.max / load.total : 0.0));
+  // Received rows staged out of the wire format; expert outputs staged back in and the returned
+  // rows received and staged out again.
+  const double staged_bytes = d.row_bytes(load.max);
+  if (send_bytes > 0.0) {
+    MOEPLAN_TRY_STATUS(
+        add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups, send_bytes,
+                                       std::move(dispatch_traffic), d.dtype})));
+    MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * staged_bytes, d.dtype})));
+    MOEPLAN_TRY_STATUS(
+        add(c.combine, cs.elementwise({"stage", staged_bytes + 2.0 * send_bytes, d.dtype})));
+    MOEPLAN_TRY_STATUS(
+        add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups, most_received,
+                                      std::move(combine_traffic), d.dtype})));
+  }
+  Exchange x;
+  x.rows = rows_per_rank(slots, d);
+  x.buffers = send_bytes + most_received;
+  return x;
+}
+
+/// Expert compute on the slowest EP rank: gate+up [m, H] × [H, 2I/tp], SiLU·up,
+/// down [m, I/tp] × [I/tp, H] as grouped GEMMs over its slots' rows.
+Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
+                   const RankLoad& load, LayerFigures& f) {
+  double slowest = -1.0;
+  for (std::size_t r = 0; r < x.rows.size(); ++r) {
+    CostItem item;
+    const double rows = std::accumulate(x.rows[r].begin(), x.rows[r].end(), 0.0);
+    MOEPLAN_TRY_STATUS(
+        add(item, cs.grouped_gemm({x.rows[r], 2.0 * d.expert_width, d.hidden, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(
+        item,
+        cs.elementwise({"silu_mul", 3.0 * rows * d.expert_width * d.activation_bytes, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width, d.dtype})));
+    if (item.seconds > slowest) {
+      slowest = item.seconds;
+      f.cost.experts = item;
+      f.expert_rows = rows;
+      f.useful_rows = load.pairs[r];
+    }
+  }
+  return Status::Ok();
+}
+
+/// The TP all-reduces of the routed expert outputs (the slowest rank's rows) and of the shared
+/// expert's output, and the shared expert itself (with its gate where the model has one).
+Status tp_and_shared_cost(const CostSource& cs, const LayerDims& d, const Layout& layout,
+                          bool shared_gated, double expert_rows, LayerCost& c) {
+  const double tokens = d.group_tokens;
+  if (layout.tp_size > 1) {
+    const auto tp_groups = layout.tp_groups();
+    MOEPLAN_TRY_STATUS(add(
+        c.tp, cs.collective(
+                  {CollectiveOp::kAllReduce, tp_groups, d.row_bytes(expert_rows), {}, d.dtype})));
+    if (d.shared_width > 0.0) {
+      MOEPLAN_TRY_STATUS(add(
+          c.tp,
+          cs.collective({CollectiveOp::kAllReduce, tp_groups, d.row_bytes(tokens), {}, d.dtype})));
+    }
+  }
+  if (d.shared_width > 0.0) {
+    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({tokens, 2.0 * d.shared_width, d.hidden, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(
+        c.shared,
+        cs.elementwise({"silu_mul", 3.0 * tokens * d.shared_width * d.activation_bytes, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({tokens, d.hidden, d.shared_width, d.dtype})));
+    if (shared_gated) {
+      MOEPLAN_TRY_STATUS(
+          add(c.shared, cs.elementwise({"sigmoid_gate", d.row_bytes(3.0 * tokens), d.dtype})));
+    }
+  }
+  return Status::Ok();
+}
+
+/// One MoE layer of `layout` with these slot token counts.
+Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout,
+                                    const LayerDims& d, const std::vector<double>& slots) {
+  LayerFigures f;
+  LayerCost& c = f.cost;
+  const CostSource& cs = ctx.costs;
+  RankLoad load;
+  load.pairs = rank_tokens({slots}, d.ep_size).front();
+  load.max = *std::max_element(load.pairs.begin(), load.pairs.end());
+  load.total = std::accumulate(load.pairs.begin(), load.pairs.end(), 0.0);
+  const double mean = load.total / static_cast<double>(d.ep_size);
+  f.imbalance = mean > 0.0 ? load.max / mean : 1.0;
+
+  MOEPLAN_TRY_STATUS(router_cost(cs, d, c.router));
+  const auto ep_groups = layout.ep_groups();
+  Result<Exchange> exchange = Error{"no dispatcher"};
+  switch (layout.dispatcher) {
+    case Dispatcher::kPaddedA2a: exchange = padded_a2a_cost(cs, d, ep_groups, slots, c); break;
+    case Dispatcher::kAllGather: exchange = allgather_cost(cs, d, ep_groups, slots, load, c); break;
+    case Dispatcher::kA2av: exchange = a2av_cost(cs, d, ep_groups, slots, load, c); break;
+  }
+  if (!exchange) return exchange.error();
+  // Every dispatcher ends with the weighted sum of the k expert outputs and the shared output.
+  MOEPLAN_TRY_STATUS(
+      add(c.combine,
+          cs.elementwise(
+              {"combine_sum", d.row_bytes(d.group_tokens * d.top_k + d.group_tokens), d.dtype})));
+  f.buffers = exchange->buffers;
+  MOEPLAN_TRY_STATUS(expert_cost(cs, d, *exchange, load, f));
+  MOEPLAN_TRY_STATUS(
+      tp_and_shared_cost(cs, d, layout, ctx.model.shared_expert_gated, f.expert_rows, c));
+  f.activations = 4.0 * d.row_bytes(d.group_tokens) +
+                  f.expert_rows * (3.0 * d.expert_width + d.hidden) * d.activation_bytes +
+                  3.0 * d.group_tokens * d.shared_width * d.activation_bytes;
+  for (CostItem* item : {&c.router, &c.dispatch, &c.experts, &c.combine, &c.tp, &c.shared}) {
+    if (item->source.empty()) item->source = cs.name();
+  }
+  return f;
+}
+
+void accumulate(LayerCost& sum, const LayerCost& add_cost, double weight) {
+  CostItem* dst[] = {&sum.router, &sum.dispatch, &sum.experts, &sum.combine, &sum.tp, &sum.shared};
+  const CostItem* src[] = {&add_cost.router,  &add_cost.dispatch, &add_cost.experts,
+                           &add_cost.combine, &add_cost.tp,       &add_cost.shared};
+  for (std::size_t i = 0; i < 6; ++i) {
+    dst[i]->seconds += weight * src[i]->seconds;
+    if (dst[i]->source.empty()) {
+      dst[i]->source = src[i]->source;
+    } else if (dst[i]->source.find(src[i]->source) == std::string::npos) {
+      dst[i]->source += "+" + src[i]->source;
+    }
+  }
+}
+
+}  // namespace
+
+Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
+  const auto& m = ctx.model;
+  if (layout.num_gpus > ctx.cluster.num_gpus()) {
+    return Error{"layout " + layout.shape_name() + " needs " + std::to_string(layout.num_gpus) +
+                 " GPUs but cluster '" + ctx.cluster.name() + "' has " +
+                 std::to_string(ctx.cluster.num_gpus())};
+  }
+  if (layout.dp_size * layout.ep_size * layout.tp_size != layout.num_gpus) {
+    return Error{"layout " + layout.shape_name() +
+                 ": expected dp·ep·tp = " + std::to_string(layout.num_gpus)};
+  }
+  if (auto rule = layout_rule_violation(m, layout.ep_size, layout.tp_size)) {
+    return Error{"layout " + layout.shape_name() + " is illegal for '" + m.name + "': " + *rule};
+  }
+  if (ctx.workload.tokens_per_gpu <= 0) {
+    return Error{"tokens per GPU: expected a positive count, got " +
+                 std::to_string(ctx.workload.tokens_per_gpu)};
+  }
+  const int num_moe = m.num_moe_layers();
+  if (ctx.load.num_layers() != 1 && ctx.load.num_layers() != num_moe) {
+    return Error{"load '" + ctx.load.source + "' has " + std::to_string(ctx.load.num_layers()) +
+                 " layers, expected 1 or the " + std::to_string(num_moe) + " MoE layers of '" +
+                 m.name + "'"};
+  }
+  auto placement = ctx.placement
+                       ? ctx.placement(layout.ep_size)
+                       : Result<Placement>(contiguous_placement(1, m.num_experts, layout.ep_size));
+  if (!placement) return placement.error();
+  if (placement->ep_size != layout.ep_size) {
+    return Error{"placement '" + placement->policy + "' is for ep_size " +
+                 std::to_string(placement->ep_size) + ", expected " +
+                 std::to_string(layout.ep_size)};
+  }
+
+  LayerDims d;
+  d.hidden = static_cast<double>(m.hidden_size);
+  d.expert_width = static_cast<double>(m.moe_intermediate_size / layout.tp_size);
+  d.shared_width = static_cast<double>(m.shared_intermediate_total() / layout.tp_size);
+  d.top_k = m.num_experts_per_tok;
+  d.dtype = m.dtype;
+  d.activation_bytes = dtype_bytes(m.dtype);
+  d.group_tokens = static_cast<double>(layout.tp_size) * ctx.workload.tokens_per_gpu;
+  d.num_experts = m.num_experts;
+  d.ep_size = layout.ep_size;
+  d.slots_per_rank = placement->slots_per_rank();
+  const double routed_pairs = layout.ep_size * d.group_tokens * d.top_k;
+  auto slots = slot_tokens(ctx.load, *placement, routed_pairs);
+  if (!slots) return slots.error();
+
+  LayoutCost out;
+  out.layout = layout;
+  const double layer_weight = static_cast<double>(num_moe) / static_cast<double>(slots->size());
+  LayerCost step;
+  double buffers = 0.0, activations = 0.0, imbalance = 0.0, rows = 0.0, useful = 0.0;
+  const std::vector<double>* prev = nullptr;
+  const bool varies = std::any_of(slots->begin(), slots->end(), [&](const std::vector<double>& r) {
+    return r != slots->front();
+  });
+  LayerFigures fig;
+  for (const auto& row : *slots) {
+    if (prev == nullptr || *prev != row) {  // identical rows (e.g. uniform load) cost the same
+      auto r = cost_one_layer(ctx, layout, d, row);
+      if (!r) return r.error();
+      fig = std::move(*r);
+      prev = &row;
+    }
+    accumulate(step, fig.cost, layer_weight);
+    if (varies) {
+      out.layers.push_back(fig.cost);
+      out.layer_imbalance.push_back(fig.imbalance);
+    }
+    buffers = std::max(buffers, fig.buffers);
+    activations = std::max(activations, fig.activations);
+    imbalance += fig.imbalance * layer_weight;
+    rows += fig.expert_rows * layer_weight;
+    useful += fig.useful_rows * layer_weight;
+  }
+  out.step_seconds = step.total();
+  out.per_layer = step;
+  for (CostItem* item : {&out.per_layer.router, &out.per_layer.dispatch, &out.per_layer.experts,
+                         &out.per_layer.combine, &out.per_layer.tp, &out.per_layer.shared}) {
+    item->seconds /= num_moe;
+  }
+  out.tokens_per_s_per_gpu =
+      out.step_seconds > 0.0 ? ctx.workload.tokens_per_gpu / out.step_seconds : 0.0;
+  out.imbalance = imbalance / num_moe;
+  out.expert_rows = rows / num_moe;
+  out.useful_rows = useful / num_moe;
+
+  // Memory per GPU.
+  const double weight_bytes = dtype_bytes(m.dtype);
+  const double hidden = d.hidden;
+  const double tp = layout.tp_size;
+  MemoryPerGpu& mem = out.memory;
+  mem.experts = num_moe * d.slots_per_rank * 3.0 * hidden * d.expert_width * weight_bytes;
+  mem.shared = num_moe *
+               (3.0 * hidden * d.shared_width + (m.shared_expert_gated ? hidden : 0.0) +
+                hidden * m.num_experts) *
+               weight_bytes;
+  const double attention = static_cast<double>(m.attention.parameters(m.hidden_size)) / tp;
+  const double dense_mlp =
+      m.num_dense_layers() * static_cast<double>(m.dense_mlp_parameters()) / tp;
+  const double embed =
+      static_cast<double>(m.vocab_size) * hidden * (m.tie_word_embeddings ? 1.0 : 2.0) / tp;
+  mem.dense = (m.num_hidden_layers * (attention + 2.0 * hidden) + dense_mlp + embed + hidden) *
+              weight_bytes;
+  mem.buffers = buffers;
+  mem.activations = activations;
+  out.memory_capacity = ctx.cluster.device().hbm_bytes;
+  out.feasible = mem.total() <= out.memory_capacity;
+  return out;
+}
+
+}  // namespace moeplan::planner

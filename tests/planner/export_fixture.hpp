@@ -13,8 +13,8 @@
 #include <string>
 
 #include "models/registry.hpp"
-#include "planner/export.hpp"
 #include "planner/costs/roofline_costs.hpp"
+#include "planner/export.hpp"
 
 namespace moeplan::planner::export_test {
 

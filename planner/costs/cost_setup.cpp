@@ -13,13 +13,14 @@ namespace {
 Result<std::unique_ptr<CostDb>> open_costs(const std::string& costs_path) {
   std::error_code ec;
   if (std::filesystem::is_directory(costs_path, ec)) {
-    return input_error("costs", " " + costs_path +
-                 ": expected a cost database file written by moeplan profile, got a directory");
+    return input_error(
+        "costs", " " + costs_path +
+                     ": expected a cost database file written by moeplan profile, got a directory");
   }
   if (!std::filesystem::is_regular_file(costs_path, ec)) {
     return input_error("costs", " " + costs_path +
-                 ": no such file; expected a cost database written "
-                 "by moeplan profile");
+                                    ": no such file; expected a cost database written "
+                                    "by moeplan profile");
   }
   auto db = CostDb::open(costs_path, false);
   if (!db) return input_error("costs", ": " + db.error().message);
@@ -28,9 +29,12 @@ Result<std::unique_ptr<CostDb>> open_costs(const std::string& costs_path) {
 
 /// The roofline and, with a database, its measured costs for `device` of the set-up cluster.
 Status finish_setup(CostSetup& s, const std::string& device, CostStatistic statistic) {
-  s.roofline = std::make_unique<RooflineCosts>(*s.cluster);
+  auto calibration = load_calibration(s.cluster->device().name);
+  if (!calibration) return calibration.error();
+  if (*calibration) s.calibration = std::make_shared<const Calibration>(std::move(**calibration));
+  s.roofline = std::make_unique<RooflineCosts>(*s.cluster, s.calibration);
   if (s.db) {
-    auto m = MeasuredCosts::load(*s.db, *s.cluster, device, statistic);
+    auto m = MeasuredCosts::load(*s.db, *s.cluster, device, statistic, s.calibration);
     if (!m) return input_error("costs", ": " + m.error().message);
     s.measured = std::move(*m);
   }
@@ -53,9 +57,11 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
   if (local) {
     const int n = **local;
     if (!s.db) {
-      return input_error("cluster", " " + cluster +
-                   ": expected {costs} FILE too (a local cluster's device spec is derived from "
-                   "its profile)");
+      return input_error(
+          "cluster",
+          " " + cluster +
+              ": expected {costs} FILE too (a local cluster's device spec is derived from "
+              "its profile)");
     }
     auto points = s.db->points();
     if (!points) return points.error();
@@ -72,8 +78,8 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
       std::string list;
       for (const auto& d : devices) list += (list.empty() ? "" : ", ") + d;
       return input_error("costs", " " + costs_path + ": no profile of " + std::to_string(n) +
-                   " ranks; expected a device ending in '" + suffix +
-                   "' among: " + (list.empty() ? "(none)" : list));
+                                      " ranks; expected a device ending in '" + suffix +
+                                      "' among: " + (list.empty() ? "(none)" : list));
     }
     const double memory = host_memory_bytes() / n;
     const auto spec = derive_device_spec(*points, device, memory);

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "planner/costs/cost_model.hpp"
-#include "planner/topology/local_cluster.hpp"
 #include "planner/costs/measured_costs.hpp"
+#include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
 namespace {

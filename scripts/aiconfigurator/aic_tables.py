@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 PACKAGE = "aiconfigurator-core"
 KNOWN_PACKAGE_VERSION = "0.12.0"
 
-# moeplan device names (resources/devices/*.json) for aiconfigurator's system names. Note:
-# moeplan's b200.json describes a GB200 NVL72 GPU; b200_sxm is an HGX B200 (see docs/GPU_COSTS.md).
-SYSTEM_DEVICE = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "b200"}
+# moeplan device names (resources/devices/*.json) for aiconfigurator's system names: b200_sxm is
+# an HGX B200 (resources/devices/b200_sxm.json); moeplan's b200.json is the GB200 NVL72 GPU.
+SYSTEM_DEVICE = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200_sxm", "gb200": "b200"}
 
 # The GPU name aiconfigurator's collectors write into the `device` column, per system. A row with
 # another name was measured on other silicon and copied into this system's directory.

@@ -4,7 +4,8 @@
     python3 scripts/aiconfigurator/import_aiconfigurator.py --system h200_sxm --framework trtllm \
         [--version current|V] [--nccl-version V] [--device NAME] [--data-dir DIR] --out DB
 
-Writes the SQLite schema of planner/cost_db.cpp (moeplan_schema version 1; tables runs, points)
+Writes the SQLite schema of planner/costs/cost_db.cpp (moeplan_schema version 2; tables runs,
+points)
 for one system x framework x version: one `runs` row per source table (its path, collection
 metadata and the package version in `command`), and one `points` row per measured key. Every
 point's `detail` carries its provenance:
@@ -49,8 +50,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import aic_tables as aic  # noqa: E402
 from aic_tables import BadInput  # noqa: E402
 
-SCHEMA_VERSION = 1
-# Verbatim from planner/cost_db.cpp, migration 1 (never edit a migration).
+SCHEMA_VERSION = 2
+# Verbatim from planner/costs/cost_db.cpp, migrations 1 and 2 (never edit a migration).
 SCHEMA_SQL = """
 CREATE TABLE runs(
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -67,7 +68,12 @@ CREATE TABLE points(
   bus_bandwidth REAL NOT NULL, disposition TEXT NOT NULL, detail TEXT, measured_at TEXT NOT NULL,
   UNIQUE(device, backend, op, dtype, shape, group_size));
 CREATE INDEX points_by_op ON points(op, dtype, group_size, m);
+
+ALTER TABLE points ADD COLUMN provenance TEXT NOT NULL DEFAULT '';
 """
+# points.provenance of every imported point: "imported:" + the value kind (measured, borrowed,
+# measured-as=fp16); planner/costs/cost_db.hpp kProvenanceImported.
+PROVENANCE_PREFIX = "imported:"
 
 FRAMEWORKS = ("trtllm", "sglang", "vllm")
 OPS = ("moe_fused", "gemm", "all_gather", "all_reduce", "all_to_all", "reduce_scatter",
@@ -152,7 +158,7 @@ class Writer:
             run_id=run_id, device=self.device, backend=backend, op=op, dtype=dtype, shape=shape,
             m=float(m), n=float(n), k=float(k), group_size=int(group_size), bytes=float(bytes_),
             flops=float(flops), samples=[seconds], bus_factor=bus_bw_factor, detail=detail,
-            measured_at=table.collected_at or "unknown")
+            measured_at=table.collected_at or "unknown", provenance=PROVENANCE_PREFIX + value)
         self.counts[op] = self.counts.get(op, 0) + 1
 
     def write(self, out: str):
@@ -187,11 +193,12 @@ class Writer:
                 rows.append((p["run_id"], p["device"], p["backend"], p["op"], p["dtype"],
                              p["shape"], p["m"], p["n"], p["k"], p["group_size"], p["bytes"],
                              p["flops"], med, s[0], s[-1], len(s), bus, "passed", detail,
-                             p["measured_at"]))
+                             p["measured_at"], p["provenance"]))
             db.executemany(
                 "INSERT INTO points(run_id, device, backend, op, dtype, shape, m, n, k, "
                 "group_size, bytes, flops, median_s, p10_s, p90_s, repetitions, bus_bandwidth, "
-                "disposition, detail, measured_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "disposition, detail, measured_at, provenance) "
+                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 rows)
             db.commit()
             ok = db.execute("PRAGMA integrity_check").fetchone()[0]

@@ -96,12 +96,15 @@ class ImportFixture(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(self.leftovers(), ["costs.db"])  # the temp file was renamed
         db = sqlite3.connect(self.db)
-        self.assertEqual(db.execute("SELECT version FROM moeplan_schema").fetchall(), [(1,)])
+        self.assertEqual(db.execute("SELECT version FROM moeplan_schema").fetchall(), [(2,)])
         cols = [r[1] for r in db.execute("PRAGMA table_info(points)")]
         self.assertEqual(cols, ["id", "run_id", "device", "backend", "op", "dtype", "shape", "m",
                                 "n", "k", "group_size", "bytes", "flops", "median_s", "p10_s",
                                 "p90_s", "repetitions", "bus_bandwidth", "disposition", "detail",
-                                "measured_at"])
+                                "measured_at", "provenance"])
+        # the provenance column repeats the value kind of `detail`
+        for detail, prov in db.execute("SELECT detail, provenance FROM points"):
+            self.assertEqual(prov, "imported:" + detail.split("value=")[1].split()[0])
         ops = dict(db.execute("SELECT op, count(*) FROM points GROUP BY op").fetchall())
         self.assertEqual(ops, {"moe_fused": 30, "gemm": 6, "all_reduce": 36, "all_gather": 36,
                                "all_to_all": 16, "moe_dispatch": 4, "moe_combine": 4})

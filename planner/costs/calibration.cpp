@@ -32,10 +32,11 @@ double Calibration::peak_flops(const std::string& table_dtype) const {
 
 namespace {
 
-// Parameters are positive (exponents and half points may be tiny); 1e-30 .. 1e30 keeps a
-// corrupted file from producing NaNs or infinities.
-constexpr double kLo = 1e-30;
-constexpr double kHi = 1e30;
+// Parameters are positive and finite. Exponents and half points may be tiny, and a half size
+// huge: a fit where the size term is flat (b200_sxm all_gather/8: S_h ≈ 2e36 with a small
+// exponent) is still a finite curve.
+constexpr double kLo = 1e-300;
+constexpr double kHi = 1e300;
 
 const nlohmann::json* object_at(const nlohmann::json& j, const std::string& key) {
   if (!j.is_object()) return nullptr;

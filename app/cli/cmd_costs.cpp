@@ -261,7 +261,7 @@ int run_report(const ReportOptions& o) {
         "costs", " " + o.costs + ": no such file; expected a database from moeplan costs import"));
   }
   auto db = planner::CostDb::open(o.costs, false);
-  if (!db) return report_error(input_error("costs", ": " + db.error().message));
+  if (!db) return report_error(input_error("costs", " " + db.error().message));
   auto devices = (*db)->devices();
   if (!devices) return report_error(devices.error());
   if (devices->size() != 1) {
@@ -281,7 +281,7 @@ int run_report(const ReportOptions& o) {
     models.push_back(std::move(*m));
   }
   auto report = planner::accuracy_report(**db, *node, models, *cal ? &**cal : nullptr);
-  if (!report) return report_error(input_error("costs", ": " + report.error().message));
+  if (!report) return report_error(input_error("costs", " " + report.error().message));
 
   // Stats per (kind, dtype) and per (kind, dtype, shape).
   struct Group {

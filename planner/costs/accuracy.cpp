@@ -155,9 +155,16 @@ Result<AccuracyReport> accuracy_report(const CostDb& db, const Cluster& cluster,
       c.split = "ep" + std::to_string(q.ep_size) + "xtp" + std::to_string(q.tp_size);
       c.x = tokens;
       c.measured = curve->seconds[i];
+      // The plain roofline's booking of the same work (a2av): experts and the permute of the
+      // rank's pairs, plus the weighted sum of its tokens (the tables' finalize).
       auto old = plain.moe_fused(b);
       if (!old) return old.error();
-      c.old_roofline = old->seconds;
+      const double group_tokens = tokens / q.ep_size;
+      auto sum = plain.elementwise(
+          {"combine_sum", (group_tokens * q.top_k + group_tokens) * q.hidden * dtype_bytes(q.dtype),
+           q.dtype});
+      if (!sum) return sum.error();
+      c.old_roofline = old->seconds + sum->seconds;
       if (calibrated.has_fused_moe(b.table_dtype())) {
         auto t = calibrated.moe_fused(b);
         if (!t) return t.error();

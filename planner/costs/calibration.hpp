@@ -37,6 +37,8 @@ struct GemmCalibration {
 /// One EP rank's fused MoE kernel (docs/GPU_COSTS.md, "Calibrated roofline"):
 ///   t = fixed_s + G(2·I/tp, H) + G(H, I/tp) + 3·P·(I/tp)·2 / (η·HBM)
 ///       + permute_factor · 2·(P + N)·H·2 / (η·HBM)
+/// (N: the rows the kernel reads in and writes out: the tokens under all-gather dispatch, the
+/// routed rows under an all-to-all one)
 /// with G a grouped GEMM over the rank's non-empty groups: P = Σ m_g rows, A = Σ min(1, m_g)
 /// groups, m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k / (peak·eff), t_m = (A·n·k·w + P·(n+k)·a) /
 /// (η·HBM), G = (t_c^q + t_m^q)^(1/q) + A·per_group_s.

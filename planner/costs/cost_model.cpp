@@ -73,12 +73,19 @@ bool names_source(const std::string& sources, const std::string& source) {
   return false;
 }
 
-/// Appends `source` to the "+"-joined list of an item unless it is named already.
+/// Appends each name of the "+"-joined list `source` to the list `sources` unless it is named
+/// already.
 void add_source(std::string& sources, const std::string& source) {
-  if (sources.empty()) {
-    sources = source;
-  } else if (!names_source(sources, source)) {
-    sources += "+" + source;
+  for (std::size_t at = 0; at <= source.size();) {
+    std::size_t end = source.find('+', at);
+    if (end == std::string::npos) end = source.size();
+    const std::string one = source.substr(at, end - at);
+    if (sources.empty()) {
+      sources = one;
+    } else if (!one.empty() && !names_source(sources, one)) {
+      sources += "+" + one;
+    }
+    at = end + 1;
   }
 }
 
@@ -114,9 +121,10 @@ struct LayerDims {
   int tp_size = 1;
   double inter = 0.0;  ///< I, the full expert width
   DType dtype = DType::kBf16;
-  /// The cost source prices a rank's fused MoE kernel (permute, experts, weighted sum): the
-  /// dispatchers then book no permute and the combine no weighted sum (counted once, in experts).
+  /// The cost source prices a rank's fused MoE kernel (permute, experts, unpermute): the
+  /// dispatchers then book no permute (counted once, in experts).
   bool fused = false;
+  bool gathers_tokens = false;  ///< the all-gather dispatcher: every token reaches every rank
   /// Bytes of `rows` hidden-state rows.
   double row_bytes(double rows) const { return rows * hidden * activation_bytes; }
 };
@@ -282,7 +290,7 @@ Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
 
 /// Expert compute on the slowest EP rank: gate+up [m, H] × [H, 2I/tp], SiLU·up,
 /// down [m, I/tp] × [I/tp, H] as grouped GEMMs over its slots' rows; or, where the source prices
-/// it, the rank's fused MoE kernel (which also permutes its pairs and sums its tokens' outputs).
+/// it, the rank's fused MoE kernel (which also expands its rows in and writes them back out).
 Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
                    const RankLoad& load, LayerFigures& f) {
   double slowest = -1.0;
@@ -299,6 +307,8 @@ Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
       q.tp_size = d.tp_size;
       q.ep_size = d.ep_size;
       q.rows = x.rows[r];
+      // An all-to-all dispatch hands the kernel only its own rows; all-gather every token.
+      q.rows_in = d.gathers_tokens ? 0.0 : rows;
       q.dtype = d.dtype;
       MOEPLAN_TRY_STATUS(add(item, cs.moe_fused(q)));
     } else {
@@ -372,14 +382,11 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
     case Dispatcher::kA2av: exchange = a2av_cost(cs, d, ep_groups, slots, load, c); break;
   }
   if (!exchange) return exchange.error();
-  // Every dispatcher ends with the weighted sum of the k expert outputs and the shared output
-  // (inside the fused kernel where the source prices one).
-  if (!d.fused) {
-    MOEPLAN_TRY_STATUS(
-        add(c.combine,
-            cs.elementwise(
-                {"combine_sum", d.row_bytes(d.group_tokens * d.top_k + d.group_tokens), d.dtype})));
-  }
+  // Every dispatcher ends with the weighted sum of the k expert outputs and the shared output.
+  MOEPLAN_TRY_STATUS(
+      add(c.combine,
+          cs.elementwise(
+              {"combine_sum", d.row_bytes(d.group_tokens * d.top_k + d.group_tokens), d.dtype})));
   f.buffers = exchange->buffers;
   MOEPLAN_TRY_STATUS(expert_cost(cs, d, *exchange, load, f));
   MOEPLAN_TRY_STATUS(
@@ -453,6 +460,7 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   d.tp_size = layout.tp_size;
   d.inter = static_cast<double>(m.moe_intermediate_size);
   d.fused = ctx.costs.has_fused_moe(std::string(dtype_name(m.dtype)));
+  d.gathers_tokens = layout.dispatcher == Dispatcher::kAllGather;
   const double routed_pairs = layout.ep_size * d.group_tokens * d.top_k;
   auto slots = slot_tokens(ctx.load, *placement, routed_pairs);
   if (!slots) return slots.error();

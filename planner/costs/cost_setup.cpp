@@ -23,7 +23,7 @@ Result<std::unique_ptr<CostDb>> open_costs(const std::string& costs_path) {
                                     "by moeplan profile");
   }
   auto db = CostDb::open(costs_path, false);
-  if (!db) return input_error("costs", ": " + db.error().message);
+  if (!db) return input_error("costs", " " + db.error().message);
   return std::move(*db);
 }
 
@@ -35,7 +35,7 @@ Status finish_setup(CostSetup& s, const std::string& device, CostStatistic stati
   s.roofline = std::make_unique<RooflineCosts>(*s.cluster, s.calibration);
   if (s.db) {
     auto m = MeasuredCosts::load(*s.db, *s.cluster, device, statistic, s.calibration);
-    if (!m) return input_error("costs", ": " + m.error().message);
+    if (!m) return input_error("costs", " " + m.error().message);
     s.measured = std::move(*m);
   }
   return Status::Ok();

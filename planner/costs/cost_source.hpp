@@ -65,13 +65,18 @@ struct CollectiveQuery {
 
 /// One EP rank's fused MoE kernel for one layer, as TensorRT-LLM runs it and the measured tables
 /// time it: permute (expand the rank's routed pairs), gate+up grouped GEMM with SiLU, down grouped
-/// GEMM, and unpermute with the weighted top-k sum. No router, shared expert or communication.
-/// The cost model books it under `experts` and then books no separate permute (dispatch) or
-/// weighted sum (combine).
+/// GEMM, and unpermute (finalize). No router, shared expert or communication. The cost model books
+/// it under `experts` and then books no separate dispatch permute (the kernel expands its rows
+/// itself); the weighted top-k sum where each token lives stays in `combine`.
 struct MoeFusedQuery {
-  /// Tokens entering the MoE on the rank: every EP rank's tokens, ep · (tokens of a TP group)
-  /// (the tables' num_tokens: G·T for G GPUs of T tokens under attention DP).
+  /// Tokens the tables would route over all E experts to give this rank its pairs: every EP
+  /// rank's tokens, ep · (tokens of a TP group) (the tables' num_tokens: G·T for G GPUs of T
+  /// tokens under attention DP and all-gather dispatch).
   double tokens = 0.0;
+  /// Rows the kernel reads in and writes out when they are not `tokens`: an all-to-all dispatch
+  /// (a2av, padded_a2a) delivers only the rank's routed rows. 0: `tokens` (all-gather: every
+  /// gathered token passes the kernel).
+  double rows_in = 0.0;
   double hidden = 0.0;  ///< H
   double inter = 0.0;   ///< the expert's full intermediate width I (a rank holds I / tp)
   int top_k = 1;

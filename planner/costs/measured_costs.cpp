@@ -448,6 +448,7 @@ double fused_roof(const void* ctx, double tokens) {
   const auto* r = static_cast<const FusedRoof*>(ctx);
   MoeFusedQuery q = *r->q;
   q.tokens = tokens;
+  q.rows_in = 0.0;  // as measured: every token through the kernel
   auto t = r->roof->moe_fused(q.balanced());
   return t ? t->seconds : 0.0;
 }
@@ -465,9 +466,12 @@ Result<CostEstimate> MeasuredCosts::moe_fused(const MoeFusedQuery& q) const {
   const FusedRoof ctx{&roofline_, &q};
   CostEstimate out;
   out.seconds = curve_lookup(*curve, q.tokens, fused_roof, &ctx, &out.source);
-  if (!is_balanced(q)) {
-    // The tables route evenly; this rank's rows are not even: hold the measured efficiency and
-    // scale by the roofline's ratio of these rows to balanced ones.
+  const bool other_rows_in =
+      q.rows_in > 0.0 && std::abs(q.rows_in - q.tokens) > 1e-9 * std::max(1.0, q.tokens);
+  if (!is_balanced(q) || other_rows_in) {
+    // The tables route `tokens` evenly through the kernel; this rank's rows are not even, or
+    // another number of rows passes its kernel: hold the measured efficiency and scale by the
+    // roofline's ratio of this rank to the measured case.
     const double balanced = fused_roof(&ctx, q.tokens);
     if (balanced > 0.0) out.seconds *= roof->seconds / balanced;
     out.source = worse(out.source, kSourceExtrap);

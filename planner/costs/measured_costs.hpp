@@ -83,7 +83,8 @@ class MeasuredCosts final : public CostSource {
   /// The curve of (dtype, H, I, E, k, tp, ep), balanced routing, in tokens: exact, interpolated,
   /// or extrapolated against the roofline's fused form. A rank whose rows are not balanced (a
   /// skewed load, padding, replicas) gets the balanced time scaled by the roofline's ratio of its
-  /// rows to balanced ones (db-extrap). A shape not in the tables is a miss.
+  /// rows to balanced ones (db-extrap), and so does a rank whose kernel reads other rows than
+  /// `tokens` (rows_in of an all-to-all dispatch). A shape not in the tables is a miss.
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
 
   /// The queries that missed the database (answered by the roofline), one line each, sorted.

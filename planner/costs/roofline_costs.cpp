@@ -221,18 +221,18 @@ Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
                            calibration_->hbm_bandwidth) +
         calibrated_grouped(*c, q.rows, q.hidden, width, b, peak, calibration_->hbm_bandwidth) +
         3.0 * pairs * width * 2.0 / hbm +
-        c->permute_factor * 2.0 * (pairs + q.tokens) * q.hidden * 2.0 / hbm;
+        c->permute_factor * 2.0 * (pairs + (q.rows_in > 0.0 ? q.rows_in : q.tokens)) * q.hidden *
+            2.0 / hbm;
     return CostEstimate{t, kSourceCalibrated};
   }
-  // The plain parts: what the cost model books for a rank without a fused price.
+  // The plain parts: what the cost model books for a rank without a fused price (its experts
+  // and the permute of its pairs).
   const double b = dtype_bytes(q.dtype);
   CostEstimate out{0.0, kSourceRoofline};
-  for (const auto& part :
-       {grouped_gemm({q.rows, 2.0 * width, q.hidden, q.dtype}),
-        elementwise({"silu_mul", 3.0 * pairs * width * b, q.dtype}),
-        grouped_gemm({q.rows, q.hidden, width, q.dtype}),
-        elementwise({"permute", 2.0 * pairs * q.hidden * b, q.dtype}),
-        elementwise({"combine_sum", (pairs + q.tokens / q.ep_size) * q.hidden * b, q.dtype})}) {
+  for (const auto& part : {grouped_gemm({q.rows, 2.0 * width, q.hidden, q.dtype}),
+                           elementwise({"silu_mul", 3.0 * pairs * width * b, q.dtype}),
+                           grouped_gemm({q.rows, q.hidden, width, q.dtype}),
+                           elementwise({"permute", 2.0 * pairs * q.hidden * b, q.dtype})}) {
     if (!part) return part.error();
     out.seconds += part->seconds;
   }

@@ -92,8 +92,8 @@ class RooflineCosts final : public CostSource {
   /// True when the calibration has a fused MoE fit for `table_dtype`.
   bool has_fused_moe(const std::string& table_dtype) const override;
   /// The calibrated fused form (calibration.hpp) when fitted for the dtype; otherwise the plain
-  /// parts the cost model books without it (grouped GEMMs, SiLU, permute of the rank's pairs,
-  /// weighted sum of its tokens), labelled "roofline".
+  /// parts the cost model books without it (grouped GEMMs, SiLU, the permute of the rank's
+  /// pairs), labelled "roofline".
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
 
   /// The plain collective: routed over the cluster graph. Link load is linear in the bytes, so

@@ -125,6 +125,16 @@ TEST(GpuTables, FixtureAnswersFromTheTables) {
       r->seconds,
       t512 * roof.moe_fused(skewed)->seconds / roof.moe_fused(qwen3_30b(512, 2, 4))->seconds,
       1e-12);
+  // Another number of rows through the kernel (an all-to-all dispatch's own rows): scaled too.
+  MoeFusedQuery own = qwen3_30b(512, 2, 4);
+  own.rows_in = 256;
+  r = m.moe_fused(own);
+  EXPECT_EQ(r->source, kSourceExtrap);
+  EXPECT_NEAR(r->seconds,
+              t512 * roof.moe_fused(own)->seconds / roof.moe_fused(qwen3_30b(512, 2, 4))->seconds,
+              1e-12);
+  own.rows_in = 512;  // the same rows as measured: exact
+  EXPECT_EQ(m.moe_fused(own)->source, kSourceExact);
   // A shape the tables lack: the calibrated roofline, said so.
   EXPECT_TRUE(m.misses().empty());
   MoeFusedQuery other = qwen3_30b(512, 2, 4);
@@ -204,13 +214,24 @@ TEST(GpuTables, PlanBooksEachRanksFusedKernelFromTheTables) {
   ASSERT_TRUE(model.ok());
   PlanRequest req;
   req.workload = {Phase::kPrefill, 64};  // 8 GPUs × 64 tokens = 512 tokens entering each rank
-  req.dispatchers = {Dispatcher::kA2av};
+  // All-gather dispatch: every token of the EP group passes each rank's kernel, as measured.
+  req.dispatchers = {Dispatcher::kAllGather, Dispatcher::kA2av};
   auto plan = make_plan(*model, *s->cluster, s->costs(), req);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   int checked = 0;
   for (const auto& l : plan->layouts) {
     const int tp = l.layout.tp_size, ep = l.layout.ep_size;
-    if (!((tp == 1 && ep == 8) || (tp == 2 && ep == 4) || (tp == 8 && ep == 1))) continue;
+    if (!((tp == 1 && ep == 8) || (tp == 2 && ep == 4) || (tp == 8 && ep == 1))) {
+      EXPECT_EQ(l.per_layer.experts.source, kSourceMiss);  // not in the fixture
+      continue;
+    }
+    if (l.layout.dispatcher == Dispatcher::kA2av) {
+      // An all-to-all hands the kernel the rank's pairs (tokens · k / ep rows): as measured only
+      // when ep = k (8 here); otherwise the measured time scaled by the roofline.
+      EXPECT_EQ(l.per_layer.experts.source, ep == 8 ? kSourceExact : kSourceExtrap)
+          << l.layout.shape_name();
+      continue;
+    }
     EXPECT_EQ(l.per_layer.experts.source, kSourceExact) << l.layout.shape_name();
     // per layer = the step's sum over 48 layers / 48: equal up to rounding
     EXPECT_NEAR(l.per_layer.experts.seconds / table_time(*s->db, tp, ep, 512), 1.0, 1e-12)

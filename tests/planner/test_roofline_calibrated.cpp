@@ -148,18 +148,22 @@ TEST(Calibration, FusedFormFollowsTheRowsOfTheRank) {
   MoeFusedQuery twice = q;
   for (double& r : twice.rows) r *= 2;
   EXPECT_GT(rc.moe_fused(twice)->seconds, balanced);
-  EXPECT_FALSE(rc.moe_fused({-1, 1, 1, 1, 1, 1, 1, {}, DType::kBf16, ""}).ok());
+  MoeFusedQuery negative = q;
+  negative.tokens = -1;
+  EXPECT_FALSE(rc.moe_fused(negative).ok());
+  // Fewer rows through the kernel (an all-to-all dispatch's own rows) cost less.
+  MoeFusedQuery own = q;
+  own.rows_in = 512;
+  EXPECT_LT(rc.moe_fused(own)->seconds, balanced);
   // Without a fit for the dtype: the plain parts the cost model books without one.
   const RooflineCosts plain(c);
   const auto p = plain.moe_fused(q);
   EXPECT_EQ(p->source, kSourceRoofline);
   const double pairs = 4096 * 8 / 8.0;
-  const double want =
-      plain.grouped_gemm({q.rows, 2 * 768, 2048, DType::kBf16})->seconds +
-      plain.elementwise({"silu_mul", 3 * pairs * 768 * 2, DType::kBf16})->seconds +
-      plain.grouped_gemm({q.rows, 2048, 768, DType::kBf16})->seconds +
-      plain.elementwise({"permute", 2 * pairs * 2048 * 2, DType::kBf16})->seconds +
-      plain.elementwise({"combine_sum", (pairs + 512) * 2048 * 2, DType::kBf16})->seconds;
+  const double want = plain.grouped_gemm({q.rows, 2 * 768, 2048, DType::kBf16})->seconds +
+                      plain.elementwise({"silu_mul", 3 * pairs * 768 * 2, DType::kBf16})->seconds +
+                      plain.grouped_gemm({q.rows, 2048, 768, DType::kBf16})->seconds +
+                      plain.elementwise({"permute", 2 * pairs * 2048 * 2, DType::kBf16})->seconds;
   EXPECT_NEAR(p->seconds, want, 1e-15);
 }
 
@@ -216,12 +220,21 @@ TEST(Calibration, CostModelBooksTheFusedKernelOnce) {
     EXPECT_GT(p.ops["permute"], 0);
     EXPECT_GT(p.ops["combine_sum"], 0);
     EXPECT_EQ(lp->per_layer.experts.source, kSourceRoofline);
-    // Calibrated: one fused answer per EP rank instead of all four.
+    // Calibrated: one fused answer per EP rank for the experts and the permute of their rows;
+    // the weighted sum where each token lives stays in combine.
     EXPECT_EQ(k.fused_calls, 4);
     EXPECT_EQ(k.grouped, 0);
     EXPECT_EQ(k.ops["permute"], 0);
-    EXPECT_EQ(k.ops["combine_sum"], 0);
+    EXPECT_EQ(k.ops["combine_sum"], p.ops["combine_sum"]);
     EXPECT_EQ(k.ops["silu_mul"], 0);
+    // All-gather hands the kernel every token; an all-to-all only the rank's rows.
+    if (disp == Dispatcher::kAllGather) {
+      EXPECT_EQ(k.last.rows_in, 0.0);
+    } else {
+      double rows = 0.0;
+      for (const double r : k.last.rows) rows += r;
+      EXPECT_DOUBLE_EQ(k.last.rows_in, rows);
+    }
     EXPECT_EQ(lk->per_layer.experts.source, kSourceCalibrated);
     // The query: every EP rank's tokens (ep · tp · tokens per GPU) and the rank's slot rows.
     EXPECT_DOUBLE_EQ(k.last.tokens, 4 * 2 * 512.0);

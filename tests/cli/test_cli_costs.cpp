@@ -47,7 +47,11 @@ std::string full_tables_python() {
   if (const char* p = std::getenv("MOEPLAN_PYTHON"); p != nullptr && p[0] != '\0') {
     candidates.emplace_back(p);
   }
-  if (const char* home = std::getenv("HOME"); home != nullptr) {
+  const char* cache = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  if (cache != nullptr && cache[0] != '\0') {
+    candidates.push_back(std::string(cache) + "/moeplan/gpu-tables-venv/bin/python");
+  } else if (home != nullptr) {
     candidates.push_back(std::string(home) + "/.cache/moeplan/gpu-tables-venv/bin/python");
   }
   for (const auto& c : candidates) {

@@ -30,8 +30,7 @@ Result<JobWorld> JobWorld::open(const ThreadRanks& ranks, const std::vector<std:
   }
   if (ranks.requested != -1 && ranks.requested != launched) {
     return input_error("ranks", " " + std::to_string(ranks.requested) + " under a launcher of " +
-                                    std::to_string(launched) +
-                                    " processes: expected no {ranks}");
+                                    std::to_string(launched) + " processes: expected no {ranks}");
   }
   auto world = mpi_world();
   if (!world) {

@@ -32,14 +32,16 @@ std::string utc_now() {
 
 Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_size) {
   if (o.backend != "cpu") {
-    return input_error("backend", " " + o.backend +
-                 ": this build profiles the cpu backend; expected {backend} cpu");
+    return input_error(
+        "backend",
+        " " + o.backend + ": this build profiles the cpu backend; expected {backend} cpu");
   }
   if (o.out.empty()) return input_error("out", ": expected the path of the cost database to write");
   if (!o.cluster.empty() && o.cluster != "local:" + std::to_string(world_size)) {
-    return input_error("cluster", " " + o.cluster + ": a CPU profile measures this machine with its " +
-                 std::to_string(world_size) +
-                 " ranks; expected local:" + std::to_string(world_size) + " or no {cluster}");
+    return input_error(
+        "cluster", " " + o.cluster + ": a CPU profile measures this machine with its " +
+                       std::to_string(world_size) +
+                       " ranks; expected local:" + std::to_string(world_size) + " or no {cluster}");
   }
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
     return input_error("max_seconds", ": expected a time per point in (0, 600] s");
@@ -65,12 +67,14 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   if (!sweep) return sweep.error();
   ProfileRequest req;
   req.sweep = *sweep;
+  req.sweep.backend = o.backend;
   req.ops = split_list(o.ops);
   auto points = sweep_points(req.sweep, req.ops);
   if (!points) return points.error();
   if (points->empty()) {
-    return input_error("ops", " " + o.ops + ": nothing to measure on " + std::to_string(world_size) +
-                 " rank(s) (collectives need at least 2)");
+    return input_error("ops", " " + o.ops + ": nothing to measure on " +
+                                  std::to_string(world_size) +
+                                  " rank(s) (collectives need at least 2)");
   }
   req.out_path = o.out;
   req.resume = o.resume;
@@ -97,13 +101,15 @@ Status check_profile_output(const ProfileRequest& req) {
       return input_error("out", " " + req.out_path + ": expected a file path, got a directory");
     }
     if (!req.resume) {
-      return input_error("out", " " + req.out_path +
-                   " exists; expected {resume} to measure what it lacks, or a new path");
+      return input_error("out",
+                         " " + req.out_path +
+                             " exists; expected {resume} to measure what it lacks, or a new path");
     }
   } else {
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     if (!fs::is_directory(dir, ec)) {
-      return input_error("out", " " + req.out_path + ": directory " + dir.string() + " does not exist");
+      return input_error("out",
+                         " " + req.out_path + ": directory " + dir.string() + " does not exist");
     }
   }
   return Status::Ok();
@@ -121,6 +127,11 @@ Result<ProfileSummary> run_profile(
   const bool root = world.rank() == 0;
   auto points = sweep_points(req.sweep, req.ops);
   if (!points) return points.error();
+  // The backend whose calls every compute op times (its can_implement decides what is
+  // not_supported).
+  auto made = kernels::make_backend(req.sweep.backend);
+  if (!made) return made.error();
+  const std::unique_ptr<kernels::Backend> backend = std::move(*made);
   const Environment env = current_environment();
   ProfileSummary sum;
   sum.device = cpu_device_name(env, world.size());
@@ -208,7 +219,7 @@ Result<ProfileSummary> run_profile(
       Result<std::unique_ptr<OpCase>> c = Error{""};
       try {
         kernels::fault_point(world.rank());
-        c = table->init(point, req.sweep, group);
+        c = table->init(point, req.sweep, group, *backend);
       } catch (const std::bad_alloc&) {
         // The shape's buffers do not fit (host memory here; device memory on a GPU backend,
         // whose allocation failures derive from std::bad_alloc): not supported, and go on.

@@ -102,4 +102,27 @@ Result<planner::LoadData> routed_load(const std::string& spec, const models::Moe
   return d;
 }
 
+namespace {
+
+Result<planner::LoadData> routed_with_model(const std::string& input, const std::string& spec,
+                                            const models::MoeModel* model) {
+  if (model == nullptr) {
+    return input_error(input,
+                       " " + spec + ": a routed load needs {model} (it runs that model's router)");
+  }
+  return routed_load(spec, *model);
+}
+
+}  // namespace
+
+Result<planner::LoadData> load_any(const std::string& file_or_spec, const models::MoeModel* model) {
+  if (is_routed_spec(file_or_spec)) return routed_with_model("load", file_or_spec, model);
+  return planner::load_file_or_spec(file_or_spec, model);
+}
+
+Result<planner::LoadData> synthetic_any(const std::string& spec, const models::MoeModel* model) {
+  if (is_routed_spec(spec)) return routed_with_model("synthetic", spec, model);
+  return planner::synthetic_load(spec, model);
+}
+
 }  // namespace moeplan::profiler

@@ -11,12 +11,12 @@
 #include "models/registry.hpp"
 #include "models/units.hpp"
 #include "planner/costs/cost_setup.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/placement.hpp"
-#include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
-#include "planner/costs/roofline_costs.hpp"
+#include "planner/plan_request.hpp"
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
@@ -45,38 +45,11 @@ struct PlanOptions {
   bool per_layer = false;
   std::string export_format;
   std::string export_layout;
+  std::string framework_version;
   std::string out_dir;
   std::string layout_file;
   std::string costs;
 };
-
-bool is_placement_file(const std::string& placement) {
-  return placement.find('/') != std::string::npos ||
-         (placement.size() > 5 && placement.compare(placement.size() - 5, 5, ".json") == 0);
-}
-
-// A placement file (`moeplan place --out`) fits one EP size: the plan keeps only those layouts.
-Result<planner::PlacementFn> placement_file_fn(const std::string& path,
-                                               const models::MoeModel& model,
-                                               planner::PlanRequest& req) {
-  auto file = planner::load_placement_file(path);
-  if (!file) return file.error();
-  const auto& p = file->result.placement;
-  if (p.num_experts != model.num_experts) {
-    return Error{path + ": placement has " + std::to_string(p.num_experts) + " experts, expected " +
-                 std::to_string(model.num_experts) + " (" + model.name + ")"};
-  }
-  if (p.num_layers() != 1 && p.num_layers() != model.num_moe_layers()) {
-    return Error{path + ": placement has " + std::to_string(p.num_layers()) +
-                 " layers, expected 1 or the " + std::to_string(model.num_moe_layers()) +
-                 " MoE layers of " + model.name};
-  }
-  req.only_ep_size = p.ep_size;
-  req.only_ep_rule = "placement file " + path + " is for ep_size " + std::to_string(p.ep_size);
-  planner::Placement placement = p;
-  placement.policy = path;
-  return planner::PlacementFn([placement](int) { return Result<planner::Placement>(placement); });
-}
 
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3); }
 std::string gib(double bytes) { return format_fixed(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
@@ -254,96 +227,37 @@ int run_plan(const PlanOptions& o) {
           Error{"plan: --export writes the layout's files; drop --json and -o "
                 "(use --out DIR for the folder)"});
     }
-  } else if (!o.out_dir.empty() || !o.export_layout.empty()) {
-    return report_error(Error{"plan: --out and --layout go with --export FORMAT"});
+  } else if (!o.out_dir.empty() || !o.export_layout.empty() || !o.framework_version.empty()) {
+    return report_error(
+        Error{"plan: --out, --layout and --framework-version go with --export FORMAT"});
   }
   auto model = models::load_model(o.model);
   if (!model) return report_error(model.error());
   auto setup = planner::make_cost_setup(o.cluster, o.costs);
   if (!setup) return report_error(setup.error());
   const planner::Cluster* cluster = setup->cluster.get();
-  const auto phase = planner::parse_phase(o.phase);
-  if (!phase) {
-    return report_error(Error{"--phase: expected prefill or decode, got '" + o.phase + "'"});
-  }
-  planner::PlanRequest req;
-  req.workload.phase = *phase;
-  req.workload.tokens_per_gpu = *phase == planner::Phase::kPrefill
-                                    ? planner::kDefaultPrefillTokensPerGpu
-                                    : planner::kDefaultDecodeBatchPerGpu;
-  if (o.tokens_opt->count() > 0) {
-    if (o.tokens <= 0) {
-      return report_error(Error{"--tokens: expected a positive number of tokens per GPU, got " +
-                                std::to_string(o.tokens)});
-    }
-    req.workload.tokens_per_gpu = o.tokens;
-  }
-  if (o.gpus_opt->count() > 0) {
-    if (o.gpus <= 0 || o.gpus > cluster->num_gpus()) {
-      return report_error(Error{"--gpus: expected 1.." + std::to_string(cluster->num_gpus()) +
-                                " (the GPUs of cluster '" + cluster->name() + "'), got " +
-                                std::to_string(o.gpus)});
-    }
-    req.num_gpus = o.gpus;
-  }
   if (o.top < 0) {
     return report_error(
-        Error{"--top: expected 0 (all) or a positive count, got " + std::to_string(o.top)});
+        input_error("top", ": expected 0 (all) or a positive count, got " + std::to_string(o.top)));
   }
-  if (!o.dispatchers.empty()) {
-    req.dispatchers.clear();
-    for (const auto& name : o.dispatchers) {
-      const auto d = planner::parse_dispatcher(name);
-      if (!d) {
-        return report_error(
-            Error{"--dispatcher: expected padded_a2a, allgather or a2av, got '" + name + "'"});
-      }
-      if (std::find(req.dispatchers.begin(), req.dispatchers.end(), *d) == req.dispatchers.end()) {
-        req.dispatchers.push_back(*d);
-      }
-    }
-  }
-  req.attention_dp = o.attention_dp;
-  if (o.redundant < 0 || o.redundant > 1024) {
-    return report_error(Error{"--redundant: expected 0..1024 slots per EP rank, got " +
-                              std::to_string(o.redundant)});
-  }
+  planner::ExpertLoad given_load;
   if (!o.load.empty()) {
-    auto data = profiler::is_routed_spec(o.load) ? profiler::routed_load(o.load, *model)
-                                                 : planner::load_file_or_spec(o.load, &*model);
+    auto data = profiler::load_any(o.load, &*model);
     if (!data) return report_error(data.error());
-    req.load = std::move(data->load);
+    given_load = std::move(data->load);
   }
-  if (is_placement_file(o.placement)) {
-    auto fn = placement_file_fn(o.placement, *model, req);
-    if (!fn) return report_error(fn.error());
-    req.placement = std::move(*fn);
-  } else {
-    const auto policy = planner::parse_policy(o.placement);
-    if (!policy)
-      return report_error(
-          Error{"--placement: " + policy.error().message + ", or a placement file"});
-    if (o.load.empty() && (*policy != planner::PlacementPolicy::kContiguous || o.redundant > 0)) {
-      return report_error(Error{"--placement " + o.placement +
-                                " and --redundant need an expert load (--load FILE|SPEC)"});
-    }
-    if (*policy == planner::PlacementPolicy::kContiguous && o.redundant > 0) {
-      return report_error(Error{"--redundant " + std::to_string(o.redundant) +
-                                ": contiguous placement has no replicas; expected --placement "
-                                "round_robin, eplb or best"});
-    }
-    if (*policy != planner::PlacementPolicy::kContiguous) {
-      // The same fit moeplan-gui uses: EP ranks on nodes of the cluster, the model's groups.
-      planner::PolicyFit fit;
-      fit.policy = *policy;
-      fit.gpus_per_node = cluster->info().gpus_per_node;
-      fit.num_groups = model->router.num_groups;
-      fit.redundant_per_rank = o.redundant;
-      fit.pairs_per_step =
-          static_cast<std::int64_t>(req.workload.tokens_per_gpu) * model->num_experts_per_tok;
-      req.placement = planner::policy_placement_fn(req.load, fit);
-    }
-  }
+  planner::PlanChoices choices;
+  choices.phase = o.phase;
+  if (o.tokens_opt->count() > 0) choices.tokens_per_gpu = o.tokens;
+  if (o.gpus_opt->count() > 0) choices.num_gpus = o.gpus;
+  choices.dispatchers = o.dispatchers;
+  choices.attention_dp = o.attention_dp;
+  choices.placement = o.placement;
+  choices.redundant_per_rank = o.redundant;
+  auto request =
+      planner::make_plan_request(*model, *cluster, choices, std::move(given_load), !o.load.empty());
+  if (!request) return report_error(request.error());
+  const planner::PlanRequest& req = *request;
   const planner::CostSource& costs = setup->costs();
   auto plan = planner::make_plan(*model, *cluster, costs, req);
   if (!plan) return report_error(plan.error());
@@ -353,7 +267,7 @@ int run_plan(const PlanOptions& o) {
     if (!chosen) return report_error(chosen.error());
     auto spec = planner::make_export_spec(summary, *chosen, *model, *cluster, nullptr, "");
     if (!spec) return report_error(spec.error());
-    return emit_export(*spec, *export_format, o.out_dir);
+    return emit_export(*spec, *export_format, o.framework_version, o.out_dir);
   }
   nlohmann::json j;
   std::string text;
@@ -466,6 +380,8 @@ void add_plan_command(CLI::App& app, Action& action) {
                   "Export a layout instead: sglang | vllm | trtllm | megatron | paddle | json");
   cmd->add_option("--layout", o->export_layout,
                   "With --export: a rank (3) or shape EPxTP (8x2); default the recommended one");
+  cmd->add_option("--framework-version", o->framework_version,
+                  "With --export: the framework release to write for (default: its current one)");
   cmd->add_option("--out", o->out_dir, "With --export: write the files into this folder");
   cmd->add_option("--layout-file", o->layout_file,
                   "Read a layout file (--export json) back and print its layout and costs");

@@ -44,8 +44,7 @@ int run_profile_command(const ProfileOptions& o) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   const auto stop = [] { return g_stop.load(); };
-  auto world =
-      kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
+  auto world = kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
   if (!world) return report_error(world.error());
   auto req = profiler::make_profile_request(o, world->size());
   Status ok = req ? (world->is_root() ? profiler::check_profile_output(*req) : Status::Ok())

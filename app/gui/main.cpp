@@ -10,6 +10,7 @@
 #include "app/gui/profiling_view.hpp"
 #include "app/gui/topology_view.hpp"
 #include "kernels/host_memory.hpp"
+#include "planner/plan_request.hpp"
 
 namespace {
 
@@ -83,9 +84,9 @@ int main(int argc, char** argv) {
     bool ok = false;
     const int n = parser.value(redundant).toInt(&ok);
     if (!ok || !window.setPlacement(parser.value(placement), n)) {
-      return fail(
-          QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
-                         "--redundant: expected 0-16"));
+      return fail(QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
+                                 "--redundant: expected 0-%1")
+                      .arg(moeplan::planner::kMaxRedundantPerRank));
     }
   }
   if (parser.isSet(costs)) {

@@ -34,6 +34,7 @@
 #include "kernels/backends.hpp"
 #include "models/model_summary.hpp"
 #include "models/registry.hpp"
+#include "planner/plan_request.hpp"
 
 namespace moeplan::gui {
 
@@ -211,7 +212,7 @@ QWidget* MainWindow::buildModelView() {
   policy_->setToolTip(tr("Expert placement the plan costs each EP size with"));
   form->addRow(tr("Pl&acement:"), policy_);
   redundant_ = new QSpinBox(box);
-  redundant_->setRange(0, 16);
+  redundant_->setRange(0, planner::kMaxRedundantPerRank);
   redundant_->setSuffix(tr(" per EP rank"));
   redundant_->setToolTip(tr("Redundant expert slots (replicas of hot experts) for eplb and best"));
   form->addRow(tr("Re&dundant slots:"), redundant_);

@@ -8,41 +8,47 @@
 
 #include "models/json_reader.hpp"
 #include "models/registry.hpp"
+#include "models/units.hpp"
 #include "planner/costs/cost_setup.hpp"
+#include "profiler/routed_load.hpp"
 
 namespace moeplan::gui {
 
 QString errorText(const Error& error) {
   // The libraries' input names and the labels of the fields that hold them.
-  static const std::map<std::string, std::string> kLabels = {
-      {"backend", "Backend"},       {"cluster", "Cluster"},
-      {"costs", "Cost DB"},         {"dispatcher", "Dispatchers"},
-      {"dtype", "Dtype"},           {"format", "Format"},
-      {"gpus", "GPUs"},             {"layout", "Layout"},
-      {"layouts", "Layouts"},       {"load", "Expert load"},
-      {"max_bytes", "Max bytes"},   {"max_seconds", "Seconds per point"},
-      {"max_tokens", "Max tokens"}, {"model", "Model"},
-      {"ops", "Ops"},               {"out", "Database"},
-      {"phase", "Phase"},           {"placement", "Placement"},
-      {"redundant", "Redundant slots"}, {"resume", "Resume"},
-      {"scale", "Scale"},           {"statistic", "Statistic"},
-      {"tokens", "Tokens"}};
+  static const std::map<std::string, std::string> kLabels = {{"backend", "Backend"},
+                                                             {"cluster", "Cluster"},
+                                                             {"costs", "Cost DB"},
+                                                             {"dispatcher", "Dispatchers"},
+                                                             {"dtype", "Dtype"},
+                                                             {"format", "Format"},
+                                                             {"gpus", "GPUs"},
+                                                             {"layout", "Layout"},
+                                                             {"layouts", "Layouts"},
+                                                             {"load", "Expert load"},
+                                                             {"max_bytes", "Max bytes"},
+                                                             {"max_seconds", "Seconds per point"},
+                                                             {"max_tokens", "Max tokens"},
+                                                             {"model", "Model"},
+                                                             {"ops", "Ops"},
+                                                             {"out", "Database"},
+                                                             {"phase", "Phase"},
+                                                             {"placement", "Placement"},
+                                                             {"redundant", "Redundant slots"},
+                                                             {"resume", "Resume"},
+                                                             {"scale", "Scale"},
+                                                             {"statistic", "Statistic"},
+                                                             {"tokens", "Tokens"}};
   return QString::fromStdString(render_error(error, [](const std::string& input) {
     const auto it = kLabels.find(input);
     return it != kLabels.end() ? it->second : input;
   }));
 }
 
-QString formatMs(double seconds) { return QString::number(seconds * 1e3, 'f', 3) + " ms"; }
-QString formatGiB(double bytes) {
-  return QString::number(bytes / (1024.0 * 1024.0 * 1024.0), 'f', 2) + " GiB";
-}
-QString formatBytes(double bytes) {
-  if (bytes >= 1024.0 * 1024.0 * 1024.0) return formatGiB(bytes);
-  if (bytes >= 1024.0 * 1024.0) return QString::number(bytes / (1024.0 * 1024.0), 'f', 1) + " MiB";
-  if (bytes >= 1024.0) return QString::number(bytes / 1024.0, 'f', 1) + " KiB";
-  return QString::number(bytes, 'f', 0) + " B";
-}
+// The numbers the CLI prints, formatted by the same functions (models/units).
+QString formatMs(double seconds) { return QString::fromStdString(format_ms(seconds)); }
+QString formatGiB(double bytes) { return QString::fromStdString(format_gib(bytes)); }
+QString formatBytes(double bytes) { return QString::fromStdString(format_bytes(bytes)); }
 
 Session::Session(QObject* parent) : QObject(parent) {
   debounce_.setSingleShot(true);
@@ -54,9 +60,17 @@ Session::Session(QObject* parent) : QObject(parent) {
 Session::~Session() { watcher_.waitForFinished(); }
 
 planner::PolicyFit Session::policyFit() const {
-  planner::PolicyFit f = fit_;
-  if (cluster_) f.gpus_per_node = cluster_->info().gpus_per_node;
-  return f;
+  const auto policy = planner::is_placement_file(choices_.placement)
+                          ? planner::PlacementPolicy::kContiguous
+                          : planner::parse_policy(choices_.placement).value();
+  if (!model_ || !cluster_) {
+    planner::PolicyFit f;
+    f.policy = policy;
+    f.redundant_per_rank = choices_.redundant_per_rank;
+    return f;
+  }
+  return planner::policy_fit(*model_, *cluster_, policy, choices_.redundant_per_rank,
+                             workload_.tokens_per_gpu);
 }
 
 const planner::LayoutCost* Session::selectedLayoutCost() const {
@@ -70,9 +84,6 @@ QString Session::setModel(const QString& nameOrPath) {
   auto m = models::load_model(nameOrPath.toStdString());
   if (!m) return errorText(m.error());
   model_ = std::move(*m);
-  fit_.num_groups = model_->router.num_groups;
-  fit_.pairs_per_step =
-      static_cast<std::int64_t>(workload_.tokens_per_gpu) * model_->num_experts_per_tok;
   emit modelChanged();
   // The load follows the model (layer and expert counts); a file that does not fit says so.
   const QString loadError = setLoad(loadSpec_);
@@ -108,7 +119,7 @@ QString Session::setClusterJson(const nlohmann::json& j, const QString& source) 
 
 QString Session::setLoad(const QString& fileOrSpec) {
   const models::MoeModel* mp = model_ ? &*model_ : nullptr;
-  auto data = planner::load_file_or_spec(fileOrSpec.toStdString(), mp);
+  auto data = profiler::load_any(fileOrSpec.toStdString(), mp);
   if (!data) return errorText(data.error());
   loadSpec_ = fileOrSpec;
   load_ = std::move(*data);
@@ -119,15 +130,14 @@ QString Session::setLoad(const QString& fileOrSpec) {
 
 void Session::setWorkload(const planner::Workload& w) {
   workload_ = w;
-  if (model_) {
-    fit_.pairs_per_step = static_cast<std::int64_t>(w.tokens_per_gpu) * model_->num_experts_per_tok;
-  }
+  choices_.phase = planner::phase_name(w.phase);
+  choices_.tokens_per_gpu = w.tokens_per_gpu;
   scheduleReplan();
 }
 
 void Session::setPolicy(planner::PlacementPolicy policy, int redundantPerRank) {
-  fit_.policy = policy;
-  fit_.redundant_per_rank = redundantPerRank;
+  choices_.placement = planner::policy_name(policy);
+  choices_.redundant_per_rank = redundantPerRank;
   scheduleReplan();
 }
 
@@ -162,15 +172,24 @@ void Session::replan() {
     emit planFinished();
     return;
   }
+  // The request moeplan plan builds from the same choices (the load field always holds a load).
+  // The redundant-slot field keeps its value for the Load balance view's eplb and best; a
+  // contiguous plan has no replicas, so it plans with none (the CLI asks the user to drop them).
+  planner::PlanChoices choices = choices_;
+  if (choices.placement == planner::policy_name(planner::PlacementPolicy::kContiguous)) {
+    choices.redundant_per_rank = 0;
+  }
+  auto request = planner::make_plan_request(*model_, *cluster_, choices, load_->load, true);
+  if (!request) {
+    plan_.reset();
+    planError_ = errorText(request.error());
+    selected_ = -1;
+    emit planFinished();
+    return;
+  }
   const int generation = ++generation_;
-  fit_.gpus_per_node = cluster_->info().gpus_per_node;
-  planner::PlanRequest req;
-  req.workload = workload_;
-  req.load = load_->load;
-  placementFn_ = fit_.policy == planner::PlacementPolicy::kContiguous
-                     ? planner::PlacementFn{}
-                     : planner::policy_placement_fn(load_->load, fit_);
-  req.placement = placementFn_;
+  const planner::PlanRequest req = std::move(*request);
+  placementFn_ = req.placement;
   auto future = QtConcurrent::run(
       [model = *model_, cluster = *cluster_, req, generation, costs = costDb_.toStdString()]() {
         PlanOutcome out;

@@ -12,10 +12,11 @@
 #include <optional>
 
 #include "models/moe_model.hpp"
-#include "planner/topology/cluster.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/plan.hpp"
+#include "planner/plan_request.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::gui {
 
@@ -39,7 +40,10 @@ class Session : public QObject {
   const nlohmann::json& clusterJson() const { return clusterJson_; }
   const std::optional<planner::LoadData>& load() const { return load_; }
   const planner::Workload& workload() const { return workload_; }
-  /// The placement policy fit, with the cluster's GPUs per node.
+  /// The plan choices (phase, tokens, placement policy, redundant slots) as the library takes
+  /// them: what moeplan plan's options set.
+  const planner::PlanChoices& choices() const { return choices_; }
+  /// The placement policy fit on the current model and cluster (planner::policy_fit).
   planner::PolicyFit policyFit() const;
   /// The PlacementFn the last plan used (null: contiguous); shared, so placements made for the
   /// plan are reused by the views.
@@ -94,7 +98,7 @@ class Session : public QObject {
   QString loadSpec_ = QStringLiteral("uniform");
   QString costDb_;
   planner::Workload workload_;
-  planner::PolicyFit fit_;
+  planner::PlanChoices choices_;
   planner::PlacementFn placementFn_;
   std::shared_ptr<const planner::Plan> plan_;
   QString planError_;

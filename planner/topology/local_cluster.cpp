@@ -9,9 +9,9 @@ std::optional<Result<int>> parse_local_cluster(const std::string& text) {
   const std::string prefix = "local:";
   if (text.rfind(prefix, 0) != 0) return std::nullopt;
   const std::string digits = text.substr(prefix.size());
-  const auto bad =
-      input_error("cluster", " '" + text +
-            "': expected local:N with N the number of ranks (1 to 4096), e.g. local:2");
+  const auto bad = input_error(
+      "cluster",
+      " '" + text + "': expected local:N with N the number of ranks (1 to 4096), e.g. local:2");
   if (digits.empty() || digits.size() > 4 ||
       digits.find_first_not_of("0123456789") != std::string::npos) {
     return Result<int>(bad);

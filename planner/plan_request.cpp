@@ -1,0 +1,123 @@
+// Checking a plan's choices and building its request.
+#include "planner/plan_request.hpp"
+
+#include <algorithm>
+
+#include "planner/placement/placement_file.hpp"
+
+namespace moeplan::planner {
+
+namespace {
+
+/// A placement file (`moeplan place --out`) fits one EP size: the plan keeps only those layouts.
+Result<PlacementFn> placement_file_fn(const std::string& path, const models::MoeModel& model,
+                                      PlanRequest& req) {
+  auto file = load_placement_file(path);
+  if (!file) return file.error();
+  const auto& p = file->result.placement;
+  if (p.num_experts != model.num_experts) {
+    return Error{path + ": placement has " + std::to_string(p.num_experts) + " experts, expected " +
+                 std::to_string(model.num_experts) + " (" + model.name + ")"};
+  }
+  if (p.num_layers() != 1 && p.num_layers() != model.num_moe_layers()) {
+    return Error{path + ": placement has " + std::to_string(p.num_layers()) +
+                 " layers, expected 1 or the " + std::to_string(model.num_moe_layers()) +
+                 " MoE layers of " + model.name};
+  }
+  req.only_ep_size = p.ep_size;
+  req.only_ep_rule = "placement file " + path + " is for ep_size " + std::to_string(p.ep_size);
+  Placement placement = p;
+  placement.policy = path;
+  return PlacementFn([placement](int) { return Result<Placement>(placement); });
+}
+
+}  // namespace
+
+bool is_placement_file(const std::string& placement) {
+  return placement.find('/') != std::string::npos ||
+         (placement.size() > 5 && placement.compare(placement.size() - 5, 5, ".json") == 0);
+}
+
+PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, PlacementPolicy policy,
+                     int redundant_per_rank, int tokens_per_gpu) {
+  PolicyFit fit;
+  fit.policy = policy;
+  fit.gpus_per_node = cluster.info().gpus_per_node;
+  fit.num_groups = model.router.num_groups;
+  fit.redundant_per_rank = redundant_per_rank;
+  fit.pairs_per_step = static_cast<std::int64_t>(tokens_per_gpu) * model.num_experts_per_tok;
+  return fit;
+}
+
+Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Cluster& cluster,
+                                      const PlanChoices& c, ExpertLoad load, bool load_given) {
+  PlanRequest req;
+  const auto phase = parse_phase(c.phase);
+  if (!phase) return input_error("phase", ": expected prefill or decode, got '" + c.phase + "'");
+  req.workload.phase = *phase;
+  req.workload.tokens_per_gpu =
+      *phase == Phase::kPrefill ? kDefaultPrefillTokensPerGpu : kDefaultDecodeBatchPerGpu;
+  if (c.tokens_per_gpu) {
+    if (*c.tokens_per_gpu <= 0) {
+      return input_error("tokens", ": expected a positive number of tokens per GPU, got " +
+                                       std::to_string(*c.tokens_per_gpu));
+    }
+    req.workload.tokens_per_gpu = *c.tokens_per_gpu;
+  }
+  if (c.num_gpus) {
+    if (*c.num_gpus <= 0 || *c.num_gpus > cluster.num_gpus()) {
+      return input_error("gpus", ": expected 1.." + std::to_string(cluster.num_gpus()) +
+                                     " (the GPUs of cluster '" + cluster.name() + "'), got " +
+                                     std::to_string(*c.num_gpus));
+    }
+    req.num_gpus = *c.num_gpus;
+  }
+  if (!c.dispatchers.empty()) {
+    req.dispatchers.clear();
+    for (const auto& name : c.dispatchers) {
+      const auto d = parse_dispatcher(name);
+      if (!d) {
+        return input_error("dispatcher",
+                           ": expected padded_a2a, allgather or a2av, got '" + name + "'");
+      }
+      if (std::find(req.dispatchers.begin(), req.dispatchers.end(), *d) == req.dispatchers.end()) {
+        req.dispatchers.push_back(*d);
+      }
+    }
+  }
+  req.attention_dp = c.attention_dp;
+  if (c.redundant_per_rank < 0 || c.redundant_per_rank > kMaxRedundantPerRank) {
+    return input_error("redundant", ": expected 0.." + std::to_string(kMaxRedundantPerRank) +
+                                        " slots per EP rank, got " +
+                                        std::to_string(c.redundant_per_rank));
+  }
+  req.load = std::move(load);
+  if (is_placement_file(c.placement)) {
+    auto fn = placement_file_fn(c.placement, model, req);
+    if (!fn) return fn.error();
+    req.placement = std::move(*fn);
+    return req;
+  }
+  const auto policy = parse_policy(c.placement);
+  if (!policy) {
+    return input_error("placement", ": " + policy.error().message + ", or a placement file");
+  }
+  if (!load_given && (*policy != PlacementPolicy::kContiguous || c.redundant_per_rank > 0)) {
+    return input_error(
+        "placement", " " + c.placement + " and {redundant} need an expert load ({load} FILE|SPEC)");
+  }
+  if (*policy == PlacementPolicy::kContiguous && c.redundant_per_rank > 0) {
+    return input_error("redundant", " " + std::to_string(c.redundant_per_rank) +
+                                        ": contiguous placement has no replicas; expected "
+                                        "{placement} round_robin, eplb or best");
+  }
+  if (*policy != PlacementPolicy::kContiguous) {
+    // The same fit everywhere: EP ranks on nodes of the cluster, the model's groups.
+    req.placement = policy_placement_fn(
+        req.load,
+        policy_fit(model, cluster, *policy, c.redundant_per_rank, req.workload.tokens_per_gpu));
+  }
+  return req;
+}
+
+}  // namespace moeplan::planner

@@ -1,0 +1,46 @@
+// A plan's request as users state it (phase, tokens, GPUs, dispatchers, placement policy or
+// file, redundant slots), checked against the model and cluster and turned into a PlanRequest:
+// the one place both front ends (moeplan plan, moeplan-gui) build their plans from.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/moe_model.hpp"
+#include "planner/layout_figures.hpp"
+#include "planner/plan.hpp"
+#include "planner/topology/cluster.hpp"
+
+namespace moeplan::planner {
+
+/// The most redundant expert slots per EP rank a plan takes.
+inline constexpr int kMaxRedundantPerRank = 1024;
+
+/// What a user chooses besides the model, cluster, cost source and expert load.
+struct PlanChoices {
+  std::string phase = "prefill";
+  std::optional<int> tokens_per_gpu;     ///< default: per phase (4096 prefill, 128 decode)
+  std::optional<int> num_gpus;           ///< default: the whole cluster
+  std::vector<std::string> dispatchers;  ///< empty: all
+  bool attention_dp = false;
+  std::string placement = "contiguous";  ///< a policy name, or a placement file's path
+  int redundant_per_rank = 0;            ///< for eplb and best
+};
+
+/// Whether `placement` names a placement file (a path or a .json name) rather than a policy.
+bool is_placement_file(const std::string& placement);
+
+/// The placement fit of a policy on `cluster` for `model` at `tokens_per_gpu` (EP ranks on the
+/// cluster's nodes, the model's expert groups, best's samples sized by the routed pairs).
+PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, PlacementPolicy policy,
+                     int redundant_per_rank, int tokens_per_gpu);
+
+/// The request for `choices` with `load` (no layers: uniform). Errors name the input (phase,
+/// tokens, gpus, dispatcher, redundant, placement) and what it expects: a policy other than
+/// contiguous, or redundant slots, need a load (`load_given`); a placement file must fit the
+/// model and fixes the EP size.
+Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Cluster& cluster,
+                                      const PlanChoices& choices, ExpertLoad load, bool load_given);
+
+}  // namespace moeplan::planner

@@ -16,7 +16,7 @@
 #include <QVBoxLayout>
 
 #include "models/registry.hpp"
-#include "planner/costs/roofline_costs.hpp"
+#include "planner/costs/cost_setup.hpp"
 
 namespace moeplan::gui {
 
@@ -29,10 +29,11 @@ QString text(const std::string& s) { return QString::fromStdString(s); }
 Result<planner::PlanSummary> ExportDialog::defaultPlan(const QString& model) {
   auto m = models::load_model(model.toStdString());
   if (!m) return m.error();
-  auto cluster = planner::load_cluster(planner::kDefaultCluster);
-  if (!cluster) return cluster.error();
-  const planner::RooflineCosts costs(*cluster);
-  auto plan = planner::make_plan(*m, *cluster, costs, planner::PlanRequest{});
+  // The cost source `moeplan plan` uses without --costs (the calibrated roofline where the
+  // device has one).
+  auto setup = planner::make_cost_setup(planner::kDefaultCluster, "");
+  if (!setup) return setup.error();
+  auto plan = planner::make_plan(*m, *setup->cluster, setup->costs(), planner::PlanRequest{});
   if (!plan) return plan.error();
   return planner::summarize_plan(*plan);
 }

@@ -16,7 +16,7 @@
 
 #include "app/gui/charts.hpp"
 #include "app/gui/session.hpp"
-#include "planner/costs/roofline_costs.hpp"
+#include "planner/costs/cost_setup.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/placement_file.hpp"
 
@@ -332,9 +332,15 @@ void TrafficView::recompute() {
     const QSignalBlocker block(layer_);
     layer_->setRange(0, std::max(0, layers - 1));
   }
-  const planner::RooflineCosts costs(*cluster);
+  // The plan's own cost source (as the session sets it up); the traffic's bytes do not depend on
+  // it, its collectives' layout does not either.
+  auto setup = planner::make_cost_setup(*cluster, session_->costDb().toStdString());
+  if (!setup) {
+    fail(errorText(setup.error()));
+    return;
+  }
   const planner::CostContext ctx{
-      *model, *cluster, costs, session_->workload(), load->load, session_->placementFn()};
+      *model, *cluster, setup->costs(), session_->workload(), load->load, session_->placementFn()};
   auto m = planner::layer_traffic(ctx, lc->layout, layer_->value());
   if (!m) {
     fail(errorText(m.error()));

@@ -351,7 +351,8 @@ TEST(GuiProfiling, ProfileDbCostSourcePlansAsPlanCostsAndIsRemembered) {
   emit w.costSourceCombo()->activated(0);
   w.waitForIdle();
   EXPECT_TRUE(w.session()->costDb().isEmpty());
-  EXPECT_EQ(w.session()->plan()->cost_source, "roofline");
+  EXPECT_EQ(w.session()->plan()->cost_source,
+            planner::make_cost_setup(*w.session()->cluster(), "")->costs().name());
 
   // The profiling view's "Use as cost source" sets the same source.
   ASSERT_TRUE(w.profilingView()->openDatabase(QString::fromStdString(db)));

@@ -31,6 +31,7 @@
 #include "app/gui/session.hpp"
 #include "app/gui/topology_view.hpp"
 #include "models/registry.hpp"
+#include "planner/costs/cost_setup.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
@@ -58,8 +59,10 @@ planner::Plan libraryPlan(const QString& loadSpec, planner::PlacementPolicy poli
         static_cast<std::int64_t>(req.workload.tokens_per_gpu) * model->num_experts_per_tok;
     req.placement = planner::policy_placement_fn(load->load, fit);
   }
-  const planner::RooflineCosts costs(*cluster);
-  auto plan = planner::make_plan(*model, *cluster, costs, req);
+  // The cost source `moeplan plan` sets up without --costs.
+  auto setup = planner::make_cost_setup(*cluster, "");
+  EXPECT_TRUE(setup) << setup.error().message;
+  auto plan = planner::make_plan(*model, *cluster, setup->costs(), req);
   EXPECT_TRUE(plan) << plan.error().message;
   return *plan;
 }
@@ -99,7 +102,8 @@ TEST(GuiLayouts, TableModelHoldsThePlannersPlan) {
   ASSERT_NE(m->plan(), nullptr);
   expectModelHoldsPlan(
       *m, libraryPlan(QStringLiteral("uniform"), planner::PlacementPolicy::kContiguous));
-  EXPECT_EQ(m->plan()->cost_source, "roofline");
+  EXPECT_EQ(m->plan()->cost_source,
+            planner::make_cost_setup(*w.session()->cluster(), "")->costs().name());
   EXPECT_TRUE(w.layoutsView()->recommendation()->text().contains(QStringLiteral("Recommended")));
   EXPECT_EQ(w.session()->selectedLayout(), m->plan()->recommended);
 }

@@ -49,6 +49,78 @@ std::string scores_text(const planner::StepScores& s) {
          format_fixed(s.p99_balancedness, 4);
 }
 
+nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
+                          const planner::PlaceOutcome& out, const planner::PlacementFile& file) {
+  nlohmann::json j = planner::placement_to_json(file);
+  j.erase("format");
+  j.erase("version");
+  j["load_format"] = data.format;
+  j["num_layers"] = out.fit.num_layers();
+  j["hierarchical"] = out.config.hierarchical();
+  j["balancedness"] = out.figures.balancedness;
+  j["imbalance"] = out.figures.imbalance;
+  j["upper_bound"] = out.figures.upper_bound;
+  j["layer_balancedness"] = out.figures.layer_balancedness;
+  j["seconds"] = out.placed.seconds;
+  if (out.num_file_steps >= 2) j["fit_steps"] = out.fit_steps;
+  if (out.held_out) j["held_out"] = scores_json(*out.held_out);
+  if (out.sampled) {
+    j["sampled_steps"] = scores_json(*out.sampled);
+    j["sampled_steps"]["step_tokens"] = o.step_tokens;
+    j["sampled_steps"]["routed_pairs"] = out.pairs_per_step;
+  }
+  if (out.spread) {
+    j["trace"] = {{"nodes_per_token", out.spread->nodes_per_token},
+                  {"gpus_per_token", out.spread->gpus_per_token},
+                  {"cross_node_fraction", out.spread->cross_node_fraction}};
+  }
+  return j;
+}
+
+std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
+                       const planner::PlaceOutcome& out) {
+  const planner::PlacementConfig& config = out.config;
+  const planner::ExpertLoad& fit = out.fit;
+  const int num_slots = out.placed.placement.num_slots;
+  std::vector<std::pair<std::string, std::string>> rows;
+  rows.emplace_back("policy", out.placed.placement.policy);
+  rows.emplace_back("load", data.load.source + " (" + data.format + ", " +
+                                std::to_string(fit.num_layers()) + " layers × " +
+                                std::to_string(fit.num_experts) + " experts)");
+  if (out.num_file_steps >= 2) {
+    rows.emplace_back("fit on", "steps [0, " + std::to_string(out.fit_steps) + ") of " +
+                                    std::to_string(out.num_file_steps));
+  }
+  rows.emplace_back(
+      "machine", std::to_string(config.num_gpus) + " GPUs on " + std::to_string(config.num_nodes) +
+                     (config.num_nodes == 1 ? " node, " : " nodes, ") + std::to_string(num_slots) +
+                     " slots (" + std::to_string(num_slots - fit.num_experts) + " redundant), " +
+                     std::to_string(config.num_groups) +
+                     (config.num_groups == 1 ? " group, " : " groups, ") +
+                     (config.hierarchical() ? "hierarchical" : "global"));
+  rows.emplace_back("balancedness", format_fixed(out.figures.balancedness, 4) + " (upper bound " +
+                                        format_fixed(out.figures.upper_bound, 4) + ")");
+  rows.emplace_back("imbalance", format_fixed(out.figures.imbalance, 4));
+  if (out.held_out) {
+    rows.emplace_back("held-out steps", std::to_string(out.held_out->num_steps) +
+                                            " steps: " + scores_text(*out.held_out));
+  }
+  if (out.sampled) {
+    rows.emplace_back("sampled steps", std::to_string(out.sampled->num_steps) + " steps of " +
+                                           std::to_string(o.step_tokens) +
+                                           " tokens: " + scores_text(*out.sampled));
+  }
+  if (out.spread) {
+    rows.emplace_back("trace spread", format_fixed(out.spread->nodes_per_token, 3) + " nodes, " +
+                                          format_fixed(out.spread->gpus_per_token, 3) +
+                                          " GPUs per token; cross-node " +
+                                          format_fixed(out.spread->cross_node_fraction, 4));
+  }
+  rows.emplace_back("seconds", format_fixed(out.placed.seconds, 4));
+  if (!o.out.empty()) rows.emplace_back("written", o.out);
+  return render_key_values(rows);
+}
+
 int run_place(const PlaceOptions& o) {
   const int sources = static_cast<int>(!o.load.empty()) + static_cast<int>(!o.trace.empty()) +
                       static_cast<int>(!o.synthetic.empty());
@@ -83,90 +155,14 @@ int run_place(const PlaceOptions& o) {
   if (!data) return report_error(data.error());
   auto outcome = planner::run_placement(*data, request, mp);
   if (!outcome) return report_error(outcome.error());
-  const planner::PlacementConfig& config = outcome->config;
-  const planner::ExpertLoad& fit = outcome->fit;
-  const auto* placed = &outcome->placed;
-  const auto* figures = &outcome->figures;
-  const auto& held_out = outcome->held_out;
-  const auto& sampled = outcome->sampled;
-  const auto& spread = outcome->spread;
-  const int num_file_steps = outcome->num_file_steps;
-  const int fit_steps = outcome->fit_steps;
-  const std::int64_t pairs_per_step = outcome->pairs_per_step;
-
-  planner::PlacementFile file{*placed, config, data->layer_ids, data->load.source};
+  planner::PlacementFile file{outcome->placed, outcome->config, data->layer_ids, data->load.source};
   if (!o.out.empty()) {
     if (auto st = planner::write_placement_file(o.out, file); !st.ok()) {
       return report_error(st.error());
     }
   }
-
-  const int num_slots = placed->placement.num_slots;
-  if (o.json) {
-    nlohmann::json j = planner::placement_to_json(file);
-    j.erase("format");
-    j.erase("version");
-    j["load_format"] = data->format;
-    j["num_layers"] = fit.num_layers();
-    j["hierarchical"] = config.hierarchical();
-    j["balancedness"] = figures->balancedness;
-    j["imbalance"] = figures->imbalance;
-    j["upper_bound"] = figures->upper_bound;
-    j["layer_balancedness"] = figures->layer_balancedness;
-    j["seconds"] = placed->seconds;
-    if (num_file_steps >= 2) j["fit_steps"] = fit_steps;
-    if (held_out) j["held_out"] = scores_json(*held_out);
-    if (sampled) {
-      j["sampled_steps"] = scores_json(*sampled);
-      j["sampled_steps"]["step_tokens"] = o.step_tokens;
-      j["sampled_steps"]["routed_pairs"] = pairs_per_step;
-    }
-    if (spread) {
-      j["trace"] = {{"nodes_per_token", spread->nodes_per_token},
-                    {"gpus_per_token", spread->gpus_per_token},
-                    {"cross_node_fraction", spread->cross_node_fraction}};
-    }
-    const std::string text = j.dump(2) + "\n";
-    std::fputs(text.c_str(), stdout);
-    return kExitOk;
-  }
-  std::vector<std::pair<std::string, std::string>> rows;
-  rows.emplace_back("policy", placed->placement.policy);
-  rows.emplace_back("load", data->load.source + " (" + data->format + ", " +
-                                std::to_string(fit.num_layers()) + " layers × " +
-                                std::to_string(fit.num_experts) + " experts)");
-  if (num_file_steps >= 2) {
-    rows.emplace_back("fit on", "steps [0, " + std::to_string(fit_steps) + ") of " +
-                                    std::to_string(num_file_steps));
-  }
-  rows.emplace_back(
-      "machine", std::to_string(config.num_gpus) + " GPUs on " + std::to_string(config.num_nodes) +
-                     (config.num_nodes == 1 ? " node, " : " nodes, ") + std::to_string(num_slots) +
-                     " slots (" + std::to_string(num_slots - fit.num_experts) + " redundant), " +
-                     std::to_string(config.num_groups) +
-                     (config.num_groups == 1 ? " group, " : " groups, ") +
-                     (config.hierarchical() ? "hierarchical" : "global"));
-  rows.emplace_back("balancedness", format_fixed(figures->balancedness, 4) + " (upper bound " +
-                                        format_fixed(figures->upper_bound, 4) + ")");
-  rows.emplace_back("imbalance", format_fixed(figures->imbalance, 4));
-  if (held_out) {
-    rows.emplace_back("held-out steps",
-                      std::to_string(held_out->num_steps) + " steps: " + scores_text(*held_out));
-  }
-  if (sampled) {
-    rows.emplace_back("sampled steps", std::to_string(sampled->num_steps) + " steps of " +
-                                           std::to_string(o.step_tokens) +
-                                           " tokens: " + scores_text(*sampled));
-  }
-  if (spread) {
-    rows.emplace_back("trace spread", format_fixed(spread->nodes_per_token, 3) + " nodes, " +
-                                          format_fixed(spread->gpus_per_token, 3) +
-                                          " GPUs per token; cross-node " +
-                                          format_fixed(spread->cross_node_fraction, 4));
-  }
-  rows.emplace_back("seconds", format_fixed(placed->seconds, 4));
-  if (!o.out.empty()) rows.emplace_back("written", o.out);
-  const std::string text = render_key_values(rows);
+  const std::string text =
+      o.json ? place_json(o, *data, *outcome, file).dump(2) + "\n" : place_text(o, *data, *outcome);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }

@@ -271,83 +271,197 @@ void TopologyView::onEdited() {
   showError(err.isEmpty() ? QString() : tr("Edit not applied: %1").arg(err));
 }
 
-void TopologyView::redraw() {
-  scene_->clear();
-  const auto& cluster = session_->cluster();
-  if (!cluster) return;
-  const auto& g = cluster->graph();
-  const auto& info = cluster->info();
-  const int gpn = std::max(1, info.gpus_per_node);
-  const int numNodes = (cluster->num_gpus() + gpn - 1) / gpn;
-  const int drawnNodes = std::min(numNodes, kMaxDrawnNodes);
-  const double nodeW = gpn * kGpuW + 2 * kNodePad;
-  // Nodes in a grid about 1.8 times wider than tall.
-  const int perRow = std::clamp(static_cast<int>(std::ceil(std::sqrt(
-                                    drawnNodes * 1.8 * (kNodeH + kNodeGap) / (nodeW + kNodeGap)))),
-                                1, std::max(1, drawnNodes));
-  const int numRows = (drawnNodes + perRow - 1) / perRow;
-  auto nodeOrigin = [&](int node) {
-    return QPointF((node % perRow) * (nodeW + kNodeGap), (node / perRow) * (kNodeH + kNodeGap));
-  };
-  const double bottom = numRows * (kNodeH + kNodeGap);
+namespace {
 
-  // Vertex positions: GPUs by node; NVSwitches and NICs over their GPUs; switches below.
+/// Where each vertex of a cluster graph is drawn: GPUs by node in a grid, NVSwitches and NICs over
+/// their GPUs, leaf or rail switches in a row below, and the switches above them (a fat tree's
+/// spine) in a second row.
+struct TopologyLayout {
+  int gpusPerNode = 1;
+  int numNodes = 0;
+  int drawnNodes = 0;
+  int perRow = 1;
+  double nodeW = 0.0;
+  std::vector<QPointF> pos;
+  std::vector<bool> placed;
+  std::vector<std::vector<std::size_t>> nbrs;
+
+  QPointF nodeOrigin(int node) const {
+    return QPointF((node % perRow) * (nodeW + kNodeGap), (node / perRow) * (kNodeH + kNodeGap));
+  }
+};
+
+TopologyLayout layoutTopology(const planner::Cluster& cluster) {
+  const auto& g = cluster.graph();
+  TopologyLayout t;
+  t.gpusPerNode = std::max(1, cluster.info().gpus_per_node);
+  const int gpn = t.gpusPerNode;
+  t.numNodes = (cluster.num_gpus() + gpn - 1) / gpn;
+  t.drawnNodes = std::min(t.numNodes, TopologyView::kMaxDrawnNodes);
+  t.nodeW = gpn * kGpuW + 2 * kNodePad;
+  // Nodes in a grid about 1.8 times wider than tall.
+  t.perRow = std::clamp(static_cast<int>(std::ceil(std::sqrt(
+                            t.drawnNodes * 1.8 * (kNodeH + kNodeGap) / (t.nodeW + kNodeGap)))),
+                        1, std::max(1, t.drawnNodes));
+  const int numRows = (t.drawnNodes + t.perRow - 1) / t.perRow;
+  const double bottom = numRows * (kNodeH + kNodeGap);
   const auto nv = static_cast<std::size_t>(boost::num_vertices(g));
-  std::vector<QPointF> pos(nv);
-  std::vector<bool> placed(nv, false);
-  std::vector<std::vector<std::size_t>> nbrs(nv);
+  t.pos.assign(nv, QPointF());
+  t.placed.assign(nv, false);
+  t.nbrs.assign(nv, {});
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
-    nbrs[boost::source(*e, g)].push_back(boost::target(*e, g));
+    t.nbrs[boost::source(*e, g)].push_back(boost::target(*e, g));
   }
   for (std::size_t v = 0; v < nv; ++v) {
     const auto& vi = g[v];
     if (vi.kind != planner::VertexKind::kGpu) continue;
     const int node = vi.gpu_index / gpn;
-    if (node >= drawnNodes) continue;
-    const QPointF o = nodeOrigin(node);
-    pos[v] = o + QPointF(kNodePad + (vi.gpu_index % gpn) * kGpuW + kGpuW / 2, 70);
-    placed[v] = true;
+    if (node >= t.drawnNodes) continue;
+    t.pos[v] =
+        t.nodeOrigin(node) + QPointF(kNodePad + (vi.gpu_index % gpn) * kGpuW + kGpuW / 2, 70);
+    t.placed[v] = true;
   }
-  auto placeFromNeighbours = [&](planner::VertexKind kind, double dy, bool absoluteY, double y) {
+  // A vertex of `kind` goes to the mean x of its placed neighbours (of another kind unless
+  // `sameKind`): `dy` below them, or at row `y` when `absoluteY`.
+  auto placeFromNeighbours = [&](planner::VertexKind kind, double dy, bool absoluteY, double y,
+                                 bool sameKind) {
+    std::vector<std::size_t> now;
     for (std::size_t v = 0; v < nv; ++v) {
-      if (g[v].kind != kind || placed[v]) continue;
+      if (g[v].kind != kind || t.placed[v]) continue;
       double sx = 0, sy = 0;
       int n = 0;
-      for (std::size_t u : nbrs[v]) {
-        if (placed[u] && g[u].kind != kind) {
-          sx += pos[u].x();
-          sy += pos[u].y();
+      for (std::size_t u : t.nbrs[v]) {
+        if (t.placed[u] && (sameKind || g[u].kind != kind)) {
+          sx += t.pos[u].x();
+          sy += t.pos[u].y();
           ++n;
         }
       }
       if (n == 0) continue;
-      pos[v] = QPointF(sx / n, absoluteY ? y : sy / n + dy);
-      placed[v] = true;
+      t.pos[v] = QPointF(sx / n, absoluteY ? y : sy / n + dy);
+      now.push_back(v);
     }
+    for (std::size_t v : now) t.placed[v] = true;
   };
-  placeFromNeighbours(planner::VertexKind::kNvSwitch, -48, false, 0);
-  placeFromNeighbours(planner::VertexKind::kNic, 48, false, 0);
-  placeFromNeighbours(planner::VertexKind::kSwitch, 0, true, bottom + 20);
-  placeFromNeighbours(planner::VertexKind::kSwitch, 0, true, bottom + 90);
+  placeFromNeighbours(planner::VertexKind::kNvSwitch, -48, false, 0, false);
+  placeFromNeighbours(planner::VertexKind::kNic, 48, false, 0, false);
+  // Rail or leaf switches under the NICs; then the switches only other switches reach (a fat
+  // tree's spine) one row further down.
+  placeFromNeighbours(planner::VertexKind::kSwitch, 0, true, bottom + 20, false);
+  placeFromNeighbours(planner::VertexKind::kSwitch, 0, true, bottom + 90, true);
   // Switches of one row that would overlap spread evenly over the grid's width, in x order.
-  const double gridW = std::min(drawnNodes, perRow) * (nodeW + kNodeGap) - kNodeGap;
+  const double gridW = std::min(t.drawnNodes, t.perRow) * (t.nodeW + kNodeGap) - kNodeGap;
   for (double rowY : {bottom + 20, bottom + 90}) {
     std::vector<std::size_t> row;
     for (std::size_t v = 0; v < nv; ++v) {
-      if (placed[v] && g[v].kind == planner::VertexKind::kSwitch && pos[v].y() == rowY) {
+      if (t.placed[v] && g[v].kind == planner::VertexKind::kSwitch && t.pos[v].y() == rowY) {
         row.push_back(v);
       }
     }
-    std::sort(row.begin(), row.end(), [&](auto a, auto b) { return pos[a].x() < pos[b].x(); });
+    std::sort(row.begin(), row.end(), [&](auto a, auto b) { return t.pos[a].x() < t.pos[b].x(); });
     bool overlap = false;
     for (std::size_t i = 1; i < row.size(); ++i)
-      overlap |= pos[row[i]].x() - pos[row[i - 1]].x() < 76;
+      overlap |= t.pos[row[i]].x() - t.pos[row[i - 1]].x() < 76;
     if (!overlap) continue;
     const double step = std::max(76.0, gridW / static_cast<double>(row.size()));
     const double x0 = gridW / 2 - step * (static_cast<double>(row.size()) - 1) / 2;
     for (std::size_t i = 0; i < row.size(); ++i)
-      pos[row[i]].setX(x0 + step * static_cast<double>(i));
+      t.pos[row[i]].setX(x0 + step * static_cast<double>(i));
   }
+  return t;
+}
+
+/// EP and TP rank of every GPU in `layout` (-1: unused).
+struct RankColours {
+  std::vector<int> ep, tp;
+  int numEp = 1, numTp = 1;
+};
+
+RankColours rankColours(const planner::LayoutCost* lc, int numGpus) {
+  RankColours r;
+  r.ep.assign(static_cast<std::size_t>(numGpus), -1);
+  r.tp.assign(r.ep.size(), -1);
+  if (lc == nullptr || lc->layout.num_gpus > numGpus) return r;
+  r.numEp = lc->layout.ep_size;
+  r.numTp = lc->layout.tp_size;
+  for (const auto& grp : lc->layout.ep_groups()) {
+    for (std::size_t i = 0; i < grp.size(); ++i)
+      r.ep[static_cast<std::size_t>(grp[i])] = static_cast<int>(i);
+  }
+  for (const auto& grp : lc->layout.tp_groups()) {
+    for (std::size_t i = 0; i < grp.size(); ++i)
+      r.tp[static_cast<std::size_t>(grp[i])] = static_cast<int>(i);
+  }
+  return r;
+}
+
+/// One vertex of the drawn graph: a GPU coloured by `by` (0 EP rank, 1 TP rank, 2 node), an
+/// NVSwitch spanning its GPUs, a NIC or a switch.
+void drawVertex(QGraphicsScene* scene, int by, const planner::TopologyGraph& g,
+                const TopologyLayout& t, const RankColours& ranks, std::size_t v) {
+  const auto& vi = g[v];
+  const QPointF at = t.pos[v];
+  QRectF box;
+  QColor fill;
+  QString text;
+  switch (vi.kind) {
+    case planner::VertexKind::kGpu: {
+      box = QRectF(-kGpuW / 2 + 3, -kGpuH / 2, kGpuW - 6, kGpuH);
+      const auto gi = static_cast<std::size_t>(vi.gpu_index);
+      const int rank = by == 0   ? ranks.ep[gi]
+                       : by == 1 ? ranks.tp[gi]
+                                 : vi.gpu_index / t.gpusPerNode;
+      const int count = by == 0 ? ranks.numEp : by == 1 ? ranks.numTp : t.numNodes;
+      fill = rank < 0 ? QColor(0xdd, 0xdd, 0xdd)
+                      : QColor::fromHsv((rank * 300 / std::max(1, count)) % 360, 110, 245);
+      text = ranks.ep[gi] >= 0 ? QStringLiteral("E%1\nT%2").arg(ranks.ep[gi]).arg(ranks.tp[gi])
+                               : QStringLiteral("G%1").arg(vi.gpu_index);
+      break;
+    }
+    case planner::VertexKind::kNvSwitch: {
+      double lo = at.x(), hi = at.x();
+      for (std::size_t u : t.nbrs[v]) {
+        if (t.placed[u]) {
+          lo = std::min(lo, t.pos[u].x());
+          hi = std::max(hi, t.pos[u].x());
+        }
+      }
+      box = QRectF(lo - at.x() - kGpuW / 2 + 3, -10, hi - lo + kGpuW - 6, 20);
+      fill = QColor(0xc8, 0xe6, 0xc9);
+      text = QStringLiteral("%1 (NVLink domain)").arg(QString::fromStdString(vi.name));
+      break;
+    }
+    case planner::VertexKind::kNic:
+      box = QRectF(-14, -9, 28, 18);
+      fill = QColor(0xbb, 0xde, 0xfb);
+      text = QStringLiteral("NIC");
+      break;
+    case planner::VertexKind::kSwitch:
+      box = QRectF(-34, -12, 68, 24);
+      fill = QColor(0xff, 0xe0, 0xb2);
+      text = QString::fromStdString(vi.name);
+      break;
+  }
+  auto* item = scene->addRect(box, QPen(QColor(0x44, 0x44, 0x44)), QBrush(fill));
+  item->setPos(at);
+  item->setToolTip(
+      QString::fromStdString(vi.name + " (" + planner::vertex_kind_name(vi.kind) + ")"));
+  auto* label = new QGraphicsSimpleTextItem(text, item);
+  QFont f = label->font();
+  f.setPointSizeF(vi.kind == planner::VertexKind::kGpu ? 7.0 : 7.5);
+  label->setFont(f);
+  const QRectF lr = label->boundingRect();
+  label->setPos(box.center() - QPointF(lr.width() / 2, lr.height() / 2));
+}
+
+}  // namespace
+
+void TopologyView::redraw() {
+  scene_->clear();
+  const auto& cluster = session_->cluster();
+  if (!cluster) return;
+  const auto& g = cluster->graph();
+  const TopologyLayout t = layoutTopology(*cluster);
 
   // Distinct bandwidths, fastest first, for colours and the legend.
   std::set<double, std::greater<>> bws;
@@ -357,10 +471,10 @@ void TopologyView::redraw() {
   };
 
   // Node frames.
-  for (int node = 0; node < drawnNodes; ++node) {
-    const QPointF o = nodeOrigin(node);
-    auto* frame = scene_->addRect(QRectF(o, QSizeF(nodeW, kNodeH)), QPen(QColor(0x99, 0x99, 0x99)),
-                                  QBrush(QColor(0xf6, 0xf6, 0xf6)));
+  for (int node = 0; node < t.drawnNodes; ++node) {
+    const QPointF o = t.nodeOrigin(node);
+    auto* frame = scene_->addRect(QRectF(o, QSizeF(t.nodeW, kNodeH)),
+                                  QPen(QColor(0x99, 0x99, 0x99)), QBrush(QColor(0xf6, 0xf6, 0xf6)));
     frame->setZValue(-2);
     auto* label = scene_->addSimpleText(tr("node %1").arg(node));
     label->setPos(o + QPointF(4, kNodeH - 18));
@@ -368,87 +482,22 @@ void TopologyView::redraw() {
   }
   // Links (one line per cable: the direction with the lower source vertex).
   for (auto [e, end] = boost::edges(g); e != end; ++e) {
-    const auto s = boost::source(*e, g), t = boost::target(*e, g);
-    if (s > t || !placed[s] || !placed[t]) continue;
+    const auto s = boost::source(*e, g), d = boost::target(*e, g);
+    if (s > d || !t.placed[s] || !t.placed[d]) continue;
     const double bw = g[*e].bandwidth;
     QPen pen(bandwidthColour(bwRank(bw), static_cast<int>(bws.size())));
     pen.setWidthF(std::clamp(std::log10(bw / 1e9 + 1.0), 0.6, 3.0));
-    auto* line = scene_->addLine(QLineF(pos[s], pos[t]), pen);
+    auto* line = scene_->addLine(QLineF(t.pos[s], t.pos[d]), pen);
     line->setZValue(-1);
     line->setToolTip(tr("%1 ↔ %2: %3, %4 µs")
-                         .arg(QString::fromStdString(g[s].name), QString::fromStdString(g[t].name),
+                         .arg(QString::fromStdString(g[s].name), QString::fromStdString(g[d].name),
                               gbps(bw), QString::number(g[*e].latency * 1e6, 'f', 2)));
   }
-  // The selected layout's ranks.
+  // Vertices, GPUs coloured by the selected layout's ranks.
   const planner::LayoutCost* lc = session_->selectedLayoutCost();
-  std::vector<int> epRank(static_cast<std::size_t>(cluster->num_gpus()), -1);
-  std::vector<int> tpRank(epRank.size(), -1);
-  int numEp = 1, numTp = 1;
-  if (lc != nullptr && lc->layout.num_gpus <= cluster->num_gpus()) {
-    numEp = lc->layout.ep_size;
-    numTp = lc->layout.tp_size;
-    for (const auto& grp : lc->layout.ep_groups()) {
-      for (std::size_t r = 0; r < grp.size(); ++r)
-        epRank[static_cast<std::size_t>(grp[r])] = static_cast<int>(r);
-    }
-    for (const auto& grp : lc->layout.tp_groups()) {
-      for (std::size_t r = 0; r < grp.size(); ++r)
-        tpRank[static_cast<std::size_t>(grp[r])] = static_cast<int>(r);
-    }
-  }
-  const int by = colourBy_->currentIndex();
-  for (std::size_t v = 0; v < nv; ++v) {
-    if (!placed[v]) continue;
-    const auto& vi = g[v];
-    QRectF box;
-    QColor fill;
-    QString text;
-    switch (vi.kind) {
-      case planner::VertexKind::kGpu: {
-        box = QRectF(-kGpuW / 2 + 3, -kGpuH / 2, kGpuW - 6, kGpuH);
-        const auto gi = static_cast<std::size_t>(vi.gpu_index);
-        const int rank = by == 0 ? epRank[gi] : by == 1 ? tpRank[gi] : vi.gpu_index / gpn;
-        const int count = by == 0 ? numEp : by == 1 ? numTp : numNodes;
-        fill = rank < 0 ? QColor(0xdd, 0xdd, 0xdd)
-                        : QColor::fromHsv((rank * 300 / std::max(1, count)) % 360, 110, 245);
-        text = epRank[gi] >= 0 ? QStringLiteral("E%1\nT%2").arg(epRank[gi]).arg(tpRank[gi])
-                               : QStringLiteral("G%1").arg(vi.gpu_index);
-        break;
-      }
-      case planner::VertexKind::kNvSwitch: {
-        double lo = pos[v].x(), hi = pos[v].x();
-        for (std::size_t u : nbrs[v]) {
-          if (placed[u]) {
-            lo = std::min(lo, pos[u].x());
-            hi = std::max(hi, pos[u].x());
-          }
-        }
-        box = QRectF(lo - pos[v].x() - kGpuW / 2 + 3, -10, hi - lo + kGpuW - 6, 20);
-        fill = QColor(0xc8, 0xe6, 0xc9);
-        text = QStringLiteral("%1 (NVLink domain)").arg(QString::fromStdString(vi.name));
-        break;
-      }
-      case planner::VertexKind::kNic:
-        box = QRectF(-14, -9, 28, 18);
-        fill = QColor(0xbb, 0xde, 0xfb);
-        text = QStringLiteral("NIC");
-        break;
-      case planner::VertexKind::kSwitch:
-        box = QRectF(-34, -12, 68, 24);
-        fill = QColor(0xff, 0xe0, 0xb2);
-        text = QString::fromStdString(vi.name);
-        break;
-    }
-    auto* item = scene_->addRect(box, QPen(QColor(0x44, 0x44, 0x44)), QBrush(fill));
-    item->setPos(pos[v]);
-    item->setToolTip(
-        QString::fromStdString(vi.name + " (" + planner::vertex_kind_name(vi.kind) + ")"));
-    auto* label = new QGraphicsSimpleTextItem(text, item);
-    QFont f = label->font();
-    f.setPointSizeF(vi.kind == planner::VertexKind::kGpu ? 7.0 : 7.5);
-    label->setFont(f);
-    const QRectF lr = label->boundingRect();
-    label->setPos(box.center() - QPointF(lr.width() / 2, lr.height() / 2));
+  const RankColours ranks = rankColours(lc, cluster->num_gpus());
+  for (std::size_t v = 0; v < t.placed.size(); ++v) {
+    if (t.placed[v]) drawVertex(scene_, colourBy_->currentIndex(), g, t, ranks, v);
   }
   // Legend.
   QString legend = tr("<b>Links</b> (per direction):");
@@ -462,8 +511,8 @@ void TopologyView::redraw() {
                        QString::fromStdString(planner::dispatcher_name(lc->layout.dispatcher)),
                        QString::fromStdString(planner::mapping_name(lc->layout.mapping)));
   }
-  if (drawnNodes < numNodes) {
-    legend += tr("<br>Showing the first %1 of %2 nodes.").arg(drawnNodes).arg(numNodes);
+  if (t.drawnNodes < t.numNodes) {
+    legend += tr("<br>Showing the first %1 of %2 nodes.").arg(t.drawnNodes).arg(t.numNodes);
   }
   legend_->setText(legend);
   scene_->setSceneRect(scene_->itemsBoundingRect().adjusted(-10, -10, 10, 10));

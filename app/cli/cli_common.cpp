@@ -1,6 +1,8 @@
 // Shared CLI plumbing.
 #include "app/cli/cli_common.hpp"
 
+#include "models/file_io.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +37,16 @@ int report_error(const Error& error) {
   if (error.message.empty()) return kExitBadInput;
   std::fprintf(stderr, "moeplan: error: %s\n", render_error(error, flag_of).c_str());
   return kExitBadInput;
+}
+
+int emit_text(const std::string& text, const std::string& output) {
+  if (!output.empty()) {
+    const Status s = write_file_atomic(output, text);
+    if (!s) return report_error(s.error());
+    return kExitOk;
+  }
+  std::fputs(text.c_str(), stdout);
+  return kExitOk;
 }
 
 }  // namespace moeplan::cli

@@ -39,6 +39,10 @@ int report_error(const Error& error);
 /// (kernels::JobWorld), printed before any rank leaves.
 void report_and_flush(const Error& error);
 
+/// Writes `text` to `output` atomically (write_file_atomic), or to stdout when `output` is empty;
+/// returns the exit code (a write error is reported).
+int emit_text(const std::string& text, const std::string& output);
+
 /// The action a parsed subcommand runs; it returns the process exit code.
 using Action = std::function<int()>;
 

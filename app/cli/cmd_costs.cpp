@@ -392,13 +392,7 @@ int run_report(const ReportOptions& o) {
     j["point_list"] = std::move(pts);
     text = j.dump(1) + "\n";
   }
-  if (!o.output.empty()) {
-    const Status s = write_file_atomic(o.output, text);
-    if (!s) return report_error(s.error());
-    return kExitOk;
-  }
-  std::fputs(text.c_str(), stdout);
-  return kExitOk;
+  return emit_text(text, o.output);
 }
 
 }  // namespace

@@ -324,13 +324,7 @@ int run_plan(const PlanOptions& o) {
     }
   }
   if (o.json) text = j.dump(2) + "\n";
-  if (!o.output.empty()) {
-    const Status s = write_file_atomic(o.output, text);
-    if (!s) return report_error(s.error());
-    return kExitOk;
-  }
-  std::fputs(text.c_str(), stdout);
-  return kExitOk;
+  return emit_text(text, o.output);
 }
 
 }  // namespace

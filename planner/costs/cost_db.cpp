@@ -65,6 +65,42 @@ Disposition parse_disposition(const std::string& s) {
   return Disposition::kPassed;
 }
 
+/// The rows of `s` as points; its columns are run_id .. disposition, then detail (when
+/// `with_detail`), measured_at and provenance.
+Result<std::vector<CostPoint>> read_points(Stmt& s, bool with_detail, sqlite3* db,
+                                           const std::string& path) {
+  std::vector<CostPoint> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+    CostPoint p;
+    p.run_id = sqlite3_column_int64(s.get(), 0);
+    p.device = s.col_text(1);
+    p.backend = s.col_text(2);
+    p.op = s.col_text(3);
+    p.dtype = s.col_text(4);
+    p.shape = s.col_text(5);
+    p.m = sqlite3_column_double(s.get(), 6);
+    p.n = sqlite3_column_double(s.get(), 7);
+    p.k = sqlite3_column_double(s.get(), 8);
+    p.group_size = sqlite3_column_int(s.get(), 9);
+    p.bytes = sqlite3_column_double(s.get(), 10);
+    p.flops = sqlite3_column_double(s.get(), 11);
+    p.median_s = sqlite3_column_double(s.get(), 12);
+    p.p10_s = sqlite3_column_double(s.get(), 13);
+    p.p90_s = sqlite3_column_double(s.get(), 14);
+    p.repetitions = sqlite3_column_int(s.get(), 15);
+    p.bus_bandwidth = sqlite3_column_double(s.get(), 16);
+    p.disposition = parse_disposition(s.col_text(17));
+    const int next = with_detail ? 19 : 18;
+    if (with_detail) p.detail = s.col_text(18);
+    p.measured_at = s.col_text(next);
+    p.provenance = s.col_text(next + 1);
+    out.push_back(std::move(p));
+  }
+  if (rc != SQLITE_DONE) return Error{path + ": " + sqlite3_errmsg(db)};
+  return out;
+}
+
 }  // namespace
 
 bool is_imported(const std::string& provenance) {
@@ -251,35 +287,7 @@ Result<std::vector<CostPoint>> CostDb::points(const std::string& op) const {
   Stmt s(db_, sql.c_str());
   if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   if (!op.empty()) s.text(1, op);
-  std::vector<CostPoint> out;
-  int rc = 0;
-  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
-    CostPoint p;
-    p.run_id = sqlite3_column_int64(s.get(), 0);
-    p.device = s.col_text(1);
-    p.backend = s.col_text(2);
-    p.op = s.col_text(3);
-    p.dtype = s.col_text(4);
-    p.shape = s.col_text(5);
-    p.m = sqlite3_column_double(s.get(), 6);
-    p.n = sqlite3_column_double(s.get(), 7);
-    p.k = sqlite3_column_double(s.get(), 8);
-    p.group_size = sqlite3_column_int(s.get(), 9);
-    p.bytes = sqlite3_column_double(s.get(), 10);
-    p.flops = sqlite3_column_double(s.get(), 11);
-    p.median_s = sqlite3_column_double(s.get(), 12);
-    p.p10_s = sqlite3_column_double(s.get(), 13);
-    p.p90_s = sqlite3_column_double(s.get(), 14);
-    p.repetitions = sqlite3_column_int(s.get(), 15);
-    p.bus_bandwidth = sqlite3_column_double(s.get(), 16);
-    p.disposition = parse_disposition(s.col_text(17));
-    p.detail = s.col_text(18);
-    p.measured_at = s.col_text(19);
-    p.provenance = s.col_text(20);
-    out.push_back(std::move(p));
-  }
-  if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
-  return out;
+  return read_points(s, true, db_, path_);
 }
 
 Result<std::vector<CostPoint>> CostDb::points_of(const std::string& device,
@@ -294,34 +302,7 @@ Result<std::vector<CostPoint>> CostDb::points_of(const std::string& device,
   if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   s.text(1, device);
   for (std::size_t i = 0; i < ops.size(); ++i) s.text(static_cast<int>(i) + 2, ops[i]);
-  std::vector<CostPoint> out;
-  int rc = 0;
-  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
-    CostPoint p;
-    p.run_id = sqlite3_column_int64(s.get(), 0);
-    p.device = s.col_text(1);
-    p.backend = s.col_text(2);
-    p.op = s.col_text(3);
-    p.dtype = s.col_text(4);
-    p.shape = s.col_text(5);
-    p.m = sqlite3_column_double(s.get(), 6);
-    p.n = sqlite3_column_double(s.get(), 7);
-    p.k = sqlite3_column_double(s.get(), 8);
-    p.group_size = sqlite3_column_int(s.get(), 9);
-    p.bytes = sqlite3_column_double(s.get(), 10);
-    p.flops = sqlite3_column_double(s.get(), 11);
-    p.median_s = sqlite3_column_double(s.get(), 12);
-    p.p10_s = sqlite3_column_double(s.get(), 13);
-    p.p90_s = sqlite3_column_double(s.get(), 14);
-    p.repetitions = sqlite3_column_int(s.get(), 15);
-    p.bus_bandwidth = sqlite3_column_double(s.get(), 16);
-    p.disposition = parse_disposition(s.col_text(17));
-    p.measured_at = s.col_text(18);
-    p.provenance = s.col_text(19);
-    out.push_back(std::move(p));
-  }
-  if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
-  return out;
+  return read_points(s, false, db_, path_);
 }
 
 Result<std::vector<std::string>> CostDb::devices() const {

@@ -22,6 +22,17 @@
 #   SLURM_LOCAL_CPUS   CPUs declared per node (default: this host's CPU count)
 #   SLURM_LOCAL_MPI    MpiDefault (default none, as Debian ships it; pmix to change it)
 #   SLURM_LOCAL_KILLWAIT  KillWait in seconds (default 30, Slurm's default)
+#   SLURM_LOCAL_SHM_PER_NODE  1 (default): a TaskProlog gives each emulated node its own
+#                      directory for Open MPI's shared-memory segments (see below); 0: none
+#
+# Two emulated nodes share one hostname, /dev/shm and a job id, so Open MPI's shared-memory
+# transport (btl vader) names the segments of local rank 0 on nodeA and on nodeB alike
+# (vader_segment.<host>.<job>.<local rank>): with two ranks per node they overwrite each other
+# and the ranks crash in MPI_Init or their first collective (SIGSEGV in
+# mca_btl_vader_poll_handle_frag). A real cluster has one hostname per node and no such clash.
+# The TaskProlog sets OMPI_MCA_btl_vader_backing_directory=/dev/shm/<state dir>-<node> per node,
+# which keeps shared memory within an emulated node and TCP between them, as on a real cluster;
+# OMPI_MCA_btl=self,tcp is the other way out (no shared memory at all).
 set -euo pipefail
 
 DIR=${SLURM_LOCAL_DIR:-/tmp/moeplan-slurm-local}
@@ -29,6 +40,7 @@ PORT=${SLURM_LOCAL_PORT:-16817}
 CPUS=${SLURM_LOCAL_CPUS:-$(nproc)}
 MPI=${SLURM_LOCAL_MPI:-none}
 KILLWAIT=${SLURM_LOCAL_KILLWAIT:-30}
+SHM_PER_NODE=${SLURM_LOCAL_SHM_PER_NODE:-1}
 NODES=(nodeA nodeB)
 CONF=$DIR/etc/slurm.conf
 MUNGE_SOCKET=$DIR/munge/munge.socket
@@ -57,6 +69,18 @@ write_conf() {
     for n in "${NODES[@]}"; do mkdir -p "$DIR/spool/$n" "$DIR/tmp/$n"; done
     chmod 711 "$DIR/munge"   # munged: clients need search permission to reach the socket
     chmod 1777 "$DIR"/tmp/*
+    local prolog=""
+    if [[ $SHM_PER_NODE == 1 ]]; then
+        prolog=$DIR/etc/task-prolog.sh
+        cat >"$prolog" <<PROLOG
+#!/bin/sh
+# TaskProlog (scripts/slurm-local.sh): Open MPI's shared-memory segments, one place per node
+d=/dev/shm/$(basename "$DIR")-\$SLURMD_NODENAME
+mkdir -p "\$d" && chmod 1777 "\$d" 2>/dev/null
+echo "export OMPI_MCA_btl_vader_backing_directory=\$d"
+PROLOG
+        chmod 755 "$prolog"
+    fi
     # One slurm.conf for slurmctld and the clients. Each slurmd reads a copy that differs only
     # in TmpFS (slurm.conf has no per-node TmpFS and TmpFS takes no %n); slurmctld then logs
     # that the node's slurm.conf differs, which is harmless here.
@@ -90,6 +114,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=$MPI
 KillWait=$KILLWAIT
+${prolog:+TaskProlog=$prolog}
 ReturnToService=2
 SchedulerType=sched/backfill
 InactiveLimit=0
@@ -173,6 +198,8 @@ stop() {
         sleep 0.1
     done
     for f in $files; do rm -f "$f"; done
+    local n
+    for n in "${NODES[@]}"; do rm -rf "/dev/shm/$(basename "$DIR")-$n"; done
     log "stopped${pids[*]:+ (pids ${pids[*]})}"
 }
 

@@ -170,6 +170,7 @@ start() {
 }
 
 stop() {
+    local t_start=$EPOCHREALTIME
     # cancel what still runs so no job step outlives its slurmd
     if [[ -s $CONF ]] && alive "$DIR/run/slurmctld.pid" >/dev/null; then
         SLURM_CONF=$CONF scancel --quiet --full --signal=KILL --partition=local 2>/dev/null || true
@@ -200,7 +201,7 @@ stop() {
     for f in $files; do rm -f "$f"; done
     local n
     for n in "${NODES[@]}"; do rm -rf "/dev/shm/$(basename "$DIR")-$n"; done
-    log "stopped${pids[*]:+ (pids ${pids[*]})}"
+    log "stopped${pids[*]:+ (pids ${pids[*]})} in $(printf '%.1f' "$(echo "$EPOCHREALTIME - $t_start" | bc)") s"
 }
 
 status() {

@@ -53,7 +53,7 @@ if [[ -z ${SLURM_LOCAL_PORT:-} ]]; then
 fi
 FAILED=()
 cleanup() {
-  bash "$ROOT/scripts/slurm-local.sh" stop >/dev/null 2>&1 ||
+  bash "$ROOT/scripts/slurm-local.sh" stop 2>&1 | sed 's/^/  /' ||
     echo "warning: slurm-local.sh stop failed (state in $SLURM_LOCAL_DIR)" >&2
   if [[ ${KEEP_WORK:-0} == 1 || ${#FAILED[@]} -gt 0 ]]; then
     echo "logs: $WORK/logs (Slurm's in $SLURM_LOCAL_DIR/log)"

@@ -42,6 +42,11 @@ int run_profile_command(const ProfileOptions& o) {
   if (!world) return report_error(world.error());
   world->allow_graceful_stop(2.0);
   auto req = profiler::make_profile_request(o, world->size());
+  if (req && world->launched()) {
+    for (int r = 0; r < world->size(); ++r) {
+      const auto& p = world->places()[static_cast<std::size_t>(r)];
+      req->places.push_back({r, p.host, p.node, p.shm_domain});
+    }
   }
   Status ok = req ? (world->is_root() ? profiler::check_profile_output(*req) : Status::Ok())
                   : Status(req.error());

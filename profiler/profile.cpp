@@ -39,11 +39,12 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
         " " + o.backend + ": this build profiles the cpu backend; expected {backend} cpu");
   }
   if (o.out.empty()) return input_error("out", ": expected the path of the cost database to write");
-  if (!o.cluster.empty() && o.cluster != "local:" + std::to_string(world_size)) {
+  const auto local = planner::parse_local_cluster(o.cluster);
+  if (!o.cluster.empty() && !(local && *local && (*local)->num_ranks() == world_size)) {
     return input_error(
         "cluster", " " + o.cluster + ": a CPU profile measures this machine with its " +
-                       std::to_string(world_size) +
-                       " ranks; expected local:" + std::to_string(world_size) + " or no {cluster}");
+                       std::to_string(world_size) + " ranks; expected local:" +
+                       std::to_string(world_size) + " (or local:KxM of as many) or no {cluster}");
   }
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
     return input_error("max_seconds", ": expected a time per point in (0, 600] s");

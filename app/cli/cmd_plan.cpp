@@ -11,12 +11,12 @@
 #include "models/registry.hpp"
 #include "models/units.hpp"
 #include "planner/costs/cost_setup.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/placement.hpp"
 #include "planner/plan.hpp"
 #include "planner/plan_request.hpp"
-#include "planner/costs/roofline_costs.hpp"
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
@@ -252,8 +252,8 @@ int run_plan(const PlanOptions& o) {
   choices.attention_dp = o.attention_dp;
   choices.placement = o.placement;
   choices.redundant_per_rank = o.redundant;
-  auto request = planner::make_plan_request(*model, *cluster, choices, std::move(given_load),
-                                            !o.load.empty());
+  auto request =
+      planner::make_plan_request(*model, *cluster, choices, std::move(given_load), !o.load.empty());
   if (!request) return report_error(request.error());
   const planner::PlanRequest& req = *request;
   const planner::CostSource& costs = setup->costs();
@@ -319,6 +319,15 @@ int run_plan(const PlanOptions& o) {
                 " kinds of query missed the cost database and used the roofline:\n";
         for (const auto& m : misses) text += "  - " + m + "\n";
       }
+    }
+  }
+  if (!setup->profile_note.empty()) {
+    // What the local cluster's profile measured (one node or several, collectives within or
+    // across nodes).
+    if (o.json) {
+      j["cost_source_profile"] = setup->profile_note;
+    } else {
+      text += setup->profile_note + "\n";
     }
   }
   if (o.json) text = j.dump(2) + "\n";

@@ -201,7 +201,7 @@ stop() {
     for f in $files; do rm -f "$f"; done
     local n
     for n in "${NODES[@]}"; do rm -rf "/dev/shm/$(basename "$DIR")-$n"; done
-    log "stopped${pids[*]:+ (pids ${pids[*]})} in $(printf '%.1f' "$(echo "$EPOCHREALTIME - $t_start" | bc)") s"
+    log "stopped${pids[*]:+ (pids ${pids[*]})} in $(awk -v a="$EPOCHREALTIME" -v b="$t_start" 'BEGIN { printf "%.1f", a - b }') s"
 }
 
 status() {

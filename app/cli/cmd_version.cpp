@@ -22,8 +22,7 @@ int print_version() {
   if (!launcher.launched()) {
     mpi_state = "not under a launcher (MPI not initialised)";
   } else if (!launcher.wired) {
-    mpi_state = launcher.name + ", " + std::to_string(launcher.tasks) +
-                " tasks: MPI cannot start (" + launcher.hint + ")";
+    mpi_state = "MPI cannot start: " + launcher.hint;
     mpi_usable = false;
     if (launcher.rank != 0) return kExitOk;  // the launcher's rank 0 prints
   } else {

@@ -399,8 +399,11 @@ bool RankWatchdog::on_message(Peer& p, const std::string& line) {
 }
 
 bool RankWatchdog::on_closed(Peer& p) {
-  close(p.fd);
-  p.fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(send_mutex_);  // bye() may be sending on it
+    close(p.fd);
+    p.fd = -1;
+  }
   if (p.said_bye) return true;
   const bool stopping = stop_requested();
   if (options_.rank == 0) {

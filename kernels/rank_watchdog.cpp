@@ -38,8 +38,8 @@ extern "C" void on_stop_signal(int) { request_stop(); }
 
 // ---- commit lock -------------------------------------------------------------------------------
 
-std::timed_mutex& commit_mutex() {
-  static std::timed_mutex m;
+std::mutex& commit_mutex() {
+  static std::mutex m;
   return m;
 }
 std::atomic<int> g_commits{0};
@@ -376,9 +376,14 @@ std::string RankWatchdog::kept_note() const {
 void RankWatchdog::finish(int code, const std::string& message, const std::string& note) {
   int expected = -1;
   if (!ended_with_.compare_exchange_strong(expected, code)) return;
-  std::unique_lock<std::timed_mutex> lock(commit_mutex(), std::defer_lock);
-  // Wait for a commit in progress (bounded), so every completed point is kept.
-  (void)lock.try_lock_for(std::chrono::duration<double>(options_.commit_wait_s));
+  // Wait for a commit in progress (bounded), so every completed point is kept. NOTE: polled
+  // try_lock rather than a timed mutex, whose clock-based wait ThreadSanitizer cannot follow.
+  std::unique_lock<std::mutex> lock(commit_mutex(), std::defer_lock);
+  const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(options_.commit_wait_s));
+  while (!lock.try_lock() && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   if (!note.empty()) send_all(note);
   if (!message.empty() && options_.report) options_.report(Error{message + kept_note()});
   options_.end(code);

@@ -100,12 +100,10 @@ std::map<std::pair<std::int64_t, int>, GroupKind> classify_groups(const std::vec
   for (const auto& run : runs) {
     if (run.device != device) continue;
     const int n = static_cast<int>(run.ranks.size());
-    for (int g = 2; g <= std::max(n, run.world_size); ++g) {
-      if (run.world_size % g != 0) continue;
-      if (n != run.world_size) {
-        out[{run.id, g}] = GroupKind::kIntra;
-        continue;
-      }
+    // Not recorded (or not every rank): left out, and split_points takes it as one node.
+    if (n < 2 || n != run.world_size) continue;
+    for (int g = 2; g <= n; ++g) {
+      if (n % g != 0) continue;
       int intra = 0;
       int inter = 0;
       for (int first = 0; first < n; first += g) {

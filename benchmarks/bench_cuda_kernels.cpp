@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/cuda/ffn_bench.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
-#include "kernels/cuda/ffn_bench.hpp"
 #include "models/registry.hpp"
 
 namespace {

@@ -3,8 +3,8 @@
 #include <benchmark/benchmark.h>
 
 #include "models/registry.hpp"
-#include "planner/plan.hpp"
 #include "planner/costs/roofline_costs.hpp"
+#include "planner/plan.hpp"
 
 namespace {
 

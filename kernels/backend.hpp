@@ -26,10 +26,34 @@ struct Permutation {
   std::vector<int> offsets;  ///< size num_local_experts + 1
 };
 
+/// The ops of the backend interface, for can_implement.
+enum class BackendOp : std::uint8_t {
+  kRouterLogits,
+  kRoute,
+  kPermute,
+  kExpertFfn,
+  kGemm,
+  kSiluMul,
+  kSigmoidGate,
+  kCombine,
+  kSharedExpert,
+};
+
+/// What can_implement is asked: an op on a storage dtype.
+struct OpQuery {
+  BackendOp op = BackendOp::kGemm;
+  DType dtype = DType::kFp32;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+
+  /// Whether this backend runs `query` (CUTLASS's can_implement): OK, or an Error saying why
+  /// not, which the profiler records as not_supported rather than failing the point. Calling an
+  /// op this refuses is a caller error.
+  virtual Status can_implement(const OpQuery& query) const = 0;
 
   /// logits[T][E] = x[T][H] · w[H][E] in fp32, each row computed in an order independent of T.
   virtual void router_logits(const OpContext& ctx, std::span<const float> x, int num_tokens,
@@ -53,6 +77,21 @@ class Backend {
   virtual void expert_ffn(const OpContext& ctx, std::span<const float> rows,
                           std::span<const int> offsets, std::span<const ExpertWeights> experts,
                           int hidden, DType dtype, std::span<float> out) = 0;
+
+  /// c[m][n] = a[m][k] · b[k][n] accumulated in fp32 (a and b hold values of `dtype`), stored
+  /// in `out_dtype` (fp32: unrounded): the expert MLP's GEMMs as the backend runs them.
+  virtual void gemm(const OpContext& ctx, std::span<const float> a, int m, int k,
+                    std::span<const float> b, int n, DType dtype, DType out_dtype,
+                    std::span<float> c) = 0;
+
+  /// SiLU-and-mul of gate/up rows [rows][2·width]: act[r][c] = round(SiLU(round(gu[r][c])) ·
+  /// round(gu[r][width + c])) in `dtype`.
+  virtual void silu_mul(const OpContext& ctx, std::span<const float> gate_up, int rows, int width,
+                        DType dtype, std::span<float> act) = 0;
+
+  /// The shared expert's gate: out[t][:] *= sigmoid(x[t] · gate) for x [T][H] in fp32.
+  virtual void sigmoid_gate(const OpContext& ctx, std::span<const float> x, int num_tokens,
+                            int hidden, std::span<const float> gate, std::span<float> out) = 0;
 
   /// Combine: out[t] = round_dtype(Σ_j weights[t·k+j] · y[pair_row[t·k+j]] + shared[t]), the
   /// sum taken in fp32 in the order j = 0..k−1, then the shared row (`shared` may be empty).

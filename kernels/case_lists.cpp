@@ -36,8 +36,8 @@ Result<std::vector<Layout>> parse_layout_list(const std::string& text, const Lay
 }
 
 Result<std::vector<Dispatcher>> parse_dispatcher_list(const std::string& text) {
-  if (text == "all") return std::vector<Dispatcher>(std::begin(kAllDispatchers),
-                                                    std::end(kAllDispatchers));
+  if (text == "all")
+    return std::vector<Dispatcher>(std::begin(kAllDispatchers), std::end(kAllDispatchers));
   std::vector<Dispatcher> out;
   for (const auto& item : split_list(text)) {
     auto d = parse_dispatcher(item);
@@ -59,10 +59,10 @@ Result<std::vector<int>> parse_token_list(const std::string& text, long max_toke
       used = 0;
     }
     if (used != t.size() || v < 1 || v > max_tokens || v % divisor != 0) {
-      const std::string what =
-          divisor > 1 ? "positive token counts divisible by the " + std::to_string(divisor) +
-                            " ranks (tokens per rank = count / ranks)"
-                      : "a comma-separated list of positive integers";
+      const std::string what = divisor > 1 ? "positive token counts divisible by the " +
+                                                 std::to_string(divisor) +
+                                                 " ranks (tokens per rank = count / ranks)"
+                                           : "a comma-separated list of positive integers";
       return input_error("tokens", ": expected " + what + ", got '" + t + "'");
     }
     tokens.push_back(static_cast<int>(v));

@@ -23,6 +23,34 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
 
+  Status can_implement(const OpQuery& q) const override {
+    // The CPU backend computes in fp32 and stores in fp32, bf16 or fp16; fp8 is not one of its
+    // storage dtypes (the router works on fp32 logits whatever the storage).
+    if (q.dtype == DType::kFp8 && q.op != BackendOp::kRoute && q.op != BackendOp::kPermute) {
+      return Error{
+          "cpu backend: fp8 is not a storage dtype of the CPU backend (fp32, bf16, "
+          "fp16)"};
+    }
+    return Status::Ok();
+  }
+
+  void gemm(const OpContext&, std::span<const float> a, int m, int k, std::span<const float> b,
+            int n, DType, DType out_dtype, std::span<float> c) override {
+    const auto out = c.first(static_cast<std::size_t>(m) * static_cast<std::size_t>(n));
+    matmul(ConstMap(a.data(), m, k), ConstMap(b.data(), k, n), Map(out.data(), m, n));
+    if (out_dtype != DType::kFp32) round_to(out_dtype, out);
+  }
+
+  void silu_mul(const OpContext&, std::span<const float> gate_up, int rows, int width, DType dtype,
+                std::span<float> act) override {
+    silu_mul_rows(gate_up.data(), rows, width, dtype, act.data());
+  }
+
+  void sigmoid_gate(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
+                    std::span<const float> gate, std::span<float> out) override {
+    sigmoid_gate_rows(x.data(), num_tokens, hidden, gate, out.data());
+  }
+
   void router_logits(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
                      std::span<const float> w, int num_experts, std::span<float> logits) override {
     const ConstMap wm(w.data(), hidden, num_experts);
@@ -128,11 +156,14 @@ class CpuBackend final : public Backend {
     const ConstMap w1(w.gate_up.data(), hidden, 2 * width);
     const ConstMap w2(w.down.data(), width, hidden);
     RowMat gu(x.rows(), 2 * width);
-    gu.noalias() = x * w1;
+    matmul(x, w1, Map(gu.data(), gu.rows(), gu.cols()));
     act.resize(x.rows(), width);
     silu_mul_rows(gu.data(), static_cast<long>(x.rows()), width, dtype, act.data());
-    out.noalias() = act * w2;
+    matmul(ConstMap(act.data(), act.rows(), act.cols()), w2, out);
   }
+
+  // The one GEMM of the CPU backend (the MLP's and the gemm op's): Eigen, fp32 accumulation.
+  static void matmul(const ConstMap& a, const ConstMap& b, Map c) { c.noalias() = a * b; }
 };
 
 }  // namespace

@@ -42,9 +42,7 @@ float round_to(DType t, float v);
 void round_to(DType t, std::span<float> values);
 
 /// Bytes of `n` values in storage dtype `t` (fp32: 4, bf16/fp16: 2).
-inline std::size_t storage_bytes(DType t, std::size_t n) {
-  return n * (t == DType::kFp32 ? 4U : 2U);
-}
+inline std::size_t storage_bytes(DType t, std::size_t n) { return n * dtype_size(t); }
 
 /// Packs floats (already representable in `t`) into storage bytes: out must hold
 /// storage_bytes(t, n). fp8 is not a storage dtype of the CPU backend.

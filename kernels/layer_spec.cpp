@@ -59,7 +59,8 @@ float uniform_value(std::uint64_t seed, std::uint32_t tensor, std::uint64_t inde
 
 Result<LayerSpec> LayerSpec::from_model(const models::MoeModel& m, int scale, DType dtype,
                                         std::uint64_t seed) {
-  if (scale < 1) return input_error("scale", ": expected a positive integer, got " + std::to_string(scale));
+  if (scale < 1)
+    return input_error("scale", ": expected a positive integer, got " + std::to_string(scale));
   struct Dim {
     const char* key;
     std::int64_t value;

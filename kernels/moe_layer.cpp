@@ -318,8 +318,8 @@ Status check_layout(const LayerSpec& s, const Layout& l, int world_size) {
       return Error{name + ": moe_intermediate_size=" + value + " % tp=" +
                    std::to_string(l.tp_size) + " != 0; expected tp to divide the expert width"};
     case models::LayoutViolation::Rule::kSharedWidth:
-      return Error{name + ": shared expert width=" + value + " % tp=" +
-                   std::to_string(l.tp_size) + " != 0; expected tp to divide the shared width"};
+      return Error{name + ": shared expert width=" + value + " % tp=" + std::to_string(l.tp_size) +
+                   " != 0; expected tp to divide the shared width"};
   }
   return Status::Ok();
 }
@@ -410,16 +410,6 @@ UninitVector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, in
   for (std::size_t i = 0; i < rows.size(); ++i) {
     pack(dtype, src.data() + sz(rows[i]) * sz(hidden), sz(hidden), out.data() + i * row_bytes);
   }
-  return out;
-}
-
-std::vector<float> combine_rows(std::span<const float> y, std::span<const int> pair_row,
-                                std::span<const float> weights, std::span<const float> shared,
-                                int num_tokens, int top_k, int hidden, DType dtype) {
-  // The CPU backend's combine: the profiler times exactly what the layer runs.
-  std::vector<float> out(sz(num_tokens) * sz(hidden), 0.0F);
-  make_cpu_backend()->combine(OpContext{}, y, pair_row, weights, shared, num_tokens, top_k, hidden,
-                              dtype, out);
   return out;
 }
 

@@ -73,8 +73,7 @@ RankGroups make_groups(Communicator& world, const Layout& layout);
 /// ep_rank, replicated over its TP group), [count][H]; returns their outputs [count][H] in the
 /// storage dtype's values.
 std::vector<float> moe_forward(Backend& backend, const RankGroups& groups, const LayerSpec& spec,
-                               const Layout& layout, const RankWeights& w,
-                               std::span<const float> x, int num_tokens,
-                               PhaseTimes* times = nullptr);
+                               const Layout& layout, const RankWeights& w, std::span<const float> x,
+                               int num_tokens, PhaseTimes* times = nullptr);
 
 }  // namespace moeplan::kernels

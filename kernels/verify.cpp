@@ -6,8 +6,8 @@
 #include <map>
 #include <stdexcept>
 
-#include "kernels/fault_inject.hpp"
 #include "kernels/case_lists.hpp"
+#include "kernels/fault_inject.hpp"
 #include "kernels/reference.hpp"
 #include "models/registry.hpp"
 
@@ -52,7 +52,8 @@ Status check_request(const VerifyRequest& r, int world_size) {
     return Error{"verify: nothing to run (no token counts, dtypes, layouts or dispatchers)"};
   }
   for (const int t : r.token_counts) {
-    if (t < 1) return input_error("tokens", ": expected positive token counts, got " + std::to_string(t));
+    if (t < 1)
+      return input_error("tokens", ": expected positive token counts, got " + std::to_string(t));
   }
   auto spec = LayerSpec::from_model(r.model, r.scale, DType::kFp32, r.seed);
   if (!spec) return spec.error();

@@ -1,6 +1,7 @@
 // Storage data types moeplan knows, with their sizes and names.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +20,17 @@ constexpr double dtype_bytes(DType t) {
     case DType::kFp8: return 1.0;
   }
   return 0.0;
+}
+
+/// Bytes per element as a size (for buffer arithmetic).
+constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kFp32: return 4;
+    case DType::kBf16: return 2;
+    case DType::kFp16: return 2;
+    case DType::kFp8: return 1;
+  }
+  return 0;
 }
 
 /// Canonical short name: "fp32", "bf16", "fp16", "fp8".

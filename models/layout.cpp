@@ -126,10 +126,10 @@ std::string LayoutViolation::rule_text() const {
   return "?";
 }
 
-std::optional<LayoutViolation> layout_violation(const LayoutDims& dims, int ep_size,
-                                                int tp_size) {
+std::optional<LayoutViolation> layout_violation(const LayoutDims& dims, int ep_size, int tp_size) {
   using Rule = LayoutViolation::Rule;
-  if (dims.num_experts % ep_size != 0) return LayoutViolation{Rule::kExperts, dims.num_experts, ep_size};
+  if (dims.num_experts % ep_size != 0)
+    return LayoutViolation{Rule::kExperts, dims.num_experts, ep_size};
   if (dims.expert_width % tp_size != 0) {
     return LayoutViolation{Rule::kExpertWidth, dims.expert_width, tp_size};
   }

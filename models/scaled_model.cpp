@@ -7,7 +7,8 @@
 namespace moeplan::models {
 
 Result<MoeModel> scale_model(const MoeModel& m, int scale) {
-  if (scale < 1) return input_error("scale", ": expected a positive integer, got " + std::to_string(scale));
+  if (scale < 1)
+    return input_error("scale", ": expected a positive integer, got " + std::to_string(scale));
   if (scale == 1) return m;
   struct Dim {
     const char* key;

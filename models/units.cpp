@@ -33,6 +33,12 @@ std::string format_bytes(double bytes) {
   return u == 0 ? format_fixed(v, 0) + " B" : format_fixed(v, 2) + " " + kUnits[u];
 }
 
+std::string format_ms(double seconds) { return format_fixed(seconds * 1e3, 3) + " ms"; }
+
+std::string format_gib(double bytes) {
+  return format_fixed(bytes / (1024.0 * 1024.0 * 1024.0), 2) + " GiB";
+}
+
 std::string format_count(double count) {
   static const char* const kUnits[] = {"", " K", " M", " B", " T"};
   int u = 0;

@@ -15,6 +15,10 @@ std::string format_count(double count);
 std::string format_si(double value, const std::string& unit);
 /// A number with `digits` decimals.
 std::string format_fixed(double value, int digits);
+/// 0.0123 s -> "12.300 ms".
+std::string format_ms(double seconds);
+/// 3.2e9 bytes -> "2.98 GiB" (always in GiB, as memory per GPU is shown).
+std::string format_gib(double bytes);
 
 /// "a,b,,c" → {"a", "b", "c"}: a comma-separated option value, empty items dropped.
 std::vector<std::string> split_list(const std::string& text);

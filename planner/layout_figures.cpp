@@ -1,12 +1,14 @@
 // Placement per EP size, expert × GPU loads and the traffic matrix of a layer.
 #include "planner/layout_figures.hpp"
 
+#include <algorithm>
+
 #include <map>
 #include <memory>
 #include <mutex>
 
-#include "planner/placement/placement_metrics.hpp"
 #include "planner/costs/roofline_costs.hpp"
+#include "planner/placement/placement_metrics.hpp"
 
 namespace moeplan::planner {
 
@@ -137,6 +139,17 @@ Result<std::vector<std::vector<double>>> layer_traffic(const CostContext& ctx, c
     }
   }
   return m;
+}
+
+TrafficTotals traffic_totals(const std::vector<std::vector<double>>& bytes, int gpus_per_node) {
+  TrafficTotals t;
+  const std::size_t per_node = static_cast<std::size_t>(std::max(1, gpus_per_node));
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    for (std::size_t j = 0; j < bytes[i].size(); ++j) {
+      (i / per_node == j / per_node ? t.intra_node : t.inter_node) += bytes[i][j];
+    }
+  }
+  return t;
 }
 
 }  // namespace moeplan::planner

@@ -50,4 +50,13 @@ std::vector<std::vector<double>> expert_gpu_loads(const std::vector<double>& cou
 Result<std::vector<std::vector<double>>> layer_traffic(const CostContext& ctx, const Layout& layout,
                                                        int layer);
 
+/// A traffic matrix's bytes inside nodes (NVLink) and across nodes (the network), GPU g on node
+/// g / gpus_per_node.
+struct TrafficTotals {
+  double intra_node = 0.0;
+  double inter_node = 0.0;
+  double total() const { return intra_node + inter_node; }
+};
+TrafficTotals traffic_totals(const std::vector<std::vector<double>>& bytes, int gpus_per_node);
+
 }  // namespace moeplan::planner

@@ -1,9 +1,11 @@
-// Plan: enumerate, cost, rank, recommend; JSON serialisation.
+// Plan: enumerate, cost, rank, recommend; the plan JSON written and read back; layout choice.
 #include "planner/plan.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
+#include "models/json_reader.hpp"
 #include "models/units.hpp"
 
 namespace moeplan::planner {
@@ -13,12 +15,6 @@ namespace {
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3) + " ms"; }
 
 std::string layout_label(const Layout& l) { return l.full_name(); }
-
-std::vector<std::pair<std::string, const CostItem*>> parts(const LayerCost& c) {
-  return {{"router", &c.router},   {"dispatch", &c.dispatch},
-          {"experts", &c.experts}, {"combine", &c.combine},
-          {"tp", &c.tp},           {"shared", &c.shared}};
-}
 
 /// Equal step times up to rounding (relative 1e-9): a tie, not a win.
 bool same_time(const LayoutCost& a, const LayoutCost& b) {
@@ -50,13 +46,14 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
                                            layout_label(layouts[1].layout);
   }
   reasons.push_back(r);
-  const auto p = parts(best.per_layer);
-  const auto top = std::max_element(p.begin(), p.end(), [](const auto& a, const auto& b) {
-    return a.second->seconds < b.second->seconds;
-  });
-  reasons.push_back("largest part of its layer: " + top->first + " " + ms(top->second->seconds) +
-                    " of " + ms(best.per_layer.total()) + " (" +
-                    format_fixed(100.0 * top->second->seconds / best.per_layer.total(), 0) + "%)");
+  const LayerCost& c = best.per_layer;
+  const auto top = std::max_element(
+      std::begin(kLayerCostParts), std::end(kLayerCostParts),
+      [&c](const auto& a, const auto& b) { return (c.*a.second).seconds < (c.*b.second).seconds; });
+  const double top_seconds = (c.*top->second).seconds;
+  reasons.push_back("largest part of its layer: " + std::string(top->first) + " " +
+                    ms(top_seconds) + " of " + ms(c.total()) + " (" +
+                    format_fixed(100.0 * top_seconds / c.total(), 0) + "%)");
   std::string others;
   bool all_slower = true;
   for (const auto& l : layouts) {
@@ -105,12 +102,68 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
 nlohmann::json cost_item_json(const LayerCost& c) {
   nlohmann::json ms_obj = nlohmann::json::object();
   nlohmann::json src = nlohmann::json::object();
-  for (const auto& [name, item] : parts(c)) {
-    ms_obj[name] = item->seconds * 1e3;
-    src[name] = item->source;
+  for (const auto& [name, item] : kLayerCostParts) {
+    ms_obj[name] = (c.*item).seconds * 1e3;
+    src[name] = (c.*item).source;
   }
   ms_obj["total"] = c.total() * 1e3;
   return {{"ms", ms_obj}, {"source", src}};
+}
+
+PlannedLayout planned_from(const LayoutCost& c, int rank) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  PlannedLayout p;
+  p.rank = rank;
+  p.layout = c.layout;
+  p.feasible = c.feasible;
+  p.per_layer = c.per_layer;
+  p.step_seconds = c.step_seconds;
+  p.tokens_per_s_per_gpu = c.tokens_per_s_per_gpu;
+  p.memory_gib = c.memory.total() / kGiB;
+  p.capacity_gib = c.memory_capacity / kGiB;
+  return p;
+}
+
+Result<nlohmann::json> object_at(const nlohmann::json& j, const JsonReader& r,
+                                 const std::string& key, const std::string& what) {
+  if (!r.has(key) || !j.at(key).is_object()) return r.error(key, "expected an object with " + what);
+  return j.at(key);
+}
+
+/// One entry of `layouts` (docs/PLAN_SCHEMA.md) on a plan of `num_gpus` GPUs.
+Result<PlannedLayout> parse_planned(const nlohmann::json& l, const std::string& source,
+                                    const std::string& prefix, int num_gpus) {
+  JsonReader r(l, source, prefix);
+  PlannedLayout p;
+  auto rank = r.integer("rank", 1, 1 << 20);
+  if (!rank) return rank.error();
+  p.rank = static_cast<int>(*rank);
+  auto layout = parse_layout_keys(l, source, prefix, num_gpus);
+  if (!layout) return layout.error();
+  p.layout = *layout;
+  auto feasible = r.boolean_or("feasible", true);
+  if (!feasible) return feasible.error();
+  p.feasible = *feasible;
+  auto costs = parse_layer_ms(l, source, prefix);
+  if (!costs) return costs.error();
+  p.per_layer = std::move(*costs);
+  auto step = r.number("step_ms", 0.0, 1e15);
+  if (!step) return step.error();
+  p.step_seconds = *step / 1e3;
+  auto tps = r.number_or("tokens_per_s_per_gpu", 0.0, 0.0, 1e15);
+  if (!tps) return tps.error();
+  p.tokens_per_s_per_gpu = *tps;
+  if (r.has("memory_gib")) {
+    if (!l.at("memory_gib").is_object()) return r.error("memory_gib", "expected an object");
+    JsonReader mr(l.at("memory_gib"), source, prefix + "memory_gib.");
+    auto total = mr.number_or("total", 0.0, 0.0, 1e12);
+    if (!total) return total.error();
+    auto cap = mr.number_or("capacity", 0.0, 0.0, 1e12);
+    if (!cap) return cap.error();
+    p.memory_gib = *total;
+    p.capacity_gib = *cap;
+  }
+  return p;
 }
 
 }  // namespace
@@ -288,6 +341,241 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
                                                        : nlohmann::json(plan.recommended + 1)},
                          {"reasons", plan.reasons}};
   return j;
+}
+
+Result<Layout> parse_layout_keys(const nlohmann::json& object, const std::string& source,
+                                 const std::string& prefix, int num_gpus) {
+  JsonReader r(object, source, prefix);
+  auto dp = r.integer_or("dp_size", 1, 1, num_gpus);
+  if (!dp) return dp.error();
+  auto ep = r.integer("ep_size", 1, num_gpus);
+  if (!ep) return ep.error();
+  auto tp = r.integer("tp_size", 1, num_gpus);
+  if (!tp) return tp.error();
+  if (*dp * *ep * *tp != num_gpus) {
+    return r.error("tp_size", "expected dp_size·ep_size·tp_size = num_gpus (" +
+                                  std::to_string(num_gpus) + "), got " + std::to_string(*dp) + "·" +
+                                  std::to_string(*ep) + "·" + std::to_string(*tp));
+  }
+  Layout l;
+  l.num_gpus = num_gpus;
+  l.dp_size = static_cast<int>(*dp);
+  l.ep_size = static_cast<int>(*ep);
+  l.tp_size = static_cast<int>(*tp);
+  auto disp = r.string("dispatcher");
+  if (!disp) return disp.error();
+  const auto d = parse_dispatcher(*disp);
+  if (!d) {
+    return r.error("dispatcher", "expected padded_a2a, allgather or a2av, got \"" + *disp + "\"");
+  }
+  l.dispatcher = *d;
+  auto map = r.string("mapping");
+  if (!map) return map.error();
+  const auto m = models::parse_mapping(*map);
+  if (!m) return r.error("mapping", "expected tp_innermost or ep_innermost, got \"" + *map + "\"");
+  l.mapping = *m;
+  return l;
+}
+
+Result<LayerCost> parse_layer_ms(const nlohmann::json& object, const std::string& source,
+                                 const std::string& prefix) {
+  JsonReader r(object, source, prefix);
+  if (!r.has("layer_ms") || !object.at("layer_ms").is_object()) {
+    return r.error("layer_ms", "expected an object of per-part milliseconds");
+  }
+  JsonReader lm(object.at("layer_ms"), source, prefix + "layer_ms.");
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json& src =
+      object.contains("sources") && object.at("sources").is_object() ? object.at("sources") : none;
+  JsonReader sr(src, source, prefix + "sources.");
+  LayerCost c;
+  for (const auto& [name, item] : kLayerCostParts) {
+    auto v = lm.number(name, 0.0, 1e12);
+    if (!v) return v.error();
+    (c.*item).seconds = *v / 1e3;
+    auto s = sr.string_or(name, "");
+    if (!s) return s.error();
+    (c.*item).source = *s;
+  }
+  return c;
+}
+
+std::string PlannedLayout::describe() const {
+  return "rank " + std::to_string(rank) + ": " + layout.full_name() + ", " + ms(step_seconds) +
+         " per step";
+}
+
+PlanSummary summarize_plan(const Plan& plan) {
+  PlanSummary s;
+  s.model = plan.model;
+  s.model_source = plan.model_source;
+  s.cluster = plan.cluster;
+  s.cluster_source = plan.cluster_source;
+  s.device = plan.device;
+  s.cost_source = plan.cost_source;
+  s.load_source = plan.load_source;
+  s.placement_policy = plan.placement_policy;
+  s.num_gpus = plan.num_gpus;
+  s.workload = plan.workload;
+  for (std::size_t i = 0; i < plan.layouts.size(); ++i) {
+    s.layouts.push_back(planned_from(plan.layouts[i], static_cast<int>(i) + 1));
+  }
+  s.recommended = plan.recommended;
+  return s;
+}
+
+Result<PlanSummary> parse_plan_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) {
+    return Error{source + ": expected a plan (moeplan plan --json), got " + describe_json(j)};
+  }
+  JsonReader r(j, source);
+  auto version = r.integer("schema_version", 1, 1);
+  if (!version) return version.error();
+  PlanSummary s;
+  s.source = source;
+  auto model = object_at(j, r, "model", "name and source");
+  if (!model) return model.error();
+  JsonReader mr(*model, source, "model.");
+  auto mname = mr.string("name");
+  if (!mname) return mname.error();
+  auto msrc = mr.string("source");
+  if (!msrc) return msrc.error();
+  s.model = *mname;
+  s.model_source = *msrc;
+  auto cluster = object_at(j, r, "cluster", "name, source and device");
+  if (!cluster) return cluster.error();
+  JsonReader cr(*cluster, source, "cluster.");
+  auto cname = cr.string("name");
+  if (!cname) return cname.error();
+  auto csrc = cr.string("source");
+  if (!csrc) return csrc.error();
+  auto dev = cr.string_or("device", "");
+  if (!dev) return dev.error();
+  s.cluster = *cname;
+  s.cluster_source = *csrc;
+  s.device = *dev;
+  auto gpus = r.integer("num_gpus", 1, 1 << 20);
+  if (!gpus) return gpus.error();
+  s.num_gpus = static_cast<int>(*gpus);
+  auto work = object_at(j, r, "workload", "phase and tokens_per_gpu");
+  if (!work) return work.error();
+  JsonReader wr(*work, source, "workload.");
+  auto phase = wr.string("phase");
+  if (!phase) return phase.error();
+  const auto ph = parse_phase(*phase);
+  if (!ph) return wr.error("phase", "expected prefill or decode, got \"" + *phase + "\"");
+  s.workload.phase = *ph;
+  auto tokens = wr.integer("tokens_per_gpu", 1, 1 << 30);
+  if (!tokens) return tokens.error();
+  s.workload.tokens_per_gpu = static_cast<int>(*tokens);
+  auto cost = r.string("cost_source");
+  if (!cost) return cost.error();
+  s.cost_source = *cost;
+  auto load = r.string_or("expert_load", "uniform");
+  if (!load) return load.error();
+  s.load_source = *load;
+  auto placement = r.string_or("placement", "contiguous");
+  if (!placement) return placement.error();
+  s.placement_policy = *placement;
+  if (!r.has("layouts") || !j.at("layouts").is_array()) {
+    return r.error("layouts", "expected an array of ranked layouts");
+  }
+  const auto& layouts = j.at("layouts");
+  for (std::size_t i = 0; i < layouts.size(); ++i) {
+    const auto& l = layouts[i];
+    const std::string prefix = "layouts[" + std::to_string(i) + "].";
+    if (!l.is_object()) {
+      return r.error("layouts", "expected objects, got " + describe_json(l) + " at index " +
+                                    std::to_string(i));
+    }
+    JsonReader lr(l, source, prefix);
+    auto legal = lr.boolean_or("legal", true);
+    if (!legal) return legal.error();
+    if (!*legal) continue;
+    auto p = parse_planned(l, source, prefix, s.num_gpus);
+    if (!p) return p.error();
+    if (!s.layouts.empty() && p->rank <= s.layouts.back().rank) {
+      return lr.error("rank", "expected ranks in increasing order, got " + std::to_string(p->rank) +
+                                  " after " + std::to_string(s.layouts.back().rank));
+    }
+    s.layouts.push_back(std::move(*p));
+  }
+  if (s.layouts.empty()) return r.error("layouts", "expected at least one legal layout");
+  if (r.has("recommendation")) {
+    const auto& rec = j.at("recommendation");
+    if (!rec.is_object()) return r.error("recommendation", "expected an object");
+    if (rec.contains("rank") && !rec.at("rank").is_null()) {
+      JsonReader rr(rec, source, "recommendation.");
+      auto rank = rr.integer("rank", 1, 1 << 20);
+      if (!rank) return rank.error();
+      for (std::size_t i = 0; i < s.layouts.size(); ++i) {
+        if (s.layouts[i].rank == *rank) s.recommended = static_cast<int>(i);
+      }
+      if (s.recommended < 0) {
+        return rr.error("rank",
+                        "expected the rank of a listed layout, got " + std::to_string(*rank));
+      }
+    }
+  }
+  return s;
+}
+
+Result<PlanSummary> load_plan_file(const std::filesystem::path& path) {
+  auto j = load_json_file(path);
+  if (!j) return j.error();
+  return parse_plan_json(*j, path.string());
+}
+
+Result<PlannedLayout> select_layout(const PlanSummary& plan, const std::string& selector) {
+  if (plan.layouts.empty()) return Error{"plan " + plan.source + ": no legal layouts"};
+  if (selector.empty()) {
+    return plan.layouts[static_cast<std::size_t>(plan.recommended >= 0 ? plan.recommended : 0)];
+  }
+  auto all_digits = [](const std::string& t) {
+    return std::all_of(t.begin(), t.end(),
+                       [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+  };
+  if (all_digits(selector) && selector.size() < 8) {
+    const int rank = std::stoi(selector);
+    for (const auto& l : plan.layouts) {
+      if (l.rank == rank) return l;
+    }
+    return input_error("layout", " " + selector + ": expected a rank the plan lists (" +
+                                     std::to_string(plan.layouts.front().rank) + ".." +
+                                     std::to_string(plan.layouts.back().rank) + ")");
+  }
+  std::vector<int> parts;
+  std::string cur;
+  for (char ch : selector + "x") {
+    if (ch == 'x' || ch == 'X') {
+      if (cur.empty() || cur.size() > 7 || !all_digits(cur)) {
+        parts.clear();
+        break;
+      }
+      parts.push_back(std::stoi(cur));
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (parts.size() != 2 && parts.size() != 3) {
+    return input_error(
+        "layout",
+        " '" + selector + "': expected a rank (e.g. 3) or a shape EPxTP or DPxEPxTP (e.g. 8x2)");
+  }
+  const int dp = parts.size() == 3 ? parts[0] : 1;
+  const int ep = parts[parts.size() - 2];
+  const int tp = parts.back();
+  for (const auto& l : plan.layouts) {
+    if (l.layout.dp_size == dp && l.layout.ep_size == ep && l.layout.tp_size == tp) return l;
+  }
+  std::string shapes;
+  for (const auto& l : plan.layouts) {
+    const std::string s = l.layout.shape_name();
+    if (shapes.find(s) == std::string::npos) shapes += (shapes.empty() ? "" : ", ") + s;
+  }
+  return input_error(
+      "layout", " " + selector + ": the plan has no legal layout of that shape; it has " + shapes);
 }
 
 }  // namespace moeplan::planner

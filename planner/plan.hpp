@@ -1,8 +1,11 @@
 // Plan: every legal layout for a model, cluster and workload, costed and ranked, with the
-// recommended one and the reasons it wins; and its JSON form (docs/PLAN_SCHEMA.md).
+// recommended one and the reasons it wins; its JSON form (docs/PLAN_SCHEMA.md), written and read
+// back (PlanSummary: what an export needs), and the choice of one of its layouts.
 #pragma once
 
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,5 +55,64 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
 /// The plan as JSON (docs/PLAN_SCHEMA.md). `top` > 0 keeps the best `top` layouts;
 /// `include_excluded` appends the illegal combinations with `legal: false` and their rule.
 nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded);
+
+/// The six parts of a LayerCost with their keys in the plan JSON and the layout file.
+inline constexpr std::pair<const char*, CostItem LayerCost::*> kLayerCostParts[] = {
+    {"router", &LayerCost::router},   {"dispatch", &LayerCost::dispatch},
+    {"experts", &LayerCost::experts}, {"combine", &LayerCost::combine},
+    {"tp", &LayerCost::tp},           {"shared", &LayerCost::shared}};
+
+/// The layout keys of a plan-JSON layout or a layout file's `layout` object on `num_gpus` GPUs:
+/// `dp_size` (default 1), `ep_size`, `tp_size` (dp·ep·tp = num_gpus), `dispatcher`, `mapping`.
+/// Errors name `source` and the key under `prefix`.
+Result<Layout> parse_layout_keys(const nlohmann::json& object, const std::string& source,
+                                 const std::string& prefix, int num_gpus);
+/// The predicted costs of one layout: `layer_ms` (milliseconds per part) and, when present,
+/// `sources` (the cost source of each part).
+Result<LayerCost> parse_layer_ms(const nlohmann::json& object, const std::string& source,
+                                 const std::string& prefix);
+
+/// One legal layout of a plan with its predicted costs.
+struct PlannedLayout {
+  int rank = 0;  ///< 1-based rank in the plan
+  Layout layout;
+  bool feasible = true;
+  LayerCost per_layer;  ///< mean per MoE layer, seconds, with each part's cost source
+  double step_seconds = 0.0;
+  double tokens_per_s_per_gpu = 0.0;
+  double memory_gib = 0.0;    ///< per GPU, KV cache excluded
+  double capacity_gib = 0.0;  ///< device HBM
+
+  /// "rank 3: ep8×tp2 a2av tp_innermost, 1.234 ms per step".
+  std::string describe() const;
+};
+
+/// The parts of a plan (docs/PLAN_SCHEMA.md) an export needs.
+struct PlanSummary {
+  std::string source;  ///< the plan file, or "" for a plan made in this process
+  std::string model;
+  std::string model_source;
+  std::string cluster;
+  std::string cluster_source;
+  std::string device;
+  std::string cost_source;
+  std::string load_source;
+  std::string placement_policy;  ///< the placement the costs were computed with
+  int num_gpus = 0;
+  Workload workload;
+  std::vector<PlannedLayout> layouts;  ///< legal layouts in rank order
+  int recommended = -1;                ///< index into layouts; -1 when none fits
+};
+
+/// The summary of a plan made in this process.
+PlanSummary summarize_plan(const Plan& plan);
+/// Reads a plan JSON (`moeplan plan --json`); errors name `source`, the key and what was expected.
+Result<PlanSummary> parse_plan_json(const nlohmann::json& j, const std::string& source);
+Result<PlanSummary> load_plan_file(const std::filesystem::path& path);
+
+/// Picks a layout: "" gives the recommended one (rank 1 when none fits), "N" rank N, "EPxTP" or
+/// "DPxEPxTP" the best-ranked layout of that shape. Errors (input "layout") say what the plan
+/// holds.
+Result<PlannedLayout> select_layout(const PlanSummary& plan, const std::string& selector);
 
 }  // namespace moeplan::planner

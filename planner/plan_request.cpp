@@ -38,8 +38,8 @@ bool is_placement_file(const std::string& placement) {
          (placement.size() > 5 && placement.compare(placement.size() - 5, 5, ".json") == 0);
 }
 
-PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster,
-                     PlacementPolicy policy, int redundant_per_rank, int tokens_per_gpu) {
+PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, PlacementPolicy policy,
+                     int redundant_per_rank, int tokens_per_gpu) {
   PolicyFit fit;
   fit.policy = policy;
   fit.gpus_per_node = cluster.info().gpus_per_node;
@@ -103,8 +103,8 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
     return input_error("placement", ": " + policy.error().message + ", or a placement file");
   }
   if (!load_given && (*policy != PlacementPolicy::kContiguous || c.redundant_per_rank > 0)) {
-    return input_error("placement", " " + c.placement +
-                                        " and {redundant} need an expert load ({load} FILE|SPEC)");
+    return input_error(
+        "placement", " " + c.placement + " and {redundant} need an expert load ({load} FILE|SPEC)");
   }
   if (*policy == PlacementPolicy::kContiguous && c.redundant_per_rank > 0) {
     return input_error("redundant", " " + std::to_string(c.redundant_per_rank) +
@@ -114,8 +114,8 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
   if (*policy != PlacementPolicy::kContiguous) {
     // The same fit everywhere: EP ranks on nodes of the cluster, the model's groups.
     req.placement = policy_placement_fn(
-        req.load, policy_fit(model, cluster, *policy, c.redundant_per_rank,
-                             req.workload.tokens_per_gpu));
+        req.load,
+        policy_fit(model, cluster, *policy, c.redundant_per_rank, req.workload.tokens_per_gpu));
   }
   return req;
 }

@@ -20,8 +20,8 @@ inline constexpr int kMaxRedundantPerRank = 1024;
 /// What a user chooses besides the model, cluster, cost source and expert load.
 struct PlanChoices {
   std::string phase = "prefill";
-  std::optional<int> tokens_per_gpu;    ///< default: per phase (4096 prefill, 128 decode)
-  std::optional<int> num_gpus;          ///< default: the whole cluster
+  std::optional<int> tokens_per_gpu;     ///< default: per phase (4096 prefill, 128 decode)
+  std::optional<int> num_gpus;           ///< default: the whole cluster
   std::vector<std::string> dispatchers;  ///< empty: all
   bool attention_dp = false;
   std::string placement = "contiguous";  ///< a policy name, or a placement file's path
@@ -33,15 +33,14 @@ bool is_placement_file(const std::string& placement);
 
 /// The placement fit of a policy on `cluster` for `model` at `tokens_per_gpu` (EP ranks on the
 /// cluster's nodes, the model's expert groups, best's samples sized by the routed pairs).
-PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster,
-                     PlacementPolicy policy, int redundant_per_rank, int tokens_per_gpu);
+PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, PlacementPolicy policy,
+                     int redundant_per_rank, int tokens_per_gpu);
 
 /// The request for `choices` with `load` (no layers: uniform). Errors name the input (phase,
 /// tokens, gpus, dispatcher, redundant, placement) and what it expects: a policy other than
 /// contiguous, or redundant slots, need a load (`load_given`); a placement file must fit the
 /// model and fixes the EP size.
 Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Cluster& cluster,
-                                      const PlanChoices& choices, ExpertLoad load,
-                                      bool load_given);
+                                      const PlanChoices& choices, ExpertLoad load, bool load_given);
 
 }  // namespace moeplan::planner

@@ -23,7 +23,7 @@ inline std::vector<OpPoint> collective_sweep(const SweepSpec& s, const std::stri
     for (const DType dt : s.dtypes) {
       double last = 0.0;
       for (const double target : powers_of_two(s.min_bytes, s.max_bytes)) {
-        const double unit = g * dtype_size(dt);
+        const double unit = g * dtype_bytes(dt);
         const double bytes = std::max(1.0, std::round(target / unit)) * unit;
         if (bytes == last) continue;
         last = bytes;
@@ -53,8 +53,8 @@ inline OpTable collective_table(
   t.sweep = [name](const SweepSpec& s) { return collective_sweep(s, name); };
   t.bus_factor = std::move(bus_factor);
   t.init = [name, make_case = std::move(make_case)](
-               const OpPoint& p, const SweepSpec&,
-               kernels::Communicator* comm) -> Result<std::unique_ptr<OpCase>> {
+               const OpPoint& p, const SweepSpec&, kernels::Communicator* comm,
+               kernels::Backend&) -> Result<std::unique_ptr<OpCase>> {
     if (comm == nullptr) return Error{name + ": expected a communicator"};
     return make_case(*comm, p);
   };

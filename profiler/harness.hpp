@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "kernels/communicator.hpp"
 #include "models/dtype.hpp"
 #include "models/moe_model.hpp"
@@ -63,6 +64,7 @@ class OpCase {
 /// What a profile's sweep is derived from: the model's layer (widths divided by the scale), the
 /// world, the storage dtypes and the size caps.
 struct SweepSpec {
+  std::string backend = "cpu";  ///< the backend profiled (names the kernels in the points)
   std::string model;
   int hidden = 0;
   int intermediate = 0;
@@ -104,9 +106,10 @@ struct OpTable {
   /// busBw = algBw · bus_factor(group size) (nccl-tests); null for compute ops.
   std::function<double(int)> bus_factor;
   /// Builds the case on this rank; `group` is this rank's group for collectives (null for
-  /// compute ops). An Error means the point is not supported by this backend.
-  std::function<Result<std::unique_ptr<OpCase>>(const OpPoint&, const SweepSpec&,
-                                                kernels::Communicator* group)>
+  /// compute ops); compute ops run `backend`'s calls (the backend being profiled), after asking
+  /// its can_implement. An Error means the point is not supported by this backend.
+  std::function<Result<std::unique_ptr<OpCase>>(
+      const OpPoint&, const SweepSpec&, kernels::Communicator* group, kernels::Backend& backend)>
       init;
 };
 

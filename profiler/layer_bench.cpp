@@ -26,8 +26,8 @@ class LayerCase final : public OpCase {
   }
 
   void run() override {
-    out_ = kernels::moe_forward(*backend_, groups_, spec_, layout_, weights_, x_, tokens_,
-                                &phases_);
+    out_ =
+        kernels::moe_forward(*backend_, groups_, spec_, layout_, weights_, x_, tokens_, &phases_);
     if (fault_ && !out_.empty()) out_[out_.size() / 2] += 1.0F;
   }
 

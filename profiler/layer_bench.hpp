@@ -23,7 +23,6 @@ struct LayerMeasurement {
 /// (layout.group_size() == world.size()).
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
                                const kernels::Layout& layout, int num_tokens,
-                               const HarnessOptions& options,
-                               bool inject_fault = false);
+                               const HarnessOptions& options, bool inject_fault = false);
 
 }  // namespace moeplan::profiler

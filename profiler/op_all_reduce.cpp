@@ -73,7 +73,7 @@ OpTable all_reduce_op() {
       "all_reduce", [](int g) { return 2.0 * (g - 1.0) / g; },
       [](kernels::Communicator& comm, const OpPoint& p) -> std::unique_ptr<OpCase> {
         return std::make_unique<AllReduceCase>(
-            comm, static_cast<std::size_t>(p.bytes / dtype_size(p.dtype)), p.dtype);
+            comm, static_cast<std::size_t>(p.bytes / dtype_bytes(p.dtype)), p.dtype);
       });
 }
 

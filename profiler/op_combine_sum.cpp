@@ -1,7 +1,6 @@
 // combine_sum: each token's k expert outputs weighted and summed with the shared expert's
-// output, stored in the dtype — the layer's combine_rows. Bytes as the cost model counts them:
-// (T·k + T)·H·b.
-#include "kernels/layer_ops.hpp"
+// output, stored in the dtype — the profiled backend's combine. Bytes as the cost model counts
+// them: (T·k + T)·H·b.
 #include "profiler/op_common.hpp"
 #include "profiler/ops.hpp"
 
@@ -10,13 +9,13 @@ namespace moeplan::profiler {
 namespace {
 
 double token_bytes(const SweepSpec& s, DType dt) {
-  return (s.top_k + 1.0) * s.hidden * dtype_size(dt);
+  return (s.top_k + 1.0) * s.hidden * dtype_bytes(dt);
 }
 
 class CombineCase final : public OpCase {
  public:
-  CombineCase(const SweepSpec& s, int tokens, DType dtype)
-      : t_(tokens), k_(s.top_k), h_(s.hidden), dtype_(dtype) {
+  CombineCase(const SweepSpec& s, int tokens, DType dtype, kernels::Backend& backend)
+      : t_(tokens), k_(s.top_k), h_(s.hidden), dtype_(dtype), backend_(backend) {
     const std::size_t pairs = usz(tokens) * usz(s.top_k);
     y_ = random_values(dtype, pairs * usz(s.hidden), 9);
     weights_ = random_values(DType::kFp32, pairs, 10, 0.0F, 1.0F);
@@ -28,7 +27,10 @@ class CombineCase final : public OpCase {
   }
 
   void run() override {
-    out_ = kernels::combine_rows(y_, pair_row_, weights_, shared_, t_, k_, h_, dtype_);
+    // The layer allocates its output for every forward: so does this case.
+    out_ = std::vector<float>(usz(t_) * usz(h_));
+    backend_.combine(kernels::OpContext{}, y_, pair_row_, weights_, shared_, t_, k_, h_, dtype_,
+                     out_);
     if (fault_) out_[out_.size() / 2] += 0.5F;
   }
 
@@ -61,6 +63,7 @@ class CombineCase final : public OpCase {
  private:
   int t_, k_, h_;
   DType dtype_;
+  kernels::Backend& backend_;
   std::vector<float> y_, weights_, shared_, out_;
   std::vector<int> pair_row_;
 };
@@ -81,16 +84,15 @@ OpTable combine_sum_op() {
                             {"tokens", static_cast<double>(tokens)},
                             {"top_k", s.top_k},
                             {"hidden", s.hidden}});
-      p.kernel = "layer combine_rows";
+      p.kernel = s.backend + " combine";
       return p;
     });
   };
-  t.init = [](const OpPoint& p, const SweepSpec& s,
-              kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
-    if (p.dtype == DType::kFp8)
-      return Error{"combine_sum: fp8 is not a storage dtype of the CPU backend"};
+  t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
+              kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
+    MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kCombine, p.dtype));
     return std::unique_ptr<OpCase>(std::make_unique<CombineCase>(
-        s, static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype))), p.dtype));
+        s, static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype))), p.dtype, backend));
   };
   return t;
 }

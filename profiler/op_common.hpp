@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.hpp"
 #include "kernels/dtype_convert.hpp"
 #include "kernels/layer_spec.hpp"
 #include "profiler/harness.hpp"
@@ -51,9 +52,6 @@ inline std::string shape_text(std::initializer_list<std::pair<const char*, doubl
   return s;
 }
 
-/// Bytes per element of the storage dtype as the planner counts it (fp32 4, bf16/fp16 2).
-inline double dtype_size(DType t) { return t == DType::kFp32 ? 4.0 : 2.0; }
-
 /// Elementwise sweep: for every dtype and power-of-two byte target, `units(target, dtype)` whole
 /// units (rows, tokens, elements) of `unit_bytes(dtype)` bytes each; duplicates dropped.
 template <class MakePoint>
@@ -78,6 +76,12 @@ inline double sum_tolerance(DType dtype, int terms, double sum_abs, double ref) 
   const double u32 = std::ldexp(1.0, -24);
   const double acc = terms * u32 * sum_abs;
   return acc + kernels::unit_roundoff(dtype) * (std::abs(ref) + acc) + 1e-30;
+}
+
+/// The backend's can_implement for `op` on `dtype`, as an op's init reports it (not supported).
+inline Status backend_supports(const kernels::Backend& backend, kernels::BackendOp op,
+                               DType dtype) {
+  return backend.can_implement({op, dtype});
 }
 
 }  // namespace moeplan::profiler

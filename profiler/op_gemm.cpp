@@ -1,13 +1,13 @@
-// GEMM: the (m, n, k) shapes the cost model asks for, run as the CPU backend runs them — the
-// router's per-row GEMVs (n = E, k = H), Eigen GEMMs into fp32 for gate/up (n = 2·width, k = H;
-// SiLU·mul rounds their output), and Eigen GEMMs whose output is stored in the storage dtype
-// for down projections (n = H, k = width; the layer rounds before its TP reduction).
-#include <Eigen/Core>
+// GEMM: the (m, n, k) shapes the cost model asks for, run through the profiled backend's own
+// calls — router_logits for the router (n = E, k = H), gemm into fp32 for gate/up
+// (n = 2·width, k = H; SiLU·mul rounds their output), and gemm stored in the storage dtype for
+// down projections (n = H, k = width; the layer rounds before its TP reduction).
 #include <algorithm>
 #include <set>
 #include <tuple>
 
 #include "kernels/backend.hpp"
+#include "kernels/uninit_vector.hpp"
 #include "profiler/op_common.hpp"
 #include "profiler/ops.hpp"
 
@@ -15,25 +15,21 @@ namespace moeplan::profiler {
 
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMap = Eigen::Map<const RowMat>;
-using Map = Eigen::Map<RowMat>;
-
 enum class Role { kRouter, kGateUp, kDown };
 
-const char* role_kernel(Role r) {
+std::string role_kernel(const std::string& backend, Role r) {
   switch (r) {
-    case Role::kRouter: return "cpu router_logits (one GEMV per row, fp32 out)";
-    case Role::kGateUp: return "eigen gemm (fp32 out)";
-    case Role::kDown: return "eigen gemm (out stored in dtype)";
+    case Role::kRouter: return backend + " router_logits (fp32 out)";
+    case Role::kGateUp: return backend + " gemm (fp32 out)";
+    case Role::kDown: return backend + " gemm (out stored in dtype)";
   }
   return "?";
 }
 
 class GemmCase final : public OpCase {
  public:
-  GemmCase(int m, int n, int k, DType dtype, Role role)
-      : m_(m), n_(n), k_(k), dtype_(dtype), role_(role), backend_(kernels::make_cpu_backend()) {
+  GemmCase(int m, int n, int k, DType dtype, Role role, kernels::Backend& backend)
+      : m_(m), n_(n), k_(k), dtype_(dtype), role_(role), backend_(backend) {
     a_ = random_values(dtype, usz(m) * usz(k), 1);
     // NOTE: the layer streams every local expert's weights once per forward, so a weight matrix
     // is cold when its GEMM starts. Rotating over copies that together exceed the per-core
@@ -66,17 +62,16 @@ class GemmCase final : public OpCase {
     last_c_ = next_c_;
     next_c_ = (next_c_ + 1) % c_pool_.size();
     std::vector<float>& c_out = c_pool_[last_c_];
+    const std::span<const float> a_span(a, usz(m_) * usz(k_));
     if (role_ == Role::kRouter) {
-      backend_->router_logits(kernels::OpContext{}, a_, m_, k_, b, n_, c_out);
+      backend_.router_logits(kernels::OpContext{}, a_span, m_, k_, b, n_, c_out);
     } else if (role_ == Role::kGateUp) {
       // The backend's MLP allocates its gate/up output for every expert: so does this GEMM.
-      RowMat gu(m_, n_);
-      gu.noalias() = ConstMap(a, m_, k_) * ConstMap(b.data(), k_, n_);
+      kernels::UninitVector<float> gu(usz(m_) * usz(n_));
+      backend_.gemm(kernels::OpContext{}, a_span, m_, k_, b, n_, dtype_, DType::kFp32, gu);
       fresh_ = std::move(gu);
     } else {
-      Map c(c_out.data(), m_, n_);
-      c.noalias() = ConstMap(a, m_, k_) * ConstMap(b.data(), k_, n_);
-      kernels::round_to(dtype_, c_out);
+      backend_.gemm(kernels::OpContext{}, a_span, m_, k_, b, n_, dtype_, dtype_, c_out);
     }
     if (fault_) out()[c_out.size() / 2] += 1.0F;
   }
@@ -114,11 +109,11 @@ class GemmCase final : public OpCase {
   int m_, n_, k_;
   DType dtype_;
   Role role_;
-  std::unique_ptr<kernels::Backend> backend_;
+  kernels::Backend& backend_;
   std::vector<float> a_;
   std::vector<std::vector<float>> a_pool_;  ///< further copies of a_ (gate/up: cold input)
   std::vector<std::vector<float>> c_pool_;  ///< output buffers (down: cold output)
-  RowMat fresh_;
+  kernels::UninitVector<float> fresh_;
   std::vector<std::vector<float>> b_pool_;
   std::size_t next_ = 0, last_ = 0, next_a_ = 0, last_a_ = 0, next_c_ = 0, last_c_ = 0;
 };
@@ -153,8 +148,8 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
         p.flops = 2.0 * m * n * static_cast<double>(k);
         p.bytes =
             (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
-            dtype_size(dt);
-        p.kernel = role_kernel(role);
+            dtype_bytes(dt);
+        p.kernel = role_kernel(s.backend, role);
         out.push_back(std::move(p));
       }
     }
@@ -168,17 +163,19 @@ OpTable gemm_op() {
   OpTable t;
   t.name = "gemm";
   t.sweep = gemm_sweep;
-  t.init = [](const OpPoint& p, const SweepSpec& s,
-              kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
-    if (p.dtype == DType::kFp8) return Error{"gemm: fp8 is not a storage dtype of the CPU backend"};
-    (void)s;
+  t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
+              kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
     const int n = static_cast<int>(p.n), k = static_cast<int>(p.k);
     Role role = Role::kGateUp;
     for (const Role r : {Role::kRouter, Role::kGateUp, Role::kDown}) {
-      if (p.kernel == role_kernel(r)) role = r;
+      if (p.kernel == role_kernel(s.backend, r)) role = r;
     }
+    MOEPLAN_TRY_STATUS(backend_supports(
+        backend,
+        role == Role::kRouter ? kernels::BackendOp::kRouterLogits : kernels::BackendOp::kGemm,
+        p.dtype));
     return std::unique_ptr<OpCase>(
-        std::make_unique<GemmCase>(static_cast<int>(p.m), n, k, p.dtype, role));
+        std::make_unique<GemmCase>(static_cast<int>(p.m), n, k, p.dtype, role, backend));
   };
   return t;
 }

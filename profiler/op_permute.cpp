@@ -9,7 +9,7 @@ namespace moeplan::profiler {
 
 namespace {
 
-double row_bytes(const SweepSpec& s, DType dt) { return 2.0 * s.hidden * dtype_size(dt); }
+double row_bytes(const SweepSpec& s, DType dt) { return 2.0 * s.hidden * dtype_bytes(dt); }
 
 class PermuteCase final : public OpCase {
  public:
@@ -68,8 +68,8 @@ OpTable permute_op() {
       return p;
     });
   };
-  t.init = [](const OpPoint& p, const SweepSpec& s,
-              kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
+  t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
+              kernels::Backend&) -> Result<std::unique_ptr<OpCase>> {
     if (p.dtype == DType::kFp8)
       return Error{"permute: fp8 is not a storage dtype of the CPU backend"};
     const int rows = static_cast<int>(std::lround(p.bytes / row_bytes(s, p.dtype)));

@@ -51,7 +51,7 @@ OpTable reduce_scatter_op() {
       "reduce_scatter", [](int g) { return (g - 1.0) / g; },
       [](kernels::Communicator& comm, const OpPoint& p) -> std::unique_ptr<OpCase> {
         return std::make_unique<ReduceScatterCase>(
-            comm, static_cast<std::size_t>(p.bytes / dtype_size(p.dtype)));
+            comm, static_cast<std::size_t>(p.bytes / dtype_bytes(p.dtype)));
       });
 }
 

@@ -1,5 +1,6 @@
-// router_topk: scoring, top-k selection and weights of T tokens over E fp32 logits — the CPU
-// backend's route(). Bytes as the cost model counts them: T·E·4 (logits) + T·k·8 (ids, weights).
+// router_topk: scoring, top-k selection and weights of T tokens over E fp32 logits — the
+// profiled backend's route(). Bytes as the cost model counts them: T·E·4 (logits) + T·k·8 (ids,
+// weights).
 #include <algorithm>
 
 #include "kernels/backend.hpp"
@@ -14,8 +15,8 @@ double token_bytes(const SweepSpec& s, DType) { return s.num_experts * 4.0 + s.t
 
 class RouterCase final : public OpCase {
  public:
-  RouterCase(const SweepSpec& s, int tokens)
-      : s_(s), t_(tokens), backend_(kernels::make_cpu_backend()) {
+  RouterCase(const SweepSpec& s, int tokens, kernels::Backend& backend)
+      : s_(s), t_(tokens), backend_(backend) {
     logits_ = random_values(DType::kFp32, usz(tokens) * usz(s.num_experts), 3, -4.0F, 4.0F);
     bias_.assign(usz(s.num_experts), 0.0F);
     ids_.assign(usz(tokens) * usz(s.top_k), 0);
@@ -23,8 +24,8 @@ class RouterCase final : public OpCase {
   }
 
   void run() override {
-    backend_->route(kernels::OpContext{}, s_.router, logits_, bias_, t_, s_.num_experts, s_.top_k,
-                    ids_, weights_);
+    backend_.route(kernels::OpContext{}, s_.router, logits_, bias_, t_, s_.num_experts, s_.top_k,
+                   ids_, weights_);
     if (fault_) ids_[0] = (ids_[0] + 1) % s_.num_experts;
   }
 
@@ -66,7 +67,7 @@ class RouterCase final : public OpCase {
  private:
   SweepSpec s_;
   int t_;
-  std::unique_ptr<kernels::Backend> backend_;
+  kernels::Backend& backend_;
   std::vector<float> logits_, bias_, weights_;
   std::vector<int> ids_;
 };
@@ -87,15 +88,16 @@ OpTable router_topk_op() {
                             {"tokens", static_cast<double>(tokens)},
                             {"experts", s.num_experts},
                             {"top_k", s.top_k}});
-      p.kernel = "cpu route (" + models::scoring_name(s.router.scoring) + ", " +
+      p.kernel = s.backend + " route (" + models::scoring_name(s.router.scoring) + ", " +
                  models::topk_method_name(s.router.topk_method) + ")";
       return p;
     });
   };
-  t.init = [](const OpPoint& p, const SweepSpec& s,
-              kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
+  t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
+              kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
+    MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kRoute, p.dtype));
     const int tokens = static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype)));
-    return std::unique_ptr<OpCase>(std::make_unique<RouterCase>(s, tokens));
+    return std::unique_ptr<OpCase>(std::make_unique<RouterCase>(s, tokens, backend));
   };
   return t;
 }

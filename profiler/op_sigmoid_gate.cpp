@@ -1,6 +1,5 @@
-// sigmoid_gate: the shared expert's gate, out[t] *= sigmoid(x[t]·g) — the CPU backend's
-// sigmoid_gate_rows. Bytes as the cost model counts them: 3·T·H·b.
-#include "kernels/layer_ops.hpp"
+// sigmoid_gate: the shared expert's gate, out[t] *= sigmoid(x[t]·g) — the profiled backend's
+// sigmoid_gate. Bytes as the cost model counts them: 3·T·H·b.
 #include "profiler/op_common.hpp"
 #include "profiler/ops.hpp"
 
@@ -8,11 +7,12 @@ namespace moeplan::profiler {
 
 namespace {
 
-double token_bytes(const SweepSpec& s, DType dt) { return 3.0 * s.hidden * dtype_size(dt); }
+double token_bytes(const SweepSpec& s, DType dt) { return 3.0 * s.hidden * dtype_bytes(dt); }
 
 class GateCase final : public OpCase {
  public:
-  GateCase(int tokens, int hidden) : t_(tokens), h_(hidden) {
+  GateCase(int tokens, int hidden, kernels::Backend& backend)
+      : t_(tokens), h_(hidden), backend_(backend) {
     // x·g ≈ 10: the gate is ≈ 0.99995, so repeated runs in place keep `out` far from underflow
     // while every run still changes it measurably.
     x_ = random_values(DType::kFp32, usz(tokens) * usz(hidden), 7, 0.5F, 1.5F);
@@ -22,7 +22,7 @@ class GateCase final : public OpCase {
   }
 
   void run() override {
-    kernels::sigmoid_gate_rows(x_.data(), t_, h_, gate_, out_.data());
+    backend_.sigmoid_gate(kernels::OpContext{}, x_, t_, h_, gate_, out_);
     if (fault_) out_[out_.size() / 2] *= 0.5F;
   }
 
@@ -53,6 +53,7 @@ class GateCase final : public OpCase {
 
  private:
   int t_, h_;
+  kernels::Backend& backend_;
   std::vector<float> x_, gate_, out0_, out_;
 };
 
@@ -71,14 +72,15 @@ OpTable sigmoid_gate_op() {
       p.m = p.bytes;
       p.shape = shape_text(
           {{"bytes", p.bytes}, {"tokens", static_cast<double>(tokens)}, {"hidden", s.hidden}});
-      p.kernel = "cpu sigmoid_gate_rows";
+      p.kernel = s.backend + " sigmoid_gate";
       return p;
     });
   };
-  t.init = [](const OpPoint& p, const SweepSpec& s,
-              kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
+  t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
+              kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
+    MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kSigmoidGate, p.dtype));
     return std::unique_ptr<OpCase>(std::make_unique<GateCase>(
-        static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype))), s.hidden));
+        static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype))), s.hidden, backend));
   };
   return t;
 }

@@ -1,6 +1,5 @@
-// silu_mul: SiLU(gate)·up over the gate/up GEMM output, stored in the dtype — the CPU backend's
-// silu_mul_rows. Bytes as the cost model counts them: 3·rows·width·b.
-#include "kernels/layer_ops.hpp"
+// silu_mul: SiLU(gate)·up over the gate/up GEMM output, stored in the dtype — the profiled
+// backend's silu_mul. Bytes as the cost model counts them: 3·rows·width·b.
 #include "profiler/op_common.hpp"
 #include "profiler/ops.hpp"
 
@@ -8,17 +7,18 @@ namespace moeplan::profiler {
 
 namespace {
 
-double row_bytes(const SweepSpec& s, DType dt) { return 3.0 * s.intermediate * dtype_size(dt); }
+double row_bytes(const SweepSpec& s, DType dt) { return 3.0 * s.intermediate * dtype_bytes(dt); }
 
 class SiluCase final : public OpCase {
  public:
-  SiluCase(long rows, int width, DType dtype) : rows_(rows), width_(width), dtype_(dtype) {
+  SiluCase(long rows, int width, DType dtype, kernels::Backend& backend)
+      : rows_(rows), width_(width), dtype_(dtype), backend_(backend) {
     gu_ = random_values(DType::kFp32, usz(rows) * 2 * usz(width), 6, -4.0F, 4.0F);
     act_.assign(usz(rows) * usz(width), 0.0F);
   }
 
   void run() override {
-    kernels::silu_mul_rows(gu_.data(), rows_, width_, dtype_, act_.data());
+    backend_.silu_mul(kernels::OpContext{}, gu_, static_cast<int>(rows_), width_, dtype_, act_);
     if (fault_) act_[act_.size() / 2] = -act_[act_.size() / 2] + 1.0F;
   }
 
@@ -45,6 +45,7 @@ class SiluCase final : public OpCase {
   long rows_;
   int width_;
   DType dtype_;
+  kernels::Backend& backend_;
   std::vector<float> gu_, act_;
 };
 
@@ -62,16 +63,15 @@ OpTable silu_mul_op() {
       p.m = p.bytes;
       p.shape = shape_text(
           {{"bytes", p.bytes}, {"rows", static_cast<double>(rows)}, {"width", s.intermediate}});
-      p.kernel = "cpu silu_mul_rows";
+      p.kernel = s.backend + " silu_mul";
       return p;
     });
   };
-  t.init = [](const OpPoint& p, const SweepSpec& s,
-              kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
-    if (p.dtype == DType::kFp8)
-      return Error{"silu_mul: fp8 is not a storage dtype of the CPU backend"};
+  t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
+              kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
+    MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kSiluMul, p.dtype));
     return std::unique_ptr<OpCase>(std::make_unique<SiluCase>(
-        std::lround(p.bytes / row_bytes(s, p.dtype)), s.intermediate, p.dtype));
+        std::lround(p.bytes / row_bytes(s, p.dtype)), s.intermediate, p.dtype, backend));
   };
   return t;
 }

@@ -12,7 +12,7 @@ namespace moeplan::profiler {
 
 namespace {
 
-double value_bytes(const SweepSpec&, DType dt) { return 2.0 * dtype_size(dt); }
+double value_bytes(const SweepSpec&, DType dt) { return 2.0 * dtype_bytes(dt); }
 
 class StageCase final : public OpCase {
  public:
@@ -61,8 +61,8 @@ OpTable stage_op() {
       return p;
     });
   };
-  t.init = [](const OpPoint& p, const SweepSpec& s,
-              kernels::Communicator*) -> Result<std::unique_ptr<OpCase>> {
+  t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
+              kernels::Backend&) -> Result<std::unique_ptr<OpCase>> {
     if (p.dtype == DType::kFp8)
       return Error{"stage: fp8 is not a storage dtype of the CPU backend"};
     return std::unique_ptr<OpCase>(

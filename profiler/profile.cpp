@@ -70,6 +70,7 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   if (!sweep) return sweep.error();
   ProfileRequest req;
   req.sweep = *sweep;
+  req.sweep.backend = o.backend;
   req.ops = split_list(o.ops);
   auto points = sweep_points(req.sweep, req.ops);
   if (!points) return points.error();
@@ -136,6 +137,11 @@ Result<ProfileSummary> run_profile(
   const bool root = world.rank() == 0;
   auto points = sweep_points(req.sweep, req.ops);
   if (!points) return points.error();
+  // The backend whose calls every compute op times (its can_implement decides what is
+  // not_supported).
+  auto made = kernels::make_backend(req.sweep.backend);
+  if (!made) return made.error();
+  const std::unique_ptr<kernels::Backend> backend = std::move(*made);
   const Environment env = current_environment();
   std::vector<planner::RunRank> places = req.places;
   if (places.empty()) {
@@ -234,7 +240,7 @@ Result<ProfileSummary> run_profile(
       Result<std::unique_ptr<OpCase>> c = Error{""};
       try {
         kernels::fault_point(world.rank());
-        c = table->init(point, req.sweep, group);
+        c = table->init(point, req.sweep, group, *backend);
       } catch (const std::bad_alloc&) {
         // The shape's buffers do not fit (host memory here; device memory on a GPU backend,
         // whose allocation failures derive from std::bad_alloc): not supported, and go on.

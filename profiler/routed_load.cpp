@@ -107,16 +107,15 @@ namespace {
 Result<planner::LoadData> routed_with_model(const std::string& input, const std::string& spec,
                                             const models::MoeModel* model) {
   if (model == nullptr) {
-    return input_error(input, " " + spec +
-                                  ": a routed load needs {model} (it runs that model's router)");
+    return input_error(input,
+                       " " + spec + ": a routed load needs {model} (it runs that model's router)");
   }
   return routed_load(spec, *model);
 }
 
 }  // namespace
 
-Result<planner::LoadData> load_any(const std::string& file_or_spec,
-                                   const models::MoeModel* model) {
+Result<planner::LoadData> load_any(const std::string& file_or_spec, const models::MoeModel* model) {
   if (is_routed_spec(file_or_spec)) return routed_with_model("load", file_or_spec, model);
   return planner::load_file_or_spec(file_or_spec, model);
 }

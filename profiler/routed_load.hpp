@@ -21,8 +21,7 @@ bool is_routed_spec(const std::string& spec);
 
 /// Any load a user can name, for every front end (`plan --load`, moeplan-gui's load field): a
 /// routed spec (needs `model`), else planner::load_file_or_spec (a file or a synthetic spec).
-Result<planner::LoadData> load_any(const std::string& file_or_spec,
-                                   const models::MoeModel* model);
+Result<planner::LoadData> load_any(const std::string& file_or_spec, const models::MoeModel* model);
 
 /// A synthetic spec (`place --synthetic`): routed (needs `model`), else planner::synthetic_load.
 Result<planner::LoadData> synthetic_any(const std::string& spec, const models::MoeModel* model);

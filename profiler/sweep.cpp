@@ -56,7 +56,8 @@ Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& 
   s.dtypes = r.dtypes.empty() ? std::vector<DType>{model.dtype} : r.dtypes;
   s.max_rows = r.max_tokens > 0 ? r.max_tokens : (r.quick ? 512 : 4096);
   if (s.max_rows > (1 << 20)) {
-    return input_error("max_tokens", ": expected at most 1048576, got " + std::to_string(s.max_rows));
+    return input_error("max_tokens",
+                       ": expected at most 1048576, got " + std::to_string(s.max_rows));
   }
   s.max_bytes = r.max_bytes > 0.0 ? r.max_bytes : (r.quick ? 1024.0 * 1024 : 64.0 * 1024 * 1024);
   if (s.max_bytes < s.min_bytes || s.max_bytes > 4.0 * 1024 * 1024 * 1024) {

@@ -45,7 +45,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int world) {
-  if (o.costs.empty()) return input_error("costs", ": expected the cost database written by profile");
+  if (o.costs.empty())
+    return input_error("costs", ": expected the cost database written by profile");
   const auto statistic = planner::parse_statistic(o.statistic);
   if (!statistic) {
     return input_error("statistic", ": expected median or p10, got '" + o.statistic + "'");

@@ -53,9 +53,10 @@ void add_validate_command(CLI::App& app, Action& action);
 void add_place_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 
-/// Writes `spec` in `format` into `out_dir` (or prints it when empty); warnings go to stderr.
-/// Shared by `moeplan export` and `moeplan plan --export`.
+/// Writes `spec` in `format` for `framework_version` ("" = the current release) into `out_dir`
+/// (or prints it when empty); warnings go to stderr. Shared by `moeplan export` and
+/// `moeplan plan --export`.
 int emit_export(const planner::ExportSpec& spec, planner::ExportFormat format,
-                const std::string& out_dir);
+                const std::string& framework_version, const std::string& out_dir);
 
 }  // namespace moeplan::cli

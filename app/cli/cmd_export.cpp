@@ -16,6 +16,7 @@ struct ExportOptions {
   std::string layout;
   std::string placement;
   std::string format;
+  std::string framework_version;
   std::string out;
 };
 
@@ -27,14 +28,14 @@ int run_export(const ExportOptions& o) {
   if (!plan) return report_error(plan.error());
   auto spec = planner::export_spec_from_plan(*plan, o.layout, o.placement);
   if (!spec) return report_error(spec.error());
-  return emit_export(*spec, *format, o.out);
+  return emit_export(*spec, *format, o.framework_version, o.out);
 }
 
 }  // namespace
 
 int emit_export(const planner::ExportSpec& spec, planner::ExportFormat format,
-                const std::string& out_dir) {
-  auto result = planner::export_layout(spec, format);
+                const std::string& framework_version, const std::string& out_dir) {
+  auto result = planner::export_layout(spec, format, {framework_version, out_dir});
   if (!result) return report_error(result.error());
   if (!out_dir.empty()) {
     if (auto s = planner::write_export(*result, out_dir); !s.ok()) return report_error(s.error());
@@ -62,6 +63,9 @@ void add_export_command(CLI::App& app, Action& action) {
   cmd->add_option("--placement", o->placement,
                   "Placement file (moeplan place --out) for the layout's EP size");
   cmd->add_option("--format", o->format, "sglang | vllm | trtllm | megatron | paddle | json");
+  cmd->add_option("--framework-version", o->framework_version,
+                  "The framework release to write for (default: its current release; "
+                  "docs/EXPORT.md lists each format's)");
   cmd->add_option("--out", o->out,
                   "Write the files into this folder (atomically) instead of "
                   "printing them");

@@ -9,6 +9,7 @@
 #include "models/registry.hpp"
 #include "models/units.hpp"
 #include "planner/placement/load_io.hpp"
+#include "planner/placement/place_run.hpp"
 #include "planner/placement/placement.hpp"
 #include "planner/placement/placement_file.hpp"
 #include "planner/placement/placement_metrics.hpp"
@@ -17,15 +18,6 @@
 namespace moeplan::cli {
 
 namespace {
-
-// A routed load needs the model whose router it runs.
-Result<planner::LoadData> routed_or_error(const std::string& spec, const models::MoeModel* model) {
-  if (model == nullptr) {
-    return Error{"--synthetic " + spec +
-                 ": a routed load needs --model (it runs that model's router)"};
-  }
-  return profiler::routed_load(spec, *model);
-}
 
 struct PlaceOptions {
   std::string load;
@@ -46,25 +38,6 @@ struct PlaceOptions {
   bool json = false;
 };
 
-// Samples `best` optimises for when the load has no steps of its own.
-constexpr int kBestSamples = 512;
-constexpr int kMinFileSamples = 64;
-
-using Steps = std::vector<std::vector<std::vector<double>>>;
-
-planner::ExpertLoad sum_steps(const Steps& steps, int first, int last,
-                              const planner::ExpertLoad& like) {
-  planner::ExpertLoad load = like;
-  for (auto& row : load.counts) std::fill(row.begin(), row.end(), 0.0);
-  for (int s = first; s < last; ++s) {
-    const auto& step = steps[static_cast<std::size_t>(s)];
-    for (std::size_t l = 0; l < step.size(); ++l) {
-      for (std::size_t e = 0; e < step[l].size(); ++e) load.counts[l][e] += step[l][e];
-    }
-  }
-  return load;
-}
-
 nlohmann::json scores_json(const planner::StepScores& s) {
   return {{"steps", s.num_steps},
           {"mean_balancedness", s.mean_balancedness},
@@ -82,21 +55,20 @@ int run_place(const PlaceOptions& o) {
   if (sources != 1) {
     return report_error(Error{"place: expected exactly one of --load, --trace or --synthetic"});
   }
-  if (o.gpus <= 0) return report_error(Error{"place: expected --gpus N with N ≥ 1"});
-  if (o.nodes <= 0) return report_error(Error{"place: expected --nodes ≥ 1"});
-  if (o.slots < 0) return report_error(Error{"place: expected --slots ≥ 0 (0: one per expert)"});
-  if (o.groups < 0) return report_error(Error{"place: expected --groups ≥ 1"});
-  if (o.eval_steps < 0 || o.eval_steps > 1000000) {
-    return report_error(Error{"place: expected --eval-steps in [0, 1000000]"});
-  }
-  if (o.step_tokens <= 0 || o.step_tokens > (std::int64_t{1} << 40)) {
-    return report_error(Error{"place: expected --step-tokens in [1, 2^40]"});
-  }
-  if (!(o.locality_weight >= 0.0 && o.locality_weight <= 100.0)) {
-    return report_error(Error{"place: expected --locality-weight in [0, 100]"});
-  }
+  planner::PlaceRequest request;
+  request.num_gpus = o.gpus;
+  request.num_nodes = o.nodes;
+  request.num_slots = o.slots;
+  request.num_groups = o.groups;
+  request.eval_steps = o.eval_steps;
+  request.fit_steps = o.fit_steps;
+  request.step_tokens = o.step_tokens;
+  request.seed = o.seed;
+  request.locality_weight = o.locality_weight;
+  if (auto s = planner::check_place_request(request); !s) return report_error(s.error());
   auto policy = planner::parse_policy(o.policy);
   if (!policy) return report_error(policy.error());
+  request.policy = *policy;
 
   std::optional<models::MoeModel> model;
   if (!o.model.empty()) {
@@ -107,77 +79,20 @@ int run_place(const PlaceOptions& o) {
   const models::MoeModel* mp = model ? &*model : nullptr;
   auto data = !o.load.empty()    ? planner::read_load_file(o.load, mp)
               : !o.trace.empty() ? planner::read_trace_file(o.trace, mp)
-                                 : (profiler::is_routed_spec(o.synthetic)
-                                        ? routed_or_error(o.synthetic, mp)
-                                        : planner::synthetic_load(o.synthetic, mp));
+                                 : profiler::synthetic_any(o.synthetic, mp);
   if (!data) return report_error(data.error());
-
-  // Fit on the first steps of a [steps, L, E] load, score on the rest.
-  const int num_file_steps = static_cast<int>(data->steps.size());
-  int fit_steps = num_file_steps;
-  if (num_file_steps >= 2) {
-    fit_steps = o.fit_steps < 0 ? num_file_steps / 2 : o.fit_steps;
-    if (fit_steps < 1 || fit_steps > num_file_steps) {
-      return report_error(Error{"place: expected --fit-steps in [1, " +
-                                std::to_string(num_file_steps) + "] for " + o.load});
-    }
-  } else if (o.fit_steps >= 0) {
-    return report_error(
-        Error{"place: --fit-steps needs a load with steps ([steps][layers][experts])"});
-  }
-  const planner::ExpertLoad fit =
-      num_file_steps >= 2 ? sum_steps(data->steps, 0, fit_steps, data->load) : data->load;
-
-  planner::PlacementConfig config;
-  config.num_gpus = o.gpus;
-  config.num_nodes = o.nodes;
-  config.num_slots = o.slots;
-  config.num_groups = o.groups > 0 ? o.groups : (mp != nullptr ? mp->router.num_groups : 1);
-
-  // Routed pairs per step: tokens × top-k (the model's, else the trace's, else 1).
-  const int top_k = mp != nullptr ? mp->num_experts_per_tok : data->trace ? data->trace->top_k : 1;
-  const std::int64_t pairs_per_step = o.step_tokens * top_k;
-
-  planner::BestOptions best;
-  best.locality_weight = o.locality_weight;
-  if (*policy == planner::PlacementPolicy::kBest) {
-    // Real fit steps when there are enough of them to split into a search and a check half,
-    // else multinomial steps drawn from the fitted frequencies.
-    if (fit_steps >= kMinFileSamples && num_file_steps >= 2) {
-      best.samples =
-          planner::samples_by_layer(Steps(data->steps.begin(), data->steps.begin() + fit_steps));
-    } else {
-      best.samples = planner::samples_by_layer(
-          planner::sample_steps(fit, kBestSamples, pairs_per_step, o.seed));
-    }
-    if (data->trace) best.coactivation = data->trace->coactivation();
-  }
-  auto placed = planner::place_experts(fit, *policy, config, best);
-  if (!placed) return report_error(placed.error());
-  auto figures = planner::balance_figures(fit, placed->placement);
-  if (!figures) return report_error(figures.error());
-
-  std::optional<planner::StepScores> held_out, sampled;
-  if (num_file_steps >= 2 && fit_steps < num_file_steps) {
-    auto s = planner::score_steps(Steps(data->steps.begin() + fit_steps, data->steps.end()),
-                                  placed->placement);
-    if (!s) return report_error(s.error());
-    held_out = *s;
-  }
-  if (o.eval_steps > 0) {
-    // Another seed than best's own samples: the placement never saw these steps.
-    const auto steps =
-        planner::sample_steps(fit, o.eval_steps, pairs_per_step, o.seed ^ 0x9E3779B97F4A7C15ULL);
-    auto s = planner::score_steps(steps, placed->placement);
-    if (!s) return report_error(s.error());
-    sampled = *s;
-  }
-  std::optional<planner::TraceFigures> spread;
-  if (data->trace) {
-    auto t = planner::trace_figures(*data->trace, placed->placement, config.num_nodes);
-    if (!t) return report_error(t.error());
-    spread = *t;
-  }
+  auto outcome = planner::run_placement(*data, request, mp);
+  if (!outcome) return report_error(outcome.error());
+  const planner::PlacementConfig& config = outcome->config;
+  const planner::ExpertLoad& fit = outcome->fit;
+  const auto* placed = &outcome->placed;
+  const auto* figures = &outcome->figures;
+  const auto& held_out = outcome->held_out;
+  const auto& sampled = outcome->sampled;
+  const auto& spread = outcome->spread;
+  const int num_file_steps = outcome->num_file_steps;
+  const int fit_steps = outcome->fit_steps;
+  const std::int64_t pairs_per_step = outcome->pairs_per_step;
 
   planner::PlacementFile file{*placed, config, data->layer_ids, data->load.source};
   if (!o.out.empty()) {

@@ -45,6 +45,7 @@ struct PlanOptions {
   bool per_layer = false;
   std::string export_format;
   std::string export_layout;
+  std::string framework_version;
   std::string out_dir;
   std::string layout_file;
   std::string costs;
@@ -226,8 +227,9 @@ int run_plan(const PlanOptions& o) {
           Error{"plan: --export writes the layout's files; drop --json and -o "
                 "(use --out DIR for the folder)"});
     }
-  } else if (!o.out_dir.empty() || !o.export_layout.empty()) {
-    return report_error(Error{"plan: --out and --layout go with --export FORMAT"});
+  } else if (!o.out_dir.empty() || !o.export_layout.empty() || !o.framework_version.empty()) {
+    return report_error(
+        Error{"plan: --out, --layout and --framework-version go with --export FORMAT"});
   }
   auto model = models::load_model(o.model);
   if (!model) return report_error(model.error());
@@ -265,7 +267,7 @@ int run_plan(const PlanOptions& o) {
     if (!chosen) return report_error(chosen.error());
     auto spec = planner::make_export_spec(summary, *chosen, *model, *cluster, nullptr, "");
     if (!spec) return report_error(spec.error());
-    return emit_export(*spec, *export_format, o.out_dir);
+    return emit_export(*spec, *export_format, o.framework_version, o.out_dir);
   }
   nlohmann::json j;
   std::string text;
@@ -387,6 +389,8 @@ void add_plan_command(CLI::App& app, Action& action) {
                   "Export a layout instead: sglang | vllm | trtllm | megatron | paddle | json");
   cmd->add_option("--layout", o->export_layout,
                   "With --export: a rank (3) or shape EPxTP (8x2); default the recommended one");
+  cmd->add_option("--framework-version", o->framework_version,
+                  "With --export: the framework release to write for (default: its current one)");
   cmd->add_option("--out", o->out_dir, "With --export: write the files into this folder");
   cmd->add_option("--layout-file", o->layout_file,
                   "Read a layout file (--export json) back and print its layout and costs");

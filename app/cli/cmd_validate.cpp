@@ -141,15 +141,14 @@ std::function<void(int, int, const std::string&)> progress_of(Progress* progress
 }
 
 int run_validate_command(const ValidateOptions& o) {
-  auto world =
-      kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
+  auto world = kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
   if (!world) return report_error(world.error());
   auto req = profiler::make_validate_request(o, world->size());
   Result<planner::CostSetup> setup = Error{"not loaded"};
   Status ok = req ? Status::Ok() : Status(req.error());
   if (ok && world->is_root()) {
-    setup = planner::make_cost_setup("local:" + std::to_string(world->size()), o.costs,
-                                     req->statistic);
+    setup =
+        planner::make_cost_setup("local:" + std::to_string(world->size()), o.costs, req->statistic);
     if (!setup) ok = setup.error();
   }
   if (!world->agree(ok, report_and_flush)) return kExitBadInput;

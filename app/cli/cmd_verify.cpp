@@ -10,9 +10,9 @@
 #include "app/cli/cli_common.hpp"
 #include "app/cli/progress.hpp"
 #include "app/cli/table.hpp"
+#include "kernels/job_world.hpp"
 #include "kernels/mpi_communicator.hpp"
 #include "kernels/mpi_info.hpp"
-#include "kernels/job_world.hpp"
 #include "kernels/verify.hpp"
 #if MOEPLAN_HAVE_NCCL
 #include "kernels/cuda/nccl_communicator.hpp"
@@ -37,8 +37,7 @@ std::string sci(double v) {
 std::string case_text(const kernels::VerifyRow& r) {
   return r.layout.short_name() + " " + models::mapping_name(r.layout.mapping) + " " +
          kernels::dispatcher_name(r.layout.dispatcher) + " " + std::string(dtype_name(r.dtype)) +
-         " " +
-         std::to_string(r.num_tokens) + ": " + (r.passed ? "pass" : "FAIL") + " (bound use " +
+         " " + std::to_string(r.num_tokens) + ": " + (r.passed ? "pass" : "FAIL") + " (bound use " +
          format_fixed(r.max_bound_use, 3) + ")";
 }
 
@@ -100,8 +99,8 @@ int print_rows(const kernels::VerifyRequest& req, const std::vector<kernels::Ver
 }
 
 int run_verify_command(const VerifyOptions& o, int ranks_option, bool json) {
-  auto world = kernels::JobWorld::open({ranks_option, 4, 256}, command_line_args(),
-                                       report_and_flush);
+  auto world =
+      kernels::JobWorld::open({ranks_option, 4, 256}, command_line_args(), report_and_flush);
   if (!world) return report_error(world.error());
   kernels::Communicator* mpi = world->mpi();
   std::string mode = world->mode();

@@ -12,6 +12,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QVBoxLayout>
 
 #include "models/registry.hpp"
@@ -22,6 +23,21 @@ namespace moeplan::gui {
 namespace {
 
 QString text(const std::string& s) { return QString::fromStdString(s); }
+
+/// errorText with this dialog's own input, the framework version, named by its label.
+QString exportErrorText(Error error) {
+  const std::string name = "{framework_version}";
+  const std::string label = "Framework version";
+  for (auto at = error.message.find(name); at != std::string::npos;
+       at = error.message.find(name, at + label.size())) {
+    error.message.replace(at, name.size(), label);
+  }
+  if (error.input == "framework_version") {
+    error.message = label + error.message.substr(std::string("framework_version").size());
+    error.input.clear();
+  }
+  return errorText(error);
+}
 
 }  // namespace
 
@@ -45,6 +61,8 @@ ExportDialog::ExportDialog(Result<planner::PlanSummary> plan, QWidget* parent) :
     format_->addItem(text(planner::export_format_name(f)));
   }
   form->addRow(tr("Format:"), format_);
+  version_ = new QComboBox(this);
+  form->addRow(tr("Framework version:"), version_);
   layout_ = new QComboBox(this);
   form->addRow(tr("Layout:"), layout_);
   auto* placementRow = new QHBoxLayout();
@@ -82,8 +100,8 @@ ExportDialog::ExportDialog(Result<planner::PlanSummary> plan, QWidget* parent) :
   connect(browsePlacement, &QPushButton::clicked, this, &ExportDialog::onBrowsePlacement);
 
   if (!plan) {
-    for (QWidget* w : std::initializer_list<QWidget*>{format_, layout_, placement_, folder_,
-                                                      browseFolder, browsePlacement}) {
+    for (QWidget* w : std::initializer_list<QWidget*>{format_, version_, layout_, placement_,
+                                                      folder_, browseFolder, browsePlacement}) {
       w->setEnabled(false);
     }
     showError(errorText(plan.error()));
@@ -96,17 +114,30 @@ ExportDialog::ExportDialog(Result<planner::PlanSummary> plan, QWidget* parent) :
     layout_->addItem(text(l.describe()), l.rank);
   }
   if (plan_->recommended >= 0) layout_->setCurrentIndex(plan_->recommended);
-  connect(format_, &QComboBox::currentIndexChanged, this, &ExportDialog::refresh);
+  connect(format_, &QComboBox::currentIndexChanged, this, &ExportDialog::onFormatChanged);
+  connect(version_, &QComboBox::currentIndexChanged, this, &ExportDialog::refresh);
   connect(layout_, &QComboBox::currentIndexChanged, this, &ExportDialog::refresh);
   connect(placement_, &QLineEdit::editingFinished, this, &ExportDialog::refresh);
   connect(folder_, &QLineEdit::textChanged, this, &ExportDialog::refresh);
-  refresh();
+  onFormatChanged();
 }
 
 void ExportDialog::showError(const QString& message) {
   message_->setStyleSheet(QStringLiteral("color: #b00020;"));
   message_->setText(message);
   message_->show();
+}
+
+void ExportDialog::onFormatChanged() {
+  auto format = planner::parse_export_format(format_->currentText().toStdString());
+  {
+    const QSignalBlocker block(version_);
+    version_->clear();
+    if (format) {
+      for (const auto& v : planner::framework_versions(*format)) version_->addItem(text(v));
+    }
+  }
+  refresh();
 }
 
 void ExportDialog::refresh() {
@@ -120,8 +151,10 @@ void ExportDialog::refresh() {
       planner::export_spec_from_plan(*plan_, layout_->currentData().toString().toStdString(),
                                      placement_->text().trimmed().toStdString());
   if (!spec) return showError(errorText(spec.error()));
-  auto result = planner::export_layout(*spec, *format);
-  if (!result) return showError(errorText(result.error()));
+  auto result = planner::export_layout(
+      *spec, *format,
+      {version_->currentText().toStdString(), folder_->text().trimmed().toStdString()});
+  if (!result) return showError(exportErrorText(result.error()));
   result_ = std::move(*result);
   preview_->setPlainText(text(planner::export_to_text(*result_)));
   if (result_->warnings.empty()) {

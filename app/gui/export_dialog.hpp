@@ -1,6 +1,6 @@
-// The export dialog: pick a plan layout, a framework format, an optional placement file and an
-// output folder; preview the files and write them, all through planner/export (the same code as
-// `moeplan export`). Errors and warnings show in the dialog.
+// The export dialog: pick a plan layout, a framework format and release, an optional placement
+// file and an output folder; preview the files and write them, all through planner/export (the
+// same code as `moeplan export`). Errors and warnings show in the dialog.
 #pragma once
 
 #include <optional>
@@ -31,6 +31,8 @@ class ExportDialog : public QDialog {
   static Result<planner::PlanSummary> defaultPlan(const QString& model);
 
   QComboBox* formatCombo() const { return format_; }
+  /// The format's framework releases, its current one first (selected).
+  QComboBox* versionCombo() const { return version_; }
   QComboBox* layoutCombo() const { return layout_; }
   QLineEdit* placementEdit() const { return placement_; }
   QLineEdit* folderEdit() const { return folder_; }
@@ -43,6 +45,7 @@ class ExportDialog : public QDialog {
 
  private slots:
   void refresh();
+  void onFormatChanged();
   void onBrowseFolder();
   void onBrowsePlacement();
 
@@ -52,6 +55,7 @@ class ExportDialog : public QDialog {
   std::optional<planner::PlanSummary> plan_;
   std::optional<planner::ExportResult> result_;
   QComboBox* format_ = nullptr;
+  QComboBox* version_ = nullptr;
   QComboBox* layout_ = nullptr;
   QLineEdit* placement_ = nullptr;
   QLineEdit* folder_ = nullptr;

@@ -16,9 +16,9 @@
 
 #include "app/gui/charts.hpp"
 #include "app/gui/session.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/placement_file.hpp"
-#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::gui {
 
@@ -342,12 +342,9 @@ void TrafficView::recompute() {
   }
   error_->hide();
   const int gpn = cluster->info().gpus_per_node;
-  double intra = 0.0, inter = 0.0;
-  for (std::size_t i = 0; i < m->size(); ++i) {
-    for (std::size_t j = 0; j < m->size(); ++j) {
-      (static_cast<int>(i) / gpn == static_cast<int>(j) / gpn ? intra : inter) += (*m)[i][j];
-    }
-  }
+  const planner::TrafficTotals totals = planner::traffic_totals(*m, gpn);
+  const double intra = totals.intra_node;
+  const double inter = totals.inter_node;
   map_->setData(tr("Bytes GPU i sends GPU j in one MoE layer (dispatch + combine), layer %1, %2 "
                    "%3 %4")
                     .arg(layer_->value())

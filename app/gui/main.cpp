@@ -84,10 +84,9 @@ int main(int argc, char** argv) {
     bool ok = false;
     const int n = parser.value(redundant).toInt(&ok);
     if (!ok || !window.setPlacement(parser.value(placement), n)) {
-      return fail(
-          QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
-                         "--redundant: expected 0-%1")
-              .arg(moeplan::planner::kMaxRedundantPerRank));
+      return fail(QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
+                                 "--redundant: expected 0-%1")
+                      .arg(moeplan::planner::kMaxRedundantPerRank));
     }
   }
   if (parser.isSet(costs)) {

@@ -8,6 +8,7 @@
 
 #include "models/json_reader.hpp"
 #include "models/registry.hpp"
+#include "models/units.hpp"
 #include "planner/costs/cost_setup.hpp"
 #include "profiler/routed_load.hpp"
 
@@ -15,35 +16,39 @@ namespace moeplan::gui {
 
 QString errorText(const Error& error) {
   // The libraries' input names and the labels of the fields that hold them.
-  static const std::map<std::string, std::string> kLabels = {
-      {"backend", "Backend"},       {"cluster", "Cluster"},
-      {"costs", "Cost DB"},         {"dispatcher", "Dispatchers"},
-      {"dtype", "Dtype"},           {"format", "Format"},
-      {"gpus", "GPUs"},             {"layout", "Layout"},
-      {"layouts", "Layouts"},       {"load", "Expert load"},
-      {"max_bytes", "Max bytes"},   {"max_seconds", "Seconds per point"},
-      {"max_tokens", "Max tokens"}, {"model", "Model"},
-      {"ops", "Ops"},               {"out", "Database"},
-      {"phase", "Phase"},           {"placement", "Placement"},
-      {"redundant", "Redundant slots"}, {"resume", "Resume"},
-      {"scale", "Scale"},           {"statistic", "Statistic"},
-      {"tokens", "Tokens"}};
+  static const std::map<std::string, std::string> kLabels = {{"backend", "Backend"},
+                                                             {"cluster", "Cluster"},
+                                                             {"costs", "Cost DB"},
+                                                             {"dispatcher", "Dispatchers"},
+                                                             {"dtype", "Dtype"},
+                                                             {"format", "Format"},
+                                                             {"gpus", "GPUs"},
+                                                             {"layout", "Layout"},
+                                                             {"layouts", "Layouts"},
+                                                             {"load", "Expert load"},
+                                                             {"max_bytes", "Max bytes"},
+                                                             {"max_seconds", "Seconds per point"},
+                                                             {"max_tokens", "Max tokens"},
+                                                             {"model", "Model"},
+                                                             {"ops", "Ops"},
+                                                             {"out", "Database"},
+                                                             {"phase", "Phase"},
+                                                             {"placement", "Placement"},
+                                                             {"redundant", "Redundant slots"},
+                                                             {"resume", "Resume"},
+                                                             {"scale", "Scale"},
+                                                             {"statistic", "Statistic"},
+                                                             {"tokens", "Tokens"}};
   return QString::fromStdString(render_error(error, [](const std::string& input) {
     const auto it = kLabels.find(input);
     return it != kLabels.end() ? it->second : input;
   }));
 }
 
-QString formatMs(double seconds) { return QString::number(seconds * 1e3, 'f', 3) + " ms"; }
-QString formatGiB(double bytes) {
-  return QString::number(bytes / (1024.0 * 1024.0 * 1024.0), 'f', 2) + " GiB";
-}
-QString formatBytes(double bytes) {
-  if (bytes >= 1024.0 * 1024.0 * 1024.0) return formatGiB(bytes);
-  if (bytes >= 1024.0 * 1024.0) return QString::number(bytes / (1024.0 * 1024.0), 'f', 1) + " MiB";
-  if (bytes >= 1024.0) return QString::number(bytes / 1024.0, 'f', 1) + " KiB";
-  return QString::number(bytes, 'f', 0) + " B";
-}
+// The numbers the CLI prints, formatted by the same functions (models/units).
+QString formatMs(double seconds) { return QString::fromStdString(format_ms(seconds)); }
+QString formatGiB(double bytes) { return QString::fromStdString(format_gib(bytes)); }
+QString formatBytes(double bytes) { return QString::fromStdString(format_bytes(bytes)); }
 
 Session::Session(QObject* parent) : QObject(parent) {
   debounce_.setSingleShot(true);

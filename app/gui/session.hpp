@@ -12,11 +12,11 @@
 #include <optional>
 
 #include "models/moe_model.hpp"
-#include "planner/topology/cluster.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/plan.hpp"
 #include "planner/plan_request.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::gui {
 

@@ -208,30 +208,24 @@ void TopologyView::onSave() {
 void TopologyView::loadEditors() {
   const nlohmann::json& j = session_->clusterJson();
   loading_ = true;
-  const bool compact = j.is_object() && !j.contains("vertices");
+  // The planner's own reading of the compact form: the same keys, defaults and checks.
+  const auto compact_form = planner::read_compact_cluster(j, "cluster");
+  const bool compact = compact_form.ok();
   for (QWidget* w : editors_) w->setEnabled(compact);
   if (compact) {
-    auto num = [&](const nlohmann::json& o, const char* key, double fallback) {
-      return o.is_object() && o.contains(key) && o.at(key).is_number() ? o.at(key).get<double>()
-                                                                       : fallback;
-    };
-    const nlohmann::json empty = nlohmann::json::object();
-    const nlohmann::json& intra = j.contains("intra_node") ? j.at("intra_node") : empty;
-    const nlohmann::json& inter = j.contains("inter_node") ? j.at("inter_node") : empty;
-    const int gpn = static_cast<int>(num(j, "gpus_per_node", 8));
-    device_->setCurrentText(QString::fromStdString(j.value("device", std::string("h200"))));
-    nodes_->setValue(static_cast<int>(num(j, "nodes", 1)));
-    gpusPerNode_->setValue(gpn);
-    domain_->setValue(static_cast<int>(num(j, "nvlink_domain_gpus", gpn)));
-    nvBw_->setValue(num(intra, "bandwidth_gb_per_s", 450));
-    nvLat_->setValue(num(intra, "latency_us", 2.0));
-    nics_->setValue(static_cast<int>(num(inter, "nics_per_node", gpn)));
-    nicBw_->setValue(num(inter, "nic_bandwidth_gb_per_s", 50));
-    netLat_->setValue(num(inter, "latency_us", 5.0));
-    network_->setCurrentText(QString::fromStdString(
-        inter.is_object() ? inter.value("network", std::string("rail_optimized"))
-                          : "rail_optimized"));
-    oversub_->setValue(num(inter, "oversubscription", 1.0));
+    const planner::CompactCluster& c = *compact_form;
+    device_->setCurrentText(QString::fromStdString(c.device));
+    nodes_->setValue(c.nodes);
+    gpusPerNode_->setValue(c.gpus_per_node);
+    domain_->setValue(c.nvlink_domain_gpus);
+    nvBw_->setValue(c.nvlink_bandwidth_gb_per_s);
+    nvLat_->setValue(c.nvlink_latency_us);
+    nics_->setValue(c.nics_per_node);
+    nicBw_->setValue(c.nic_bandwidth_gb_per_s);
+    netLat_->setValue(c.network_latency_us);
+    network_->setCurrentText(
+        QString::fromStdString(c.network == "none" ? std::string("rail_optimized") : c.network));
+    oversub_->setValue(c.oversubscription);
   }
   if (const auto& c = session_->cluster()) {
     const int i = bundled_->findText(QString::fromStdString(c->name()));
@@ -253,23 +247,24 @@ void TopologyView::loadEditors() {
 
 void TopologyView::onEdited() {
   if (loading_) return;
-  nlohmann::json j = session_->clusterJson();
-  if (!j.is_object() || j.contains("vertices")) return;
-  const int nodes = nodes_->value(), gpn = gpusPerNode_->value(), domain = domain_->value();
-  j["device"] = device_->currentText().toStdString();
-  j["nodes"] = nodes;
-  j["gpus_per_node"] = gpn;
-  j["nvlink_domain_gpus"] = domain;
-  j["intra_node"]["bandwidth_gb_per_s"] = nvBw_->value();
-  j["intra_node"]["latency_us"] = nvLat_->value();
-  if (j.contains("inter_node") || nodes * gpn > domain) {
-    auto& inter = j["inter_node"];
-    inter["nics_per_node"] = nics_->value();
-    inter["nic_bandwidth_gb_per_s"] = nicBw_->value();
-    inter["latency_us"] = netLat_->value();
-    inter["network"] = network_->currentText().toStdString();
-    inter["oversubscription"] = oversub_->value();
+  const nlohmann::json& current = session_->clusterJson();
+  auto read = planner::read_compact_cluster(current, "cluster");
+  if (!read) return;  // the explicit form is edited in its file
+  planner::CompactCluster c = *read;
+  c.device = device_->currentText().toStdString();
+  c.nodes = nodes_->value();
+  c.gpus_per_node = gpusPerNode_->value();
+  c.nvlink_domain_gpus = domain_->value();
+  c.nvlink_bandwidth_gb_per_s = nvBw_->value();
+  c.nvlink_latency_us = nvLat_->value();
+  if (c.network != "none" || c.nodes * c.gpus_per_node > c.nvlink_domain_gpus) {
+    c.nics_per_node = nics_->value();
+    c.nic_bandwidth_gb_per_s = nicBw_->value();
+    c.network_latency_us = netLat_->value();
+    c.network = network_->currentText().toStdString();
+    c.oversubscription = oversub_->value();
   }
+  const nlohmann::json j = planner::compact_cluster_json(c, current);
   const auto source =
       session_->cluster() ? session_->cluster()->info().source : std::string("edited");
   const QString err = session_->setClusterJson(j, QString::fromStdString(source));

@@ -16,7 +16,6 @@ namespace moeplan::kernels::cuda {
 
 namespace {
 
-std::size_t elem_bytes(DType t) { return t == DType::kFp32 ? 4 : 2; }
 std::size_t sz(int v) { return static_cast<std::size_t>(v); }
 
 void require(const std::string& problem) {
@@ -38,6 +37,61 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override { return "cuda"; }
+
+  Status can_implement(const OpQuery& q) const override {
+    // Storage in fp32, bf16 or fp16 (fp8 weights go through kernels/cuda/fp8_gemm's own
+    // can_implement); the router works on fp32 logits.
+    if (q.dtype == DType::kFp8 && q.op != BackendOp::kRoute && q.op != BackendOp::kPermute) {
+      return Error{"cuda backend: fp8 is not a storage dtype of these ops (fp32, bf16, fp16)"};
+    }
+    return Status::Ok();
+  }
+
+  void gemm(const OpContext&, std::span<const float> a, int m, int k, std::span<const float> b,
+            int n, DType dtype, DType out_dtype, std::span<float> c) override {
+    enter();
+    if (m == 0) return;
+    const std::size_t es = dtype_size(dtype);
+    void* da = a_.reserve(sz(m) * sz(k) * es);
+    to_storage(a.first(sz(m) * sz(k)), dtype, da);
+    void* db = b_.reserve(sz(k) * sz(n) * es);
+    to_storage(b.first(sz(k) * sz(n)), dtype, db);
+    const DType stored = out_dtype == DType::kFp32 ? DType::kFp32 : dtype;
+    void* dc = c_.reserve(sz(m) * sz(n) * dtype_size(stored));
+    ffn_->gemm(dtype, stored, m, n, k, da, db, dc);
+    float* dout = d_.reserve_as<float>(sz(m) * sz(n));
+    launch_from_storage(stored, dc, sz(m) * sz(n), dout, stream_);
+    download(dout, c.first(sz(m) * sz(n)));
+  }
+
+  void silu_mul(const OpContext&, std::span<const float> gate_up, int rows, int width, DType dtype,
+                std::span<float> act) override {
+    enter();
+    if (rows == 0) return;
+    const std::size_t n_in = sz(rows) * 2 * sz(width);
+    const std::size_t n_out = sz(rows) * sz(width);
+    void* dgu = a_.reserve(n_in * dtype_size(dtype));
+    to_storage(gate_up.first(n_in), dtype, dgu);
+    void* dact = b_.reserve(n_out * dtype_size(dtype));
+    launch_silu_mul(dtype, dgu, rows, width, dact, stream_);
+    float* dout = c_.reserve_as<float>(n_out);
+    launch_from_storage(dtype, dact, n_out, dout, stream_);
+    download(dout, act.first(n_out));
+  }
+
+  void sigmoid_gate(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
+                    std::span<const float> gate, std::span<float> out) override {
+    enter();
+    if (num_tokens == 0) return;
+    const std::size_t n = sz(num_tokens) * sz(hidden);
+    const float* dx = upload(a_, x.first(n));
+    const float* dg = upload(b_, gate.first(sz(hidden)));
+    float* dout = c_.reserve_as<float>(n);
+    MOEPLAN_CUDA_CHECK(
+        cudaMemcpyAsync(dout, out.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    launch_shared_gate(dx, dg, num_tokens, hidden, dout, stream_);
+    download(dout, out.first(n));
+  }
 
   void router_logits(const OpContext&, std::span<const float> x, int num_tokens, int hidden,
                      std::span<const float> w, int num_experts, std::span<float> logits) override {
@@ -101,7 +155,7 @@ class CudaBackend final : public Backend {
                            out.size()));
     const int width = widths[0];
     const int total = offsets[experts.size()];
-    const std::size_t es = elem_bytes(dtype);
+    const std::size_t es = dtype_size(dtype);
     const std::size_t n_rows = sz(total) * sz(hidden);
     const std::size_t gu_elems = sz(hidden) * 2 * sz(width);
     const std::size_t dn_elems = sz(width) * sz(hidden);
@@ -159,7 +213,7 @@ class CudaBackend final : public Backend {
                      std::span<float> out) override {
     enter();
     if (num_tokens == 0) return;
-    const std::size_t es = elem_bytes(dtype);
+    const std::size_t es = dtype_size(dtype);
     const int width = w.width;
     const std::size_t n_x = sz(num_tokens) * sz(hidden);
     const std::size_t gu_elems = sz(hidden) * 2 * sz(width);

@@ -28,8 +28,6 @@ cudaDataType_t cuda_type(DType t) {
   throw std::invalid_argument("CUDA backend: fp8 is not a storage dtype");
 }
 
-std::size_t elem_bytes(DType t) { return t == DType::kFp32 ? 4 : 2; }
-
 const char* byte_ptr(const void* p, std::size_t off) { return static_cast<const char*>(p) + off; }
 char* byte_ptr(void* p, std::size_t off) { return static_cast<char*>(p) + off; }
 
@@ -130,7 +128,7 @@ struct ExpertFfn::Impl {
   // One grouped GEMM over the experts: out_e = in_e · W_e, W_e at weights[e] + w_offset.
   void grouped_gemm(const FfnArgs& a, const GemmGroups& g, int n_out, int k_in, const void* in,
                     void* out, bool gate_up_stage) {
-    const std::size_t es = elem_bytes(a.dtype);
+    const std::size_t es = dtype_size(a.dtype);
     const std::size_t problems = g.experts.size();
     std::vector<void*> host(3 * problems);  // A, B, C pointer arrays (cuBLAS only reads A, B)
     for (std::size_t p = 0; p < problems; ++p) {
@@ -199,7 +197,7 @@ void ExpertFfn::run(FfnAlgo algo, const FfnArgs& a) {
   const int total = a.offsets[a.num_experts];
   if (total == 0) return;
   const int w2 = 2 * a.width;
-  const std::size_t es = elem_bytes(a.dtype);
+  const std::size_t es = dtype_size(a.dtype);
   if (algo == FfnAlgo::kGrouped) {
     const GemmGroups gu = make_gemm_groups(a.offsets, a.num_experts, w2, a.hidden);
     impl_->grouped_gemm(a, gu, w2, a.hidden, a.rows, a.gate_up, true);

@@ -508,8 +508,7 @@ void launch_permute(const int* pair_experts, int num_pairs, int first_expert, in
 void launch_gather_rows(DType dtype, const void* x, const int* order, int num_rows, int top_k,
                         int hidden, void* rows, cudaStream_t stream) {
   if (num_rows == 0) return;
-  const std::size_t row_bytes =
-      static_cast<std::size_t>(hidden) * (dtype == DType::kFp32 ? 4U : 2U);
+  const std::size_t row_bytes = static_cast<std::size_t>(hidden) * dtype_size(dtype);
   auto run = [&](auto tag) {
     using V = typename decltype(tag)::type;
     const int vecs = static_cast<int>(row_bytes / sizeof(V));

@@ -86,13 +86,13 @@ struct LayerFigures {
 
 /// The sizes one layer's costs are computed from (for one layout and workload).
 struct LayerDims {
-  double hidden = 0.0;                ///< H
-  double expert_width = 0.0;          ///< I / tp: one routed expert's slice on a rank
-  double shared_width = 0.0;          ///< shared-expert width / tp
-  double top_k = 0.0;                 ///< k
-  double activation_bytes = 0.0;      ///< bytes per activation element
-  double group_tokens = 0.0;          ///< tokens of one TP group: tp · tokens per GPU
-  int num_experts = 0;                ///< E
+  double hidden = 0.0;            ///< H
+  double expert_width = 0.0;      ///< I / tp: one routed expert's slice on a rank
+  double shared_width = 0.0;      ///< shared-expert width / tp
+  double top_k = 0.0;             ///< k
+  double activation_bytes = 0.0;  ///< bytes per activation element
+  double group_tokens = 0.0;      ///< tokens of one TP group: tp · tokens per GPU
+  int num_experts = 0;            ///< E
   int ep_size = 1;
   int slots_per_rank = 1;
   DType dtype = DType::kBf16;
@@ -118,8 +118,8 @@ Status router_cost(const CostSource& cs, const LayerDims& d, CostItem& router) {
   const double tokens = d.group_tokens;
   const double experts = static_cast<double>(d.num_experts);
   MOEPLAN_TRY_STATUS(add(router, cs.gemm({tokens, experts, d.hidden, d.dtype})));
-  return add(router, cs.elementwise(
-                         {"router_topk", tokens * experts * 4.0 + tokens * d.top_k * 8.0, d.dtype}));
+  return add(router, cs.elementwise({"router_topk", tokens * experts * 4.0 + tokens * d.top_k * 8.0,
+                                     d.dtype}));
 }
 
 /// The local slots' own token counts on each EP rank (every dispatcher but padded_a2a).
@@ -143,8 +143,9 @@ Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
   const double capacity = padded_capacity(slots, d.ep_size);
   const double send_bytes = d.row_bytes(static_cast<double>(slots.size()) * capacity);
   const double routed_bytes = d.row_bytes(d.group_tokens * d.top_k);
-  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllReduce, ep_groups,
-                                                    d.num_experts * 4.0, {}, d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch,
+          cs.collective({CollectiveOp::kAllReduce, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
   // Tokens scattered into their slots of the padded send buffer; the received buffer staged out
   // into expert-major rows.
   MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", 2.0 * routed_bytes, d.dtype})));
@@ -153,8 +154,8 @@ Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
       c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
   // Expert outputs staged in, the returned buffer received and staged out.
   MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 3.0 * send_bytes, d.dtype})));
-  MOEPLAN_TRY_STATUS(add(
-      c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
   Exchange x;
   // Every slot computes its padded rows: capacity from each of the ep source ranks.
   x.rows.assign(static_cast<std::size_t>(d.ep_size),
@@ -171,9 +172,10 @@ Result<Exchange> allgather_cost(const CostSource& cs, const LayerDims& d,
                                 const std::vector<double>& slots, const RankLoad& load,
                                 LayerCost& c) {
   const double ep = static_cast<double>(d.ep_size);
-  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllGather, ep_groups,
-                                                    d.row_bytes(ep * d.group_tokens), {},
-                                                    d.dtype})));
+  MOEPLAN_TRY_STATUS(add(
+      c.dispatch,
+      cs.collective(
+          {CollectiveOp::kAllGather, ep_groups, d.row_bytes(ep * d.group_tokens), {}, d.dtype})));
   // Own tokens staged into the wire format, the gathered ones received and staged out; the local
   // filter gathers the rows routed here.
   MOEPLAN_TRY_STATUS(
@@ -192,13 +194,12 @@ Result<Exchange> allgather_cost(const CostSource& cs, const LayerDims& d,
     busiest_sender = std::max(busiest_sender, d.row_bytes((ep - 1.0) * load.pairs[i]));
   }
   // This rank's expert outputs staged in, every rank's gathered outputs received and staged out.
-  MOEPLAN_TRY_STATUS(add(
-      c.combine,
-      cs.elementwise({"stage", d.row_bytes(load.max + 2.0 * load.total), d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.combine, cs.elementwise({"stage", d.row_bytes(load.max + 2.0 * load.total), d.dtype})));
   if (busiest_sender > 0.0) {
-    MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllGatherV, ep_groups,
-                                                     busiest_sender, std::move(traffic),
-                                                     d.dtype})));
+    MOEPLAN_TRY_STATUS(
+        add(c.combine, cs.collective({CollectiveOp::kAllGatherV, ep_groups, busiest_sender,
+                                      std::move(traffic), d.dtype})));
   }
   Exchange x;
   x.rows = rows_per_rank(slots, d);
@@ -213,8 +214,9 @@ Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
                            const std::vector<double>& slots, const RankLoad& load, LayerCost& c) {
   const double ep = static_cast<double>(d.ep_size);
   const double pairs_sent = d.group_tokens * d.top_k;  // every rank's routed pairs
-  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups,
-                                                    d.num_experts * 4.0, {}, d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.dispatch,
+          cs.collective({CollectiveOp::kAllToAll, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
   MOEPLAN_TRY_STATUS(
       add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(pairs_sent), d.dtype})));
   const auto ranks = static_cast<std::size_t>(d.ep_size);
@@ -235,15 +237,15 @@ Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
   // rows received and staged out again.
   const double staged_bytes = d.row_bytes(load.max);
   if (send_bytes > 0.0) {
-    MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups,
-                                                      send_bytes, std::move(dispatch_traffic),
-                                                      d.dtype})));
+    MOEPLAN_TRY_STATUS(
+        add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups, send_bytes,
+                                       std::move(dispatch_traffic), d.dtype})));
     MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * staged_bytes, d.dtype})));
     MOEPLAN_TRY_STATUS(
         add(c.combine, cs.elementwise({"stage", staged_bytes + 2.0 * send_bytes, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups,
-                                                     most_received, std::move(combine_traffic),
-                                                     d.dtype})));
+    MOEPLAN_TRY_STATUS(
+        add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups, most_received,
+                                      std::move(combine_traffic), d.dtype})));
   }
   Exchange x;
   x.rows = rows_per_rank(slots, d);
@@ -264,8 +266,7 @@ Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
     MOEPLAN_TRY_STATUS(add(
         item,
         cs.elementwise({"silu_mul", 3.0 * rows * d.expert_width * d.activation_bytes, d.dtype})));
-    MOEPLAN_TRY_STATUS(
-        add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width, d.dtype})));
     if (item.seconds > slowest) {
       slowest = item.seconds;
       f.cost.experts = item;
@@ -283,11 +284,13 @@ Status tp_and_shared_cost(const CostSource& cs, const LayerDims& d, const Layout
   const double tokens = d.group_tokens;
   if (layout.tp_size > 1) {
     const auto tp_groups = layout.tp_groups();
-    MOEPLAN_TRY_STATUS(add(c.tp, cs.collective({CollectiveOp::kAllReduce, tp_groups,
-                                                d.row_bytes(expert_rows), {}, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(
+        c.tp, cs.collective(
+                  {CollectiveOp::kAllReduce, tp_groups, d.row_bytes(expert_rows), {}, d.dtype})));
     if (d.shared_width > 0.0) {
-      MOEPLAN_TRY_STATUS(add(c.tp, cs.collective({CollectiveOp::kAllReduce, tp_groups,
-                                                  d.row_bytes(tokens), {}, d.dtype})));
+      MOEPLAN_TRY_STATUS(add(
+          c.tp,
+          cs.collective({CollectiveOp::kAllReduce, tp_groups, d.row_bytes(tokens), {}, d.dtype})));
     }
   }
   if (d.shared_width > 0.0) {
@@ -322,17 +325,15 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
   Result<Exchange> exchange = Error{"no dispatcher"};
   switch (layout.dispatcher) {
     case Dispatcher::kPaddedA2a: exchange = padded_a2a_cost(cs, d, ep_groups, slots, c); break;
-    case Dispatcher::kAllGather:
-      exchange = allgather_cost(cs, d, ep_groups, slots, load, c);
-      break;
+    case Dispatcher::kAllGather: exchange = allgather_cost(cs, d, ep_groups, slots, load, c); break;
     case Dispatcher::kA2av: exchange = a2av_cost(cs, d, ep_groups, slots, load, c); break;
   }
   if (!exchange) return exchange.error();
   // Every dispatcher ends with the weighted sum of the k expert outputs and the shared output.
-  MOEPLAN_TRY_STATUS(add(
-      c.combine,
-      cs.elementwise({"combine_sum", d.row_bytes(d.group_tokens * d.top_k + d.group_tokens),
-                      d.dtype})));
+  MOEPLAN_TRY_STATUS(
+      add(c.combine,
+          cs.elementwise(
+              {"combine_sum", d.row_bytes(d.group_tokens * d.top_k + d.group_tokens), d.dtype})));
   f.buffers = exchange->buffers;
   MOEPLAN_TRY_STATUS(expert_cost(cs, d, *exchange, load, f));
   MOEPLAN_TRY_STATUS(
@@ -466,8 +467,8 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
       m.num_dense_layers() * static_cast<double>(m.dense_mlp_parameters()) / tp;
   const double embed =
       static_cast<double>(m.vocab_size) * hidden * (m.tie_word_embeddings ? 1.0 : 2.0) / tp;
-  mem.dense =
-      (m.num_hidden_layers * (attention + 2.0 * hidden) + dense_mlp + embed + hidden) * weight_bytes;
+  mem.dense = (m.num_hidden_layers * (attention + 2.0 * hidden) + dense_mlp + embed + hidden) *
+              weight_bytes;
   mem.buffers = buffers;
   mem.activations = activations;
   out.memory_capacity = ctx.cluster.device().hbm_bytes;

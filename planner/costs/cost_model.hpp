@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "models/moe_model.hpp"
-#include "planner/topology/cluster.hpp"
 #include "planner/costs/cost_source.hpp"
-#include "planner/placement/expert_load.hpp"
 #include "planner/layout.hpp"
+#include "planner/placement/expert_load.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::planner {
 

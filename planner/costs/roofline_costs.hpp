@@ -10,8 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "planner/topology/cluster.hpp"
 #include "planner/costs/cost_source.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::planner {
 

@@ -13,6 +13,7 @@
 #include "models/moe_model.hpp"
 #include "models/result.hpp"
 #include "planner/placement/expert_load.hpp"
+#include "planner/placement/npy.hpp"
 #include "planner/placement/placement_metrics.hpp"
 
 namespace moeplan::planner {
@@ -26,17 +27,6 @@ struct LoadData {
   std::optional<TokenTrace> trace;                      ///< per-token top-k, when given
   std::string format;  ///< "json", "csv", "npy", "trace-json", "trace-npy", "synthetic"
 };
-
-/// A NumPy array: little-endian int32/int64/float32/float64 in C order, values as doubles.
-struct NpyArray {
-  std::vector<std::int64_t> shape;
-  std::vector<double> values;
-  bool integer = false;
-};
-
-/// Parses .npy bytes (format versions 1.0, 2.0, 3.0); the header dict must hold exactly
-/// 'descr', 'fortran_order' (False) and 'shape', and the data must fill the rest exactly.
-Result<NpyArray> parse_npy(const std::string& bytes, const std::string& source);
 
 /// Reads expert counts: `.json` (SGLang's {"logical_count": [L][E] or [S][L][E]}, or a trace
 /// {"topk_ids": [L][T][k]}), `.csv` (a row per layer; '#' lines are comments) or `.npy`

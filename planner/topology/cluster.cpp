@@ -52,7 +52,8 @@ void add_cable(TopologyGraph& g, Vertex a, Vertex b, double bandwidth, double la
   boost::add_edge(b, a, LinkInfo{bandwidth, latency, n + 1}, g);
 }
 
-Result<double> bandwidth_key(const JsonReader& r, const std::string& key) {
+/// A bandwidth key in GB/s as written (checked positive).
+Result<double> bandwidth_gb_key(const JsonReader& r, const std::string& key) {
   auto v = r.number(key, 0.0, 1e9);
   if (!v) return v.error();
   if (*v <= 0.0) {
@@ -60,6 +61,13 @@ Result<double> bandwidth_key(const JsonReader& r, const std::string& key) {
                    "expected a bandwidth > 0 GB/s, got 0 (a link without bandwidth "
                    "cannot carry traffic)");
   }
+  return *v;
+}
+
+/// A bandwidth key in bytes/s.
+Result<double> bandwidth_key(const JsonReader& r, const std::string& key) {
+  auto v = bandwidth_gb_key(r, key);
+  if (!v) return v.error();
   return *v * kGb;
 }
 
@@ -75,7 +83,9 @@ Result<DeviceSpec> device_key(const JsonReader& r, const fs::path& file) {
   return d;
 }
 
-Result<Cluster> parse_compact(const nlohmann::json& j, const JsonReader& r, ClusterInfo info) {
+/// The compact form's keys (without the device, read by device_key), checked.
+Result<CompactCluster> read_compact(const nlohmann::json& j, const JsonReader& r) {
+  CompactCluster c;
   auto nodes = r.integer("nodes", 1, 4096);
   if (!nodes) return nodes.error();
   auto gpn = r.integer("gpus_per_node", 1, 72);
@@ -94,9 +104,9 @@ Result<Cluster> parse_compact(const nlohmann::json& j, const JsonReader& r, Clus
                        " that divides the " + std::to_string(num_gpus) + " GPUs, got " +
                        std::to_string(*domain));
   }
-  info.num_nodes = static_cast<int>(*nodes);
-  info.gpus_per_node = static_cast<int>(*gpn);
-  info.nvlink_domain_gpus = static_cast<int>(*domain);
+  c.nodes = static_cast<int>(*nodes);
+  c.gpus_per_node = static_cast<int>(*gpn);
+  c.nvlink_domain_gpus = static_cast<int>(*domain);
 
   if (!r.has("intra_node") || !j.at("intra_node").is_object()) {
     return r.error("intra_node",
@@ -112,15 +122,14 @@ Result<Cluster> parse_compact(const nlohmann::json& j, const JsonReader& r, Clus
                        "got \"" +
                            *kind + "\"");
   }
-  auto nv_bw = bandwidth_key(intra, "bandwidth_gb_per_s");
+  auto nv_bw = bandwidth_gb_key(intra, "bandwidth_gb_per_s");
   if (!nv_bw) return nv_bw.error();
+  c.nvlink_bandwidth_gb_per_s = *nv_bw;
   auto nv_lat = intra.number("latency_us", 0.0, 1e6);
   if (!nv_lat) return nv_lat.error();
+  c.nvlink_latency_us = *nv_lat;
 
   const bool needs_network = num_gpus > *domain;
-  std::string network = "none";
-  int nics = 0;
-  double nic_bw = 0.0, net_lat = 0.0, oversub = 1.0;
   if (r.has("inter_node") || needs_network) {
     if (!r.has("inter_node") || !j.at("inter_node").is_object()) {
       return r.error("inter_node", "expected an object (the cluster has " +
@@ -134,24 +143,43 @@ Result<Cluster> parse_compact(const nlohmann::json& j, const JsonReader& r, Clus
       return inter.error("nics_per_node", "expected a divisor of gpus_per_node=" +
                                               std::to_string(*gpn) + ", got " + std::to_string(*n));
     }
-    nics = static_cast<int>(*n);
-    auto bw = bandwidth_key(inter, "nic_bandwidth_gb_per_s");
+    c.nics_per_node = static_cast<int>(*n);
+    auto bw = bandwidth_gb_key(inter, "nic_bandwidth_gb_per_s");
     if (!bw) return bw.error();
-    nic_bw = *bw;
+    c.nic_bandwidth_gb_per_s = *bw;
     auto lat = inter.number("latency_us", 0.0, 1e6);
     if (!lat) return lat.error();
-    net_lat = *lat * kUs;
+    c.network_latency_us = *lat;
     auto net = inter.string("network");
     if (!net) return net.error();
     if (*net != "rail_optimized" && *net != "fat_tree") {
       return inter.error("network",
                          "expected \"rail_optimized\" or \"fat_tree\", got \"" + *net + "\"");
     }
-    network = *net;
+    c.network = *net;
     auto os = inter.number_or("oversubscription", 1.0, 1.0, 64.0);
     if (!os) return os.error();
-    oversub = *os;
+    c.oversubscription = *os;
   }
+  return c;
+}
+
+Result<Cluster> parse_compact(const nlohmann::json& j, const JsonReader& r, ClusterInfo info) {
+  auto compact = read_compact(j, r);
+  if (!compact) return compact.error();
+  const CompactCluster& c = *compact;
+  info.num_nodes = c.nodes;
+  info.gpus_per_node = c.gpus_per_node;
+  info.nvlink_domain_gpus = c.nvlink_domain_gpus;
+  const std::string network = c.network;
+  const int nics = c.nics_per_node;
+  // The graph in bytes/s and seconds; the JSON's values were checked positive and finite.
+  const double nv_bw = c.nvlink_bandwidth_gb_per_s * kGb;
+  const double nv_lat_us = c.nvlink_latency_us;
+  const double nic_bw = c.nic_bandwidth_gb_per_s * kGb;
+  const double net_lat = c.network_latency_us * kUs;
+  const double oversub = c.oversubscription;
+  const auto num_gpus = static_cast<std::int64_t>(c.nodes) * c.gpus_per_node;
   info.form = "compact/" + network;
 
   auto graph = std::make_shared<TopologyGraph>();
@@ -166,7 +194,7 @@ Result<Cluster> parse_compact(const nlohmann::json& j, const JsonReader& r, Clus
   // NOTE: the intra-node latency is GPU to GPU; each of the two NVLink hops carries half of it.
   for (int i = 0; i < n_gpus; ++i) {
     add_cable(g, static_cast<Vertex>(i), nvs[static_cast<std::size_t>(i / info.nvlink_domain_gpus)],
-              *nv_bw, *nv_lat * kUs / 2.0);
+              nv_bw, nv_lat_us * kUs / 2.0);
   }
   if (network != "none") {
     const int gpus_per_nic = info.gpus_per_node / nics;
@@ -413,6 +441,45 @@ LinkLoad Cluster::route(const std::vector<Flow>& flows) const {
     }
   }
   return load;
+}
+
+Result<CompactCluster> read_compact_cluster(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object() || j.contains("vertices")) {
+    return Error{source + ": expected a cluster in the compact form (nodes, gpus_per_node, ...)"};
+  }
+  const JsonReader r(j, source);
+  auto c = read_compact(j, r);
+  if (!c) return c.error();
+  auto device = r.string("device");
+  if (!device) return device.error();
+  c->device = *device;
+  return c;
+}
+
+nlohmann::json compact_cluster_json(const CompactCluster& c, nlohmann::json base) {
+  if (!base.is_object()) base = nlohmann::json::object();
+  base.erase("vertices");
+  base.erase("edges");
+  base["device"] = c.device;
+  base["nodes"] = c.nodes;
+  base["gpus_per_node"] = c.gpus_per_node;
+  base["nvlink_domain_gpus"] = c.nvlink_domain_gpus;
+  auto& intra = base["intra_node"];
+  if (!intra.is_object()) intra = nlohmann::json::object();
+  intra["bandwidth_gb_per_s"] = c.nvlink_bandwidth_gb_per_s;
+  intra["latency_us"] = c.nvlink_latency_us;
+  if (c.network == "none") {
+    base.erase("inter_node");
+  } else {
+    auto& inter = base["inter_node"];
+    if (!inter.is_object()) inter = nlohmann::json::object();
+    inter["nics_per_node"] = c.nics_per_node;
+    inter["nic_bandwidth_gb_per_s"] = c.nic_bandwidth_gb_per_s;
+    inter["latency_us"] = c.network_latency_us;
+    inter["network"] = c.network;
+    inter["oversubscription"] = c.oversubscription;
+  }
+  return base;
 }
 
 Result<Cluster> parse_cluster(const nlohmann::json& j, const std::string& source) {

@@ -114,6 +114,30 @@ inline constexpr std::size_t kMaxRouteEntries = std::size_t{1} << 28;
 /// Parses a cluster JSON document (compact or explicit form); `source` names it in errors.
 Result<Cluster> parse_cluster(const nlohmann::json& j, const std::string& source);
 
+/// The compact form's settings, in the JSON's units (what a cluster editor edits). Defaults are
+/// the compact form's own: an NVLink domain of one node, no network for one domain.
+struct CompactCluster {
+  std::string device = "h200";  ///< a device name or device file (resources/devices/)
+  int nodes = 1;
+  int gpus_per_node = 8;
+  int nvlink_domain_gpus = 8;
+  double nvlink_bandwidth_gb_per_s = 450.0;
+  double nvlink_latency_us = 2.0;
+  std::string network = "none";  ///< "none", "rail_optimized" or "fat_tree"
+  int nics_per_node = 8;
+  double nic_bandwidth_gb_per_s = 50.0;
+  double network_latency_us = 5.0;
+  double oversubscription = 1.0;
+};
+
+/// Reads and checks the compact form's keys (the same checks as parse_cluster; the device name
+/// is kept as written). Errors name `source` and the key; the explicit form is an error.
+Result<CompactCluster> read_compact_cluster(const nlohmann::json& j, const std::string& source);
+
+/// `c` written into `base` (a cluster JSON whose other keys, such as name and description, are
+/// kept): the compact form, with inter_node only when there is a network.
+nlohmann::json compact_cluster_json(const CompactCluster& c, nlohmann::json base);
+
 /// Reads and validates a cluster JSON file.
 Result<Cluster> load_cluster_file(const std::filesystem::path& path);
 

@@ -101,13 +101,23 @@ TEST_F(CliExport, DeepSeekV3WithRedundantExperts) {
   EXPECT_EQ(map.at("physical_to_logical_map")[3], place.at("physical_to_logical_map")[0]);
   EXPECT_EQ(map.at("physical_to_logical_map")[60], place.at("physical_to_logical_map")[57]);
 
+  // The static balancer inline: nothing for trtllm-serve to resolve against its working folder.
   const auto trt = run_cli(base + " --format trtllm --out " + path("trt"));
   ASSERT_EQ(trt.exit_code, 0) << trt.err;
-  expect_golden("export_dsv3_trtllm_options.yaml",
-                slurp(path("trt/trtllm_extra_llm_api_options.yaml")));
-  const std::string lb = slurp(path("trt/moe_load_balancer.yaml"));
+  EXPECT_EQ(local(trt.out), "wrote <tmp>/trt/trtllm_extra_llm_api_options.yaml\n");
+  const std::string opts = slurp(path("trt/trtllm_extra_llm_api_options.yaml"));
+  expect_golden("export_dsv3_trtllm_options.yaml", opts);
+  EXPECT_NE(opts.find("    num_slots: 384\n    layer_updates_per_iter: 0\n"), std::string::npos);
+  EXPECT_EQ(std::count(opts.begin(), opts.end(), '['), 58);  // one row per MoE layer
+  // A release that only opens a path: the balancer's own file, named by its absolute path.
+  const auto trt13 =
+      run_cli(base + " --format trtllm --framework-version 1.3 --out " + path("trt13"));
+  ASSERT_EQ(trt13.exit_code, 0) << trt13.err;
+  EXPECT_NE(slurp(path("trt13/trtllm_extra_llm_api_options.yaml"))
+                .find("  load_balancer: \"" + path("trt13/moe_load_balancer.yaml") + "\"\n"),
+            std::string::npos);
+  const std::string lb = slurp(path("trt13/moe_load_balancer.yaml"));
   EXPECT_NE(lb.find("num_slots: 384\nlayer_updates_per_iter: 0\n"), std::string::npos);
-  EXPECT_EQ(std::count(lb.begin(), lb.end(), '['), 58);  // one row per MoE layer
 
   const auto vllm = run_cli(base + " --format vllm");
   ASSERT_EQ(vllm.exit_code, 0) << vllm.err;
@@ -188,7 +198,20 @@ TEST_F(CliExport, BadInputExitsTwoWithOneLineAndNoFiles) {
       {"export" + plan + " --format sglang --placement " + path("plan.json") + out,
        "key 'format': missing, expected a string"},
       {"plan --export yaml", "--export: expected sglang, vllm, trtllm, megatron, paddle or json"},
-      {"plan --out " + path("out"), "plan: --out and --layout go with --export FORMAT"},
+      {"plan --out " + path("out"),
+       "plan: --out, --layout and --framework-version go with --export FORMAT"},
+      {"export" + plan + " --format sglang --framework-version 0.4.0" + out,
+       "--framework-version 0.4.0: the sglang export (SGLang) is written for 0.5.23, 0.5.22, "
+       "0.5.21 (default 0.5.23)"},
+      {"plan --export vllm --framework-version 0.1 --out " + path("out"),
+       "--framework-version 0.1: the vllm export (vLLM) is written for 0.34.0"},
+      {"export" + plan + " --format paddle --framework-version 2.8.1" + out,
+       "PaddleNLP 2.8.1 has no expert parallelism (its TrainingArguments has no "
+       "expert_parallel_degree; --framework-version 3.0.0b4 has), so ep16×tp1 cannot run; "
+       "no layout of the plan can be expressed in paddle 2.8.1"},
+      {"export" + plan + " --format megatron --layout 2x8" + out,
+       "qwen2-57b-a14b's num_attention_heads 28 is not a multiple of 8, so ep2×tp8 cannot run; "
+       "nearest expressible layout in the plan: rank "},
       {"plan --export json --json --out " + path("out"),
        "plan: --export writes the layout's files"},
       {"plan --layout-file " + path("plan.json"), "key 'format': missing, expected a string"},

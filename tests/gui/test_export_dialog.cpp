@@ -77,6 +77,30 @@ TEST(GuiExportDialog, InexpressibleLayoutShowsTheErrorInPlace) {
       << d.messageLabel()->text().toStdString();
 }
 
+TEST(GuiExportDialog, FrameworkVersionsFollowTheFormat) {
+  app();
+  auto plan = ExportDialog::defaultPlan(QStringLiteral("qwen2-57b-a14b"));
+  ASSERT_TRUE(plan.ok());
+  ExportDialog d(*plan);
+  // sglang first: its current release selected, the older spellings listed.
+  ASSERT_EQ(d.versionCombo()->count(), 3);
+  EXPECT_EQ(d.versionCombo()->currentText(), QStringLiteral("0.5.23"));
+  EXPECT_TRUE(d.preview()->toPlainText().contains(QStringLiteral("--attn-dp-size 16")));
+  d.versionCombo()->setCurrentText(QStringLiteral("0.5.21"));
+  EXPECT_TRUE(d.preview()->toPlainText().contains(QStringLiteral("--enable-dp-attention")));
+  EXPECT_EQ(d.preview()->toPlainText().toStdString(),
+            planner::export_to_text(
+                *planner::export_layout(*planner::export_spec_from_plan(*plan, "", ""),
+                                        planner::ExportFormat::kSglang, {"0.5.21", ""})));
+  // PaddleNLP 2.8.1 has no expert parallelism: the error names the dialog's own field.
+  d.formatCombo()->setCurrentText(QStringLiteral("paddle"));
+  EXPECT_EQ(d.versionCombo()->currentText(), QStringLiteral("3.0.0b4"));
+  d.versionCombo()->setCurrentText(QStringLiteral("2.8.1"));
+  EXPECT_TRUE(d.preview()->toPlainText().isEmpty());
+  EXPECT_TRUE(d.messageLabel()->text().contains(QStringLiteral("Framework version 3.0.0b4 has")))
+      << d.messageLabel()->text().toStdString();
+}
+
 TEST(GuiExportDialog, WritesTheSameFilesAsTheCli) {
   app();
   auto plan = ExportDialog::defaultPlan(QStringLiteral("qwen2-57b-a14b"));

@@ -267,7 +267,8 @@ TEST(GuiProfiling, ValidateShowsTheLibrarysPredictionsAgainstTheMeasuredLayer) {
   for (int i = 0; i < t->rowCount(); ++i) {
     const auto& gui = out.rows[static_cast<std::size_t>(i)];
     const auto& lib = rows[static_cast<std::size_t>(i)];
-    EXPECT_EQ(gui.c.layout.short_name(), req->cases[static_cast<std::size_t>(i)].layout.short_name());
+    EXPECT_EQ(gui.c.layout.short_name(),
+              req->cases[static_cast<std::size_t>(i)].layout.short_name());
     EXPECT_EQ(gui.c.layout.dispatcher, req->cases[static_cast<std::size_t>(i)].layout.dispatcher);
     EXPECT_TRUE(gui.verified) << gui.verify_detail;
     EXPECT_GT(gui.measured_s, 0.0);

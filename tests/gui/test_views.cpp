@@ -31,10 +31,10 @@
 #include "app/gui/session.hpp"
 #include "app/gui/topology_view.hpp"
 #include "models/registry.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/placement_file.hpp"
-#include "planner/costs/roofline_costs.hpp"
 #include "tests/gui/gui_app.hpp"
 
 namespace moeplan::gui {

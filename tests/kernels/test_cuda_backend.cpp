@@ -266,6 +266,38 @@ TEST_F(CudaOps, SharedExpertMatchesCpuGatedAndUngated) {
   }
 }
 
+// The ops the profiler times one by one (gemm stored in fp32 or the dtype, SiLU·mul, the
+// shared gate) against the CPU backend, and fp8 refused by can_implement on both.
+TEST_F(CudaOps, GemmSiluGateMatchCpuAndFp8IsRefused) {
+  const int m = 37, k = 192, n = 96;
+  for (const DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const auto a = random_values(sz(m * k), -1.0F, 1.0F, 11, dtype);
+    const auto b = random_values(sz(k * n), -0.1F, 0.1F, 12, dtype);
+    for (const DType out_dtype : {DType::kFp32, dtype}) {
+      std::vector<float> ref(sz(m * n)), out(ref.size());
+      cpu_->gemm(ctx_, a, m, k, b, n, dtype, out_dtype, ref);
+      grouped_->gemm(ctx_, a, m, k, b, n, dtype, out_dtype, out);
+      ASSERT_TRUE(any_nonzero(ref));
+      EXPECT_LE(nmse(out, ref), nmse_bound(out_dtype, k));
+    }
+    const auto gu = random_values(sz(m * 2 * n), -4.0F, 4.0F, 13, DType::kFp32);
+    std::vector<float> ref(sz(m * n)), out(ref.size());
+    cpu_->silu_mul(ctx_, gu, m, n, dtype, ref);
+    grouped_->silu_mul(ctx_, gu, m, n, dtype, out);
+    EXPECT_LE(nmse(out, ref), nmse_bound(dtype, 1));
+  }
+  const auto x = random_values(sz(m * k), 0.0F, 1.0F, 14, DType::kFp32);
+  const auto gate = random_values(sz(k), -0.05F, 0.05F, 15, DType::kFp32);
+  const auto y0 = random_values(sz(m * k), 1.0F, 2.0F, 16, DType::kFp32);
+  std::vector<float> ref = y0, out = y0;
+  cpu_->sigmoid_gate(ctx_, x, m, k, gate, ref);
+  grouped_->sigmoid_gate(ctx_, x, m, k, gate, out);
+  EXPECT_LE(nmse(out, ref), nmse_bound(DType::kFp32, k));
+  EXPECT_FALSE(grouped_->can_implement({BackendOp::kGemm, DType::kFp8}).ok());
+  EXPECT_TRUE(grouped_->can_implement({BackendOp::kGemm, DType::kBf16}).ok());
+}
+
 TEST_F(CudaOps, CombineMatchesCpu) {
   const int t = 41;
   const int k = 6;
@@ -342,7 +374,8 @@ TEST_F(CudaOps, VerifyTwoInProcessRanksShareTheGpu) {
     if (world.rank() == 0) rows = std::move(r);
   });
   ASSERT_EQ(rows.size(), req.layouts.size() * 3U);
-  for (const auto& r : rows) EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << r.max_bound_use;
+  for (const auto& r : rows)
+    EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << r.max_bound_use;
 }
 
 #if MOEPLAN_HAVE_NCCL

@@ -21,8 +21,8 @@ models::MoeModel model(const std::string& name) {
 void expect_all_pass(const std::vector<VerifyRow>& rows, std::size_t expected_rows) {
   ASSERT_EQ(rows.size(), expected_rows);
   for (const auto& r : rows) {
-    EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << dispatcher_name(r.layout.dispatcher) << " "
-                          << dtype_name(r.dtype) << " T=" << r.num_tokens
+    EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << dispatcher_name(r.layout.dispatcher)
+                          << " " << dtype_name(r.dtype) << " T=" << r.num_tokens
                           << " max|diff|=" << r.max_abs_diff << " bound use " << r.max_bound_use;
     EXPECT_LE(r.max_bound_use, 1.0);
     EXPECT_GT(r.max_abs_ref, 0.0);  // a non-trivial output
@@ -72,7 +72,8 @@ TEST(MoeLayer, DeepSeekV3GroupLimitedSigmoidRouting) {
   req.scale = 128;  // H 56, I 16, 256 experts, noaux_tc 4 of 8 groups, shared expert
   req.token_counts = {48};
   req.dtypes = {DType::kFp32, DType::kBf16};
-  req.layouts = {Layout::of(4, 1, RankMapping::kTpInnermost), Layout::of(2, 2, RankMapping::kTpInnermost)};
+  req.layouts = {Layout::of(4, 1, RankMapping::kTpInnermost),
+                 Layout::of(2, 2, RankMapping::kTpInnermost)};
   req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
   expect_all_pass(run(req, 4), 2 * 2 * 3);
 }
@@ -121,10 +122,13 @@ TEST(MoeLayer, LayoutRulesRejectedBeforeWork) {
   const LayerSpec spec = *LayerSpec::from_model(m, 1, DType::kFp32, 1);
   EXPECT_EQ(check_layout(spec, Layout::of(8, 1), 8).error().message,
             "layout 8x1: num_experts=60 % ep=8 != 0; expected ep to divide the expert count");
-  EXPECT_NE(check_layout(spec, Layout::of(1, 3), 3).error().message.find("moe_intermediate_size=1408 % tp=3"),
+  EXPECT_NE(check_layout(spec, Layout::of(1, 3), 3)
+                .error()
+                .message.find("moe_intermediate_size=1408 % tp=3"),
             std::string::npos);
-  EXPECT_NE(check_layout(spec, Layout::of(2, 2), 8).error().message.find("expected ep·tp = rank count"),
-            std::string::npos);
+  EXPECT_NE(
+      check_layout(spec, Layout::of(2, 2), 8).error().message.find("expected ep·tp = rank count"),
+      std::string::npos);
   EXPECT_TRUE(check_layout(spec, Layout::of(6, 1), 6).ok());
   std::vector<int> eps;
   for (const auto& l : legal_layouts(spec, 60)) eps.push_back(l.ep_size);

@@ -45,8 +45,8 @@ TEST(CudaNcclMpi, CollectivesAndLayerOverNccl) {
   if ((*nccl)->rank() == 0) {
     ASSERT_EQ(rows.size(), req.layouts.size() * 3U * 2U);
     for (const auto& r : rows) {
-      EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << dispatcher_name(r.layout.dispatcher) << " "
-                            << dtype_name(r.dtype) << " bound use " << r.max_bound_use;
+      EXPECT_TRUE(r.passed) << r.layout.short_name() << " " << dispatcher_name(r.layout.dispatcher)
+                            << " " << dtype_name(r.dtype) << " bound use " << r.max_bound_use;
     }
   }
 }

@@ -285,6 +285,38 @@ TEST(Combine, WeightedSumInSlotOrderThenSharedThenOneRounding) {
   EXPECT_EQ(out[1], 4.0F);
 }
 
+// The ops the profiler times one by one are the expert MLP's own pieces: gate/up GEMM, SiLU·mul
+// and down GEMM through Backend::gemm/silu_mul reproduce expert_ffn bit for bit.
+TEST(BackendOps, GemmAndSiluMulComposeTheExpertMlpExactly) {
+  auto be = make_cpu_backend();
+  for (const DType dt : kDtypes) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const LayerSpec s = small_spec(dt);
+    const ExpertWeights w = make_expert(s, 1, 0, 1);
+    const int m = 9;
+    const std::vector<float> x = make_input(s, 0, m);
+    const std::vector<int> offsets = {0, m};
+    std::vector<float> ffn(x.size());
+    be->expert_ffn(OpContext{}, x, offsets, std::span<const ExpertWeights>(&w, 1), s.hidden, dt,
+                   ffn);
+    std::vector<float> gu(static_cast<std::size_t>(m * 2 * w.width));
+    be->gemm(OpContext{}, x, m, s.hidden, w.gate_up, 2 * w.width, dt, DType::kFp32, gu);
+    std::vector<float> act(static_cast<std::size_t>(m * w.width));
+    be->silu_mul(OpContext{}, gu, m, w.width, dt, act);
+    std::vector<float> down(x.size());
+    be->gemm(OpContext{}, act, m, w.width, w.down, s.hidden, dt, DType::kFp32, down);
+    EXPECT_EQ(down, ffn);
+    // Stored in the dtype: the fp32 result rounded once.
+    std::vector<float> stored(x.size());
+    be->gemm(OpContext{}, act, m, w.width, w.down, s.hidden, dt, dt, stored);
+    round_to(dt, down);
+    EXPECT_EQ(stored, down);
+  }
+  EXPECT_FALSE(be->can_implement({BackendOp::kGemm, DType::kFp8}).ok());
+  EXPECT_TRUE(be->can_implement({BackendOp::kRoute, DType::kFp8}).ok());
+  EXPECT_TRUE(be->can_implement({BackendOp::kCombine, DType::kBf16}).ok());
+}
+
 TEST(ExpertFfn, GroupedMatchesPerExpertReferenceOnEveryDtype) {
   auto be = make_cpu_backend();
   for (const DType dt : kDtypes) {

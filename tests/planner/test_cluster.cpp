@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "planner/topology/cluster.hpp"
 #include "planner/costs/roofline_costs.hpp"
+#include "planner/topology/cluster.hpp"
 
 namespace moeplan::planner {
 namespace {

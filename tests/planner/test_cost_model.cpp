@@ -6,8 +6,8 @@
 
 #include "models/registry.hpp"
 #include "planner/costs/cost_model.hpp"
-#include "planner/plan.hpp"
 #include "planner/costs/roofline_costs.hpp"
+#include "planner/plan.hpp"
 
 namespace moeplan::planner {
 namespace {

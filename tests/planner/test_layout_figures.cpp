@@ -4,10 +4,10 @@
 #include <numeric>
 
 #include "models/registry.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/placement_metrics.hpp"
-#include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::planner {
 namespace {

@@ -2,6 +2,8 @@
 // registered op's verification catching a wrong result.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <atomic>
 #include <filesystem>
 
@@ -128,13 +130,14 @@ TEST(Harness, BadSweepInputs) {
 // Every compute op passes on its own data and is caught when its result is made wrong.
 TEST(HarnessOps, EveryComputeOpVerifiesAndCatchesAFault) {
   const SweepSpec s = tiny_sweep(1);
+  const auto backend = kernels::make_cpu_backend();
   int checked = 0;
   for (const auto& table : all_ops()) {
     if (table.collective) continue;
     auto pts = table.sweep(s);
     ASSERT_FALSE(pts.empty()) << table.name;
     for (const bool fault : {false, true}) {
-      auto c = table.init(pts.back(), s, nullptr);
+      auto c = table.init(pts.back(), s, nullptr, *backend);
       ASSERT_TRUE(c.ok()) << table.name;
       if (fault) (*c)->inject_fault();
       const Measurement m = measure(**c, nullptr, fast());
@@ -147,9 +150,105 @@ TEST(HarnessOps, EveryComputeOpVerifiesAndCatchesAFault) {
   EXPECT_EQ(checked, 7);
 }
 
+/// The CPU backend with every call counted by op, and fp8 refused as the CPU backend does.
+class RecordingBackend final : public kernels::Backend {
+ public:
+  std::string name() const override { return "recording"; }
+  Status can_implement(const kernels::OpQuery& q) const override { return cpu_->can_implement(q); }
+  void router_logits(const kernels::OpContext& c, std::span<const float> x, int t, int h,
+                     std::span<const float> w, int e, std::span<float> l) override {
+    ++calls[kernels::BackendOp::kRouterLogits];
+    cpu_->router_logits(c, x, t, h, w, e, l);
+  }
+  void route(const kernels::OpContext& c, const models::RouterSpec& r, std::span<const float> l,
+             std::span<const float> b, int t, int e, int k, std::span<int> ids,
+             std::span<float> w) override {
+    ++calls[kernels::BackendOp::kRoute];
+    cpu_->route(c, r, l, b, t, e, k, ids, w);
+  }
+  kernels::Permutation permute(const kernels::OpContext& c, std::span<const int> p, int f,
+                               int n) override {
+    ++calls[kernels::BackendOp::kPermute];
+    return cpu_->permute(c, p, f, n);
+  }
+  void expert_ffn(const kernels::OpContext& c, std::span<const float> r, std::span<const int> o,
+                  std::span<const kernels::ExpertWeights> e, int h, DType d,
+                  std::span<float> out) override {
+    ++calls[kernels::BackendOp::kExpertFfn];
+    cpu_->expert_ffn(c, r, o, e, h, d, out);
+  }
+  void gemm(const kernels::OpContext& c, std::span<const float> a, int m, int k,
+            std::span<const float> b, int n, DType d, DType od, std::span<float> out) override {
+    ++calls[kernels::BackendOp::kGemm];
+    cpu_->gemm(c, a, m, k, b, n, d, od, out);
+  }
+  void silu_mul(const kernels::OpContext& c, std::span<const float> gu, int r, int w, DType d,
+                std::span<float> a) override {
+    ++calls[kernels::BackendOp::kSiluMul];
+    cpu_->silu_mul(c, gu, r, w, d, a);
+  }
+  void sigmoid_gate(const kernels::OpContext& c, std::span<const float> x, int t, int h,
+                    std::span<const float> g, std::span<float> out) override {
+    ++calls[kernels::BackendOp::kSigmoidGate];
+    cpu_->sigmoid_gate(c, x, t, h, g, out);
+  }
+  void combine(const kernels::OpContext& c, std::span<const float> y, std::span<const int> pr,
+               std::span<const float> w, std::span<const float> sh, int t, int k, int h, DType d,
+               std::span<float> out) override {
+    ++calls[kernels::BackendOp::kCombine];
+    cpu_->combine(c, y, pr, w, sh, t, k, h, d, out);
+  }
+  void shared_expert(const kernels::OpContext& c, std::span<const float> x, int t, int h,
+                     const kernels::ExpertWeights& w, std::span<const float> g, DType d,
+                     std::span<float> out) override {
+    ++calls[kernels::BackendOp::kSharedExpert];
+    cpu_->shared_expert(c, x, t, h, w, g, d, out);
+  }
+  std::map<kernels::BackendOp, int> calls;
+
+ private:
+  std::unique_ptr<kernels::Backend> cpu_ = kernels::make_cpu_backend();
+};
+
+// The compute ops time the profiled backend's own calls (so a backend plugged in is measured by
+// the same op table), and a point its can_implement refuses is not set up: not supported.
+TEST(HarnessOps, ComputeOpsTimeTheBackendsCalls) {
+  SweepSpec s = tiny_sweep(1);
+  s.shared_gated = true;
+  const std::map<std::string, kernels::BackendOp> expected = {
+      {"router_topk", kernels::BackendOp::kRoute},
+      {"silu_mul", kernels::BackendOp::kSiluMul},
+      {"sigmoid_gate", kernels::BackendOp::kSigmoidGate},
+      {"combine_sum", kernels::BackendOp::kCombine},
+      {"gemm", kernels::BackendOp::kGemm}};
+  for (const auto& [name, op] : expected) {
+    const OpTable* table = nullptr;
+    for (const auto& t : all_ops()) {
+      if (t.name == name) table = &t;
+    }
+    ASSERT_NE(table, nullptr) << name;
+    auto pts = table->sweep(s);
+    ASSERT_FALSE(pts.empty()) << name;
+    RecordingBackend backend;
+    auto c = table->init(pts.back(), s, nullptr, backend);
+    ASSERT_TRUE(c.ok()) << name << ": " << c.error().message;
+    (*c)->run();
+    EXPECT_GE(backend.calls[op], 1) << name;
+    // fp8 storage: refused by can_implement, reported as the init error (not supported).
+    OpPoint fp8 = pts.back();
+    fp8.dtype = DType::kFp8;
+    if (op != kernels::BackendOp::kRoute) {
+      auto refused = table->init(fp8, s, nullptr, backend);
+      ASSERT_FALSE(refused.ok()) << name;
+      EXPECT_NE(refused.error().message.find("fp8 is not a storage dtype"), std::string::npos);
+    }
+  }
+}
+
 // Every collective, run by 2 in-process ranks: passes, and a fault on one rank fails both.
 TEST(HarnessOps, EveryCollectiveVerifiesAndCatchesAFault) {
   const SweepSpec s = tiny_sweep(2);
+  const auto backend = kernels::make_cpu_backend();
   int checked = 0;
   for (const auto& table : all_ops()) {
     if (!table.collective) continue;
@@ -159,7 +258,7 @@ TEST(HarnessOps, EveryCollectiveVerifiesAndCatchesAFault) {
       std::atomic<int> incorrect{0}, passed{0};
       kernels::run_in_process(2, [&](kernels::Communicator& world) {
         auto group = world.split(0, world.rank());
-        auto c = table.init(pts.back(), s, group.get());
+        auto c = table.init(pts.back(), s, group.get(), *backend);
         ASSERT_TRUE(c.ok());
         if (fault && world.rank() == 1) (*c)->inject_fault();
         const Measurement m = measure(**c, &world, fast());

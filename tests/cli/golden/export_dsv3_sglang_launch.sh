@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
-# moeplan export (sglang): deepseek-v3 on 16x-hgx-h200, 128 × h200
+# moeplan export (sglang 0.5.23): deepseek-v3 on 16x-hgx-h200, 128 × h200
 # layout rank 1: ep128×tp1 a2av tp_innermost; prefill, 4096 tokens per GPU
 # predicted (roofline, placement contiguous): 2357.111 ms per step over the MoE layers, 1738 tokens/s/GPU, 43.35 GiB of 131.32 GiB per GPU
 # model fnv1a64:e8806ed9d47c6b01, cluster fnv1a64:c72cfef5d0a6d162
 # placement: eplb, 384 slots per MoE layer (128 redundant)
 set -euo pipefail
 MODEL_PATH="${MODEL_PATH:?set MODEL_PATH to the deepseek-v3 checkpoint}"
-NODE_RANK="${NODE_RANK:?set NODE_RANK to this node's index, 0..15}"
+NODE_RANK="${NODE_RANK:?set NODE_RANK to the index of this node, 0..15}"
 DIST_INIT_ADDR="${DIST_INIT_ADDR:?set DIST_INIT_ADDR to host:port of node 0}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 python3 -m sglang.launch_server \
   --model-path "$MODEL_PATH" \
   --tp-size 128 \
   --ep-size 128 \
-  --enable-dp-attention \
-  --dp-size 128 \
+  --attn-dp-size 128 \
   --moe-a2a-backend deepep \
   --deepep-mode normal \
   --ep-num-redundant-experts 128 \

@@ -1,5 +1,5 @@
 // Device timing for the CUDA kernel benchmark.
-#include "kernels/cuda/ffn_bench.hpp"
+#include "benchmarks/cuda/ffn_bench.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -15,7 +15,6 @@ namespace moeplan::kernels::cuda {
 namespace {
 
 std::size_t sz(int v) { return static_cast<std::size_t>(v); }
-std::size_t elem_bytes(DType t) { return t == DType::kFp32 ? 4 : 2; }
 
 // Uniform values in [-a, a) on the device, in `dtype`.
 void fill_random(DType dtype, void* dst, std::size_t n, float a, std::uint32_t seed,
@@ -52,7 +51,7 @@ FfnBenchmark::FfnBenchmark(DType dtype, int hidden, int width, int num_experts, 
   m.max_rows = max_rows;
   MOEPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   m.ffn = std::make_unique<ExpertFfn>(m.stream);
-  const std::size_t es = elem_bytes(dtype);
+  const std::size_t es = dtype_size(dtype);
   const std::size_t gu = sz(hidden) * 2 * sz(width);
   const std::size_t dn = sz(width) * sz(hidden);
   char* w = static_cast<char*>(m.weights.reserve((gu + dn) * es * sz(num_experts)));
@@ -112,7 +111,7 @@ double FfnBenchmark::time_ffn(std::span<const int> offsets, BenchAlgo algo, int 
 
 double FfnBenchmark::time_router_permute(int num_tokens, int total_experts, int top_k, int reps) {
   Impl& m = *impl_;
-  const std::size_t es = elem_bytes(m.dtype);
+  const std::size_t es = dtype_size(m.dtype);
   float* x = m.x32.reserve_as<float>(sz(num_tokens) * sz(m.hidden));
   fill_random(DType::kFp32, x, sz(num_tokens) * sz(m.hidden), 1.0F, 11, m.stream);
   float* w = m.router_w.reserve_as<float>(sz(m.hidden) * sz(total_experts));

@@ -1,0 +1,576 @@
+// `best`: EPLB's map refined by local search — phase A lowers the fitted maximum GPU load over
+// EPLB's map and maps with other replica counts; phase B balances sampled steps, and a refined map
+// replaces EPLB's only when its gain on held-back samples is significant; an optional locality
+// pass trades balance (down to EPLB's fitted maximum) for fewer split co-activated pairs.
+#include "planner/placement/best_search.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace moeplan::planner {
+
+namespace {
+
+std::size_t uz(int v) { return static_cast<std::size_t>(v); }
+
+// ---- best: local search ------------------------------------------------------------------
+
+// Per-sample GPU loads with the three largest, so a swap between two GPUs is scored in O(1)
+// per sample.
+struct SampleSet {
+  const std::vector<std::vector<double>>* rows = nullptr;  // [S][E]
+  std::vector<std::vector<double>> gpu;                    // [S][G]
+  std::vector<double> mean;                                // [S] total / G
+  std::vector<std::array<int, 3>> top;                     // [S] GPU indices, descending
+
+  int size() const { return rows == nullptr ? 0 : static_cast<int>(rows->size()); }
+};
+
+class LayerSearch {
+ public:
+  LayerSearch(const std::vector<double>& weight, std::vector<int> slot_expert, int num_gpus,
+              int num_nodes, bool node_domains)
+      : w_(&weight),
+        slot_(std::move(slot_expert)),
+        num_experts_(static_cast<int>(weight.size())),
+        num_slots_(static_cast<int>(slot_.size())),
+        num_gpus_(num_gpus),
+        num_nodes_(num_nodes),
+        spg_(num_slots_ / num_gpus),
+        gpus_per_node_(num_gpus / num_nodes),
+        gpus_per_domain_(node_domains ? num_gpus / num_nodes : num_gpus) {
+    recount();
+  }
+
+  const std::vector<int>& slots() const { return slot_; }
+
+  // Phase A: lower the fitted maximum GPU load: swap a slot of the heaviest GPU with one of
+  // another GPU in its domain, or turn a replica on the heaviest GPU into a replica of another
+  // expert of the domain (new replica counts). Only strict improvements are taken.
+  void reduce_fitted_max(int max_moves) {
+    for (int move = 0; move < max_moves; ++move) {
+      const int g = argmax(fit_);
+      const double limit = fit_[uz(g)] * (1.0 - kMargin);
+      if (!(limit > 0.0)) return;
+      if (!improve_by_swap(g, limit) && !improve_by_replica(g, limit)) return;
+    }
+  }
+
+  double fitted_max() const { return *std::max_element(fit_.begin(), fit_.end()); }
+
+  // Phase B/C: raise Σ_s mean_s / max_s over the samples (the expected per-step balancedness),
+  // minus `lambda` times the split co-activated pairs, while no GPU's fitted load rises above
+  // `fit_cap` (unless it falls).
+  void optimise_samples(const std::vector<std::vector<double>>& rows, int max_evals) {
+    samples_.rows = &rows;
+    fit_cap_ = fitted_max() * (1.0 - kMargin);
+    init_samples();
+    int evals = 0;
+    // Swaps that unload the GPUs most often at the maximum, best swap per GPU.
+    bool improved = true;
+    while (improved && evals < max_evals) {
+      improved = false;
+      for (const int g1 : hot_gpus()) {
+        if (evals >= max_evals) break;
+        if (sample_swap_from(g1, evals)) {
+          improved = true;
+          break;
+        }
+      }
+    }
+  }
+
+  // Phase C (with a trace, global mode, several nodes): for slots in random order, the best
+  // cross-node swap by balance gain − lambda · Δ(split co-activated pairs), while no GPU's
+  // fitted load rises above `fit_cap` (EPLB's fitted maximum) unless it falls.
+  void optimise_locality(const std::vector<std::vector<double>>& rows,
+                         const std::vector<double>& pairs, double lambda, int max_evals,
+                         std::uint64_t seed, double fit_cap) {
+    if (num_nodes_ < 2 || gpus_per_domain_ != num_gpus_) return;
+    samples_.rows = &rows;
+    fit_cap_ = fit_cap * (1.0 - kMargin);
+    init_samples();
+    init_pairs(pairs);
+    std::mt19937_64 rng(seed);
+    std::vector<int> order(uz(num_slots_));
+    std::iota(order.begin(), order.end(), 0);
+    int evals = 0;
+    bool improved = true;
+    while (improved && evals < max_evals) {
+      improved = false;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (const int i : order) {
+        if (evals >= max_evals) break;
+        int best_j = -1;
+        double best_gain = kGainEps;
+        for (int j = 0; j < num_slots_; ++j) {
+          if (node_of_slot(i) == node_of_slot(j)) continue;
+          ++evals;
+          const double gain = swap_gain(i, j, lambda);
+          if (gain > best_gain) {
+            best_gain = gain;
+            best_j = j;
+          }
+        }
+        if (best_j >= 0) {
+          apply_swap(i, best_j);
+          improved = true;
+        }
+      }
+    }
+  }
+
+ private:
+  static constexpr double kMargin = 1e-9;
+  static constexpr double kGainEps = 1e-12;
+
+  int gpu_of(int slot) const { return slot / spg_; }
+  int node_of_slot(int slot) const { return gpu_of(slot) / gpus_per_node_; }
+  int domain_of(int gpu) const { return gpu / gpus_per_domain_; }
+  double fit_slot(int slot) const {
+    const int e = slot_[uz(slot)];
+    return (*w_)[uz(e)] / cnt_[uz(e)];
+  }
+  static int argmax(const std::vector<double>& v) {
+    return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+  }
+
+  void recount() {
+    cnt_.assign(uz(num_experts_), 0);
+    where_.assign(uz(num_experts_), {});
+    for (int s = 0; s < num_slots_; ++s) {
+      ++cnt_[uz(slot_[uz(s)])];
+      where_[uz(slot_[uz(s)])].push_back(s);
+    }
+    fit_.assign(uz(num_gpus_), 0.0);
+    for (int s = 0; s < num_slots_; ++s) fit_[uz(gpu_of(s))] += fit_slot(s);
+  }
+
+  bool improve_by_swap(int g, double limit) {
+    const int d = domain_of(g);
+    int best_i = -1, best_j = -1;
+    double best_peak = limit;
+    for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
+      const double li = fit_slot(i);
+      for (int j = d * gpus_per_domain_ * spg_; j < (d + 1) * gpus_per_domain_ * spg_; ++j) {
+        if (gpu_of(j) == g || slot_[uz(j)] == slot_[uz(i)]) continue;
+        const double delta = li - fit_slot(j);
+        if (delta <= 0.0) continue;
+        const double peak = std::max(fit_[uz(g)] - delta, fit_[uz(gpu_of(j))] + delta);
+        if (peak < best_peak) {
+          best_peak = peak;
+          best_i = i;
+          best_j = j;
+        }
+      }
+    }
+    if (best_i < 0) return false;
+    std::swap(slot_[uz(best_i)], slot_[uz(best_j)]);
+    recount();
+    return true;
+  }
+
+  // Turns slot i (a replica of a, cnt[a] ≥ 2) into a replica of b: a's other replicas grow,
+  // b's shrink. Accepted when every affected GPU ends below `limit`.
+  bool improve_by_replica(int g, double limit) {
+    const int d = domain_of(g);
+    int best_i = -1, best_b = -1;
+    double best_peak = limit;
+    std::vector<double> trial(fit_);
+    for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
+      const int a = slot_[uz(i)];
+      if (cnt_[uz(a)] < 2) continue;
+      const double a_old = (*w_)[uz(a)] / cnt_[uz(a)];
+      const double a_new = (*w_)[uz(a)] / (cnt_[uz(a)] - 1);
+      for (int b = 0; b < num_experts_; ++b) {
+        if (b == a || where_[uz(b)].empty() || domain_of(gpu_of(where_[uz(b)][0])) != d) continue;
+        const double b_old = (*w_)[uz(b)] / cnt_[uz(b)];
+        const double b_new = (*w_)[uz(b)] / (cnt_[uz(b)] + 1);
+        for (const int s : where_[uz(a)]) trial[uz(gpu_of(s))] += (s == i ? b_new : a_new) - a_old;
+        for (const int s : where_[uz(b)]) trial[uz(gpu_of(s))] += b_new - b_old;
+        double peak = 0.0;
+        for (const auto* list : {&where_[uz(a)], &where_[uz(b)]}) {
+          for (const int s : *list) peak = std::max(peak, trial[uz(gpu_of(s))]);
+        }
+        for (const auto* list : {&where_[uz(a)], &where_[uz(b)]}) {
+          for (const int s : *list) trial[uz(gpu_of(s))] = fit_[uz(gpu_of(s))];
+        }
+        if (peak < best_peak) {
+          best_peak = peak;
+          best_i = i;
+          best_b = b;
+        }
+      }
+    }
+    if (best_i < 0) return false;
+    slot_[uz(best_i)] = best_b;
+    recount();
+    return true;
+  }
+
+  void init_samples() {
+    const int num_samples = samples_.size();
+    samples_.gpu.assign(uz(num_samples), std::vector<double>(uz(num_gpus_), 0.0));
+    samples_.mean.assign(uz(num_samples), 0.0);
+    samples_.top.assign(uz(num_samples), {-1, -1, -1});
+    for (int s = 0; s < num_samples; ++s) refresh_sample(s);
+  }
+
+  void refresh_sample(int s) {
+    const auto& row = (*samples_.rows)[uz(s)];
+    auto& gpu = samples_.gpu[uz(s)];
+    std::fill(gpu.begin(), gpu.end(), 0.0);
+    double total = 0.0;
+    for (int k = 0; k < num_slots_; ++k) {
+      const int e = slot_[uz(k)];
+      gpu[uz(gpu_of(k))] += row[uz(e)] / cnt_[uz(e)];
+    }
+    for (const double x : gpu) total += x;
+    samples_.mean[uz(s)] = total / num_gpus_;
+    auto& top = samples_.top[uz(s)];
+    top = {-1, -1, -1};
+    for (int g = 0; g < num_gpus_; ++g) {
+      for (int r = 0; r < 3; ++r) {
+        if (top[uz(r)] < 0 || gpu[uz(g)] > gpu[uz(top[uz(r)])]) {
+          for (int q = 2; q > r; --q) top[uz(q)] = top[uz(q - 1)];
+          top[uz(r)] = g;
+          break;
+        }
+      }
+    }
+  }
+
+  // GPUs that are the maximum in at least one sample, most frequent first.
+  std::vector<int> hot_gpus() const {
+    std::vector<int> hits(uz(num_gpus_), 0);
+    for (const auto& t : samples_.top) ++hits[uz(t[0])];
+    std::vector<int> order;
+    for (int g = 0; g < num_gpus_; ++g) {
+      if (hits[uz(g)] > 0) order.push_back(g);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return hits[uz(a)] > hits[uz(b)]; });
+    return order;
+  }
+
+  bool fitted_allowed(int g, double new_load) const {
+    return new_load <= fit_cap_ || new_load <= fit_[uz(g)] * (1.0 - kMargin);
+  }
+
+  // Gain in Σ_s mean_s / max_s − λ·S·Δcut of swapping slots i and j (−inf when the fitted cap
+  // forbids it).
+  double swap_gain(int i, int j, double lambda) {
+    const int a = slot_[uz(i)];
+    const int b = slot_[uz(j)];
+    const int g1 = gpu_of(i);
+    const int g2 = gpu_of(j);
+    if (a == b || g1 == g2) return -std::numeric_limits<double>::infinity();
+    const double dfit = fit_slot(i) - fit_slot(j);
+    if (!fitted_allowed(g1, fit_[uz(g1)] - dfit) || !fitted_allowed(g2, fit_[uz(g2)] + dfit)) {
+      return -std::numeric_limits<double>::infinity();
+    }
+    double gain = 0.0;
+    const int num_samples = samples_.size();
+    for (int s = 0; s < num_samples; ++s) {
+      const auto& row = (*samples_.rows)[uz(s)];
+      const auto& gpu = samples_.gpu[uz(s)];
+      const auto& top = samples_.top[uz(s)];
+      const double old_max = gpu[uz(top[0])];
+      if (!(old_max > 0.0)) continue;
+      const double delta = row[uz(a)] / cnt_[uz(a)] - row[uz(b)] / cnt_[uz(b)];
+      double new_max = std::max(gpu[uz(g1)] - delta, gpu[uz(g2)] + delta);
+      for (const int t : top) {
+        if (t >= 0 && t != g1 && t != g2) {
+          new_max = std::max(new_max, gpu[uz(t)]);
+          break;
+        }
+      }
+      gain += samples_.mean[uz(s)] * (1.0 / new_max - 1.0 / old_max);
+    }
+    if (num_samples > 0) gain /= num_samples;
+    if (lambda > 0.0 && node_of_slot(i) != node_of_slot(j)) gain -= lambda * cut_delta(i, j);
+    return gain;
+  }
+
+  // The swap of a slot on g1 with a slot of its domain that most raises the sampled balance.
+  bool sample_swap_from(int g1, int& evals) {
+    const int d = domain_of(g1);
+    int best_i = -1, best_j = -1;
+    double best_gain = kGainEps;
+    for (int i = g1 * spg_; i < (g1 + 1) * spg_; ++i) {
+      for (int j = d * gpus_per_domain_ * spg_; j < (d + 1) * gpus_per_domain_ * spg_; ++j) {
+        if (gpu_of(j) == g1) continue;
+        ++evals;
+        const double gain = swap_gain(i, j, 0.0);
+        if (gain > best_gain) {
+          best_gain = gain;
+          best_i = i;
+          best_j = j;
+        }
+      }
+    }
+    if (best_i < 0) return false;
+    apply_swap(best_i, best_j);
+    return true;
+  }
+
+  void apply_swap(int i, int j) {
+    if (!pairs_.empty()) {
+      const int a = slot_[uz(i)];
+      const int b = slot_[uz(j)];
+      --node_cnt_[uz(a * num_nodes_ + node_of_slot(i))];
+      ++node_cnt_[uz(a * num_nodes_ + node_of_slot(j))];
+      --node_cnt_[uz(b * num_nodes_ + node_of_slot(j))];
+      ++node_cnt_[uz(b * num_nodes_ + node_of_slot(i))];
+    }
+    std::swap(slot_[uz(i)], slot_[uz(j)]);
+    recount();
+    for (int s = 0; s < samples_.size(); ++s) refresh_sample(s);
+  }
+
+  void init_pairs(const std::vector<double>& pairs) {
+    pairs_ = pairs;
+    total_pairs_ = 0.0;
+    for (const double p : pairs_) total_pairs_ += p;
+    total_pairs_ /= 2.0;
+    node_cnt_.assign(uz(num_experts_ * num_nodes_), 0);
+    for (int s = 0; s < num_slots_; ++s)
+      ++node_cnt_[uz(slot_[uz(s)] * num_nodes_ + node_of_slot(s))];
+  }
+
+  bool share_node(const std::vector<int>& cnt, int e, int f) const {
+    for (int n = 0; n < num_nodes_; ++n) {
+      if (cnt[uz(e * num_nodes_ + n)] > 0 && cnt[uz(f * num_nodes_ + n)] > 0) return true;
+    }
+    return false;
+  }
+
+  // Change in the fraction of co-activated pairs with no common node when slots i and j swap.
+  double cut_delta(int i, int j) {
+    if (!(total_pairs_ > 0.0)) return 0.0;
+    const int a = slot_[uz(i)];
+    const int b = slot_[uz(j)];
+    std::vector<int>& after = scratch_cnt_;
+    after = node_cnt_;
+    --after[uz(a * num_nodes_ + node_of_slot(i))];
+    ++after[uz(a * num_nodes_ + node_of_slot(j))];
+    --after[uz(b * num_nodes_ + node_of_slot(j))];
+    ++after[uz(b * num_nodes_ + node_of_slot(i))];
+    double delta = 0.0;
+    for (const int x : {a, b}) {
+      for (int f = 0; f < num_experts_; ++f) {
+        if (f == x || (x == b && f == a)) continue;
+        const double c = pairs_[uz(x * num_experts_ + f)];
+        if (c == 0.0) continue;
+        const bool before_split = !share_node(node_cnt_, x, f);
+        const bool after_split = !share_node(after, x, f);
+        delta += c * (static_cast<double>(after_split) - static_cast<double>(before_split));
+      }
+    }
+    return delta / total_pairs_;
+  }
+
+  const std::vector<double>* w_;
+  std::vector<int> slot_;
+  int num_experts_;
+  int num_slots_;
+  int num_gpus_;
+  int num_nodes_;
+  int spg_;
+  int gpus_per_node_;
+  int gpus_per_domain_;
+  std::vector<int> cnt_;
+  std::vector<std::vector<int>> where_;  // slots of each expert
+  std::vector<double> fit_;
+  double fit_cap_ = 0.0;
+  SampleSet samples_;
+  std::vector<double> pairs_;
+  double total_pairs_ = 0.0;
+  std::vector<int> node_cnt_;  // [E·nodes]
+  std::vector<int> scratch_cnt_;
+};
+
+// Each sample's mean GPU load / max GPU load (1 for samples with no tokens).
+std::vector<double> sampled_balance(const std::vector<int>& map,
+                                    const std::vector<std::vector<double>>& rows, int num_gpus) {
+  std::vector<double> out;
+  if (rows.empty()) return out;
+  std::vector<int> cnt(rows[0].size(), 0);
+  for (const int e : map) ++cnt[uz(e)];
+  const std::size_t per_gpu = map.size() / uz(num_gpus);
+  std::vector<double> gpu(uz(num_gpus));
+  for (const auto& row : rows) {
+    std::fill(gpu.begin(), gpu.end(), 0.0);
+    double total = 0.0;
+    for (std::size_t s = 0; s < map.size(); ++s) {
+      const auto e = uz(map[s]);
+      gpu[s / per_gpu] += row[e] / cnt[e];
+      total += row[e] / cnt[e];
+    }
+    const double peak = *std::max_element(gpu.begin(), gpu.end());
+    out.push_back(peak > 0.0 ? total / num_gpus / peak : 1.0);
+  }
+  return out;
+}
+
+// Mean of the paired per-sample gain of `candidate` over `base` when it is significant
+// (mean > 3 standard errors), else −inf.
+double significant_gain(const std::vector<double>& candidate, const std::vector<double>& base) {
+  const auto n = static_cast<double>(candidate.size());
+  if (candidate.size() < 2) return -std::numeric_limits<double>::infinity();
+  double mean = 0.0;
+  for (std::size_t s = 0; s < candidate.size(); ++s) mean += candidate[s] - base[s];
+  mean /= n;
+  double var = 0.0;
+  for (std::size_t s = 0; s < candidate.size(); ++s) {
+    const double d = candidate[s] - base[s] - mean;
+    var += d * d;
+  }
+  var /= n - 1.0;
+  return mean > 3.0 * std::sqrt(var / n) ? mean : -std::numeric_limits<double>::infinity();
+}
+
+// Candidate maps with other replica counts: for a slot-size target θ (a fraction of the mean
+// GPU load), expert e gets max(1, ⌈w_e / θ⌉) replicas, the slots left over replicate the
+// lightest items, and each domain (a node in hierarchical mode, else the machine) is packed
+// greedily with its slot count per GPU. Greedy replication minimises the largest replica, but with
+// a fixed number of slots per GPU many mid-sized replicas may not pack evenly; bigger, fewer
+// replicas of the hot experts and small fillers can. EPLB's own map is always a candidate too.
+std::vector<std::vector<int>> count_candidates(const std::vector<double>& w,
+                                               const std::vector<int>& eplb_map, int num_gpus,
+                                               int num_domains) {
+  const int num_slots = static_cast<int>(eplb_map.size());
+  const int slots_per_domain = num_slots / num_domains;
+  const int gpus_per_domain = num_gpus / num_domains;
+  const int spg = num_slots / num_gpus;
+  std::vector<std::vector<int>> out;
+  static constexpr std::array<double, 12> kRatios{2.0, 1.5, 1.25, 1.1, 1.0, 0.9,
+                                                  0.8, 0.7, 0.6,  0.5, 0.4, 0.3};
+  std::vector<std::vector<int>> seen;
+  for (const double ratio : kRatios) {
+    std::vector<int> map(eplb_map.size(), -1);
+    bool ok = true;
+    std::vector<int> counts_key;
+    for (int d = 0; d < num_domains && ok; ++d) {
+      // The domain's experts, as EPLB placed them.
+      std::vector<int> experts;
+      for (int s = d * slots_per_domain; s < (d + 1) * slots_per_domain; ++s) {
+        experts.push_back(eplb_map[uz(s)]);
+      }
+      std::sort(experts.begin(), experts.end());
+      experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
+      double total = 0.0;
+      for (const int e : experts) total += w[uz(e)];
+      const double theta = ratio * total / gpus_per_domain;
+      if (!(theta > 0.0)) {
+        ok = false;
+        break;
+      }
+      std::vector<int> cnt(experts.size(), 1);
+      int used = 0;
+      for (std::size_t i = 0; i < experts.size(); ++i) {
+        cnt[i] = std::max(1, static_cast<int>(std::ceil(w[uz(experts[i])] / theta)));
+        used += cnt[i];
+      }
+      if (used > slots_per_domain) {
+        ok = false;
+        break;
+      }
+      // Leftover slots hold extra replicas of the lightest items: small fillers that let
+      // every GPU reach its slot count without adding a mid-sized item.
+      for (; used < slots_per_domain; ++used) {
+        std::size_t pick = 0;
+        for (std::size_t i = 1; i < experts.size(); ++i) {
+          if (w[uz(experts[i])] / cnt[i] < w[uz(experts[pick])] / cnt[pick]) pick = i;
+        }
+        ++cnt[pick];
+      }
+      counts_key.insert(counts_key.end(), cnt.begin(), cnt.end());
+      // Greedy packing with exactly spg items per GPU.
+      std::vector<std::pair<double, int>> items;
+      for (std::size_t i = 0; i < experts.size(); ++i) {
+        for (int k = 0; k < cnt[i]; ++k) items.emplace_back(w[uz(experts[i])] / cnt[i], experts[i]);
+      }
+      std::stable_sort(items.begin(), items.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::vector<double> load(uz(gpus_per_domain), 0.0);
+      std::vector<int> fill(uz(gpus_per_domain), 0);
+      for (const auto& [size, e] : items) {
+        int g = -1;
+        for (int k = 0; k < gpus_per_domain; ++k) {
+          if (fill[uz(k)] < spg && (g < 0 || load[uz(k)] < load[uz(g)])) g = k;
+        }
+        const int gpu = d * gpus_per_domain + g;
+        map[uz(gpu * spg + fill[uz(g)])] = e;
+        ++fill[uz(g)];
+        load[uz(g)] += size;
+      }
+    }
+    if (!ok || std::find(seen.begin(), seen.end(), counts_key) != seen.end()) continue;
+    seen.push_back(counts_key);
+    out.push_back(std::move(map));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> best_layer_map(const std::vector<double>& counts, const std::vector<int>& map,
+                                const PlacementConfig& config, int num_slots,
+                                const BestOptions& best, int l) {
+  const bool node_domains = config.hierarchical() && config.num_nodes > 1;
+  // Phase A on EPLB's map and on maps with other replica counts; the lowest fitted
+  // maximum wins (EPLB's map on ties).
+  LayerSearch search(counts, map, config.num_gpus, config.num_nodes, node_domains);
+  const double eplb_max = search.fitted_max();
+  search.reduce_fitted_max(4 * num_slots);
+  for (auto& candidate :
+       count_candidates(counts, map, config.num_gpus, node_domains ? config.num_nodes : 1)) {
+    LayerSearch other(counts, std::move(candidate), config.num_gpus, config.num_nodes,
+                      node_domains);
+    other.reduce_fitted_max(4 * num_slots);
+    if (other.fitted_max() < search.fitted_max() * (1.0 - 1e-9)) search = std::move(other);
+  }
+  const std::vector<int> fitted = search.slots();
+  const bool has_pairs = !best.coactivation.pairs.empty();
+  const auto& all = best.samples.empty() ? std::vector<std::vector<double>>{} : best.samples[uz(l)];
+  // The first half of the samples drives the search; the second half checks the result
+  // against EPLB's map, so noise the search fitted does not decide.
+  const auto half = static_cast<std::ptrdiff_t>(all.size() / 2);
+  const std::vector<std::vector<double>> train(all.begin(), all.begin() + half);
+  const std::vector<std::vector<double>> check(all.begin() + half, all.end());
+  if (!train.empty()) search.optimise_samples(train, best.max_evaluations_per_layer);
+  std::vector<int> chosen = search.slots();
+  if (!check.empty()) {
+    // A refinement replaces EPLB's map only when its gain on the check half is
+    // significant; otherwise the map stays EPLB's (equal, never worse, on every score).
+    const auto base = sampled_balance(map, check, config.num_gpus);
+    const double gain_fitted =
+        significant_gain(sampled_balance(fitted, check, config.num_gpus), base);
+    const double gain_search =
+        significant_gain(sampled_balance(search.slots(), check, config.num_gpus), base);
+    if (gain_search > 0.0 && gain_search >= gain_fitted) {
+      chosen = search.slots();
+    } else if (gain_fitted > 0.0) {
+      chosen = fitted;
+    } else {
+      chosen = map;
+    }
+  }
+  if (has_pairs && best.locality_weight > 0.0) {
+    // Locality is a trade: it may give back balance down to EPLB's fitted maximum.
+    const std::vector<std::vector<double>> fitted_only{counts};
+    LayerSearch local(counts, chosen, config.num_gpus, config.num_nodes, node_domains);
+    local.optimise_locality(train.empty() ? fitted_only : train, best.coactivation.pairs[uz(l)],
+                            best.locality_weight, best.max_evaluations_per_layer,
+                            static_cast<std::uint64_t>(l) + 1U, eplb_max);
+    chosen = local.slots();
+  }
+  return chosen;
+}
+
+}  // namespace moeplan::planner

@@ -1,0 +1,54 @@
+// One placement run as `moeplan place` (and any front end) asks for it: fit a policy on a load
+// (the first steps of a [steps, L, E] load, or the whole load), score it on the steps it has not
+// seen (held-out file steps, and steps drawn from the load's frequencies), and measure a trace's
+// spread over nodes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/placement.hpp"
+#include "planner/placement/placement_metrics.hpp"
+
+namespace moeplan::planner {
+
+/// `best`'s step samples when the load has no steps of its own.
+inline constexpr int kPlaceBestSamples = 512;
+/// File steps `best` searches on directly (else it draws samples from the fitted frequencies).
+inline constexpr int kPlaceMinFileSamples = 64;
+
+struct PlaceRequest {
+  PlacementPolicy policy = PlacementPolicy::kBest;
+  int num_gpus = 0;
+  int num_nodes = 1;
+  int num_slots = 0;   ///< 0: one per expert
+  int num_groups = 0;  ///< 0: the model's n_group, else 1
+  int eval_steps = 0;  ///< steps drawn from the load's frequencies to score on
+  int fit_steps = -1;  ///< [S, L, E] loads: fit on the first K steps (-1: S / 2)
+  std::int64_t step_tokens = 4096;
+  std::uint64_t seed = 0;
+  double locality_weight = 0.25;
+};
+
+/// Checks the numbers of a request (errors name the input: gpus, nodes, slots, ...).
+Status check_place_request(const PlaceRequest& request);
+
+struct PlaceOutcome {
+  PlacementConfig config;
+  ExpertLoad fit;                   ///< what the policy was fitted on
+  int num_file_steps = 0;           ///< steps in the load file (0 or 1: none)
+  int fit_steps = 0;                ///< steps fitted on (= num_file_steps without a held-out part)
+  std::int64_t pairs_per_step = 0;  ///< routed pairs of a drawn step: step tokens × top-k
+  PlacementResult placed;
+  BalanceFigures figures;              ///< on the fitted load
+  std::optional<StepScores> held_out;  ///< on the file's steps after fit_steps
+  std::optional<StepScores> sampled;   ///< on eval_steps drawn steps (another seed than best's)
+  std::optional<TraceFigures> spread;  ///< a trace's nodes and GPUs per token
+};
+
+/// Fits and scores. `model` (optional) gives the expert groups and top-k.
+Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& request,
+                                   const models::MoeModel* model);
+
+}  // namespace moeplan::planner

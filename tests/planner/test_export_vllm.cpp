@@ -1,0 +1,55 @@
+// vLLM: the serve script on one node and across nodes (data-parallel EP ranks, or one tensor-
+// parallel group), with the node's own arguments from NODE_RANK.
+#include <gtest/gtest.h>
+
+#include "tests/planner/export_fixture.hpp"
+
+namespace moeplan::planner {
+namespace {
+
+using export_test::exported;
+using export_test::file_named;
+using export_test::Fixture;
+using export_test::make;
+using export_test::rotated_placement;
+using export_test::spec_for;
+
+TEST(Export, VllmOneNodeHasNoNodeArguments) {
+  const Fixture f = make("qwen2-57b-a14b", "1x-hgx-h200", 8);
+  const std::string script = exported(spec_for(f, "8x1"), ExportFormat::kVllm).files.at(0).content;
+  EXPECT_NE(script.find("--data-parallel-size 8 \\\n  --enable-expert-parallel"), std::string::npos)
+      << script;
+  EXPECT_EQ(script.find("NODE_RANK"), std::string::npos);
+  EXPECT_EQ(script.find("--nnodes"), std::string::npos);
+}
+
+TEST(Export, VllmDataParallelRanksAcrossNodes) {
+  const Fixture f = make("qwen2-57b-a14b", "2x-hgx-h200", 16);
+  const std::string script = exported(spec_for(f, "16x1"), ExportFormat::kVllm).files.at(0).content;
+  for (const char* part :
+       {"NODE_RANK=\"${NODE_RANK:?set NODE_RANK to the index of this node, 0..1}\"\n",
+        "DP_ADDRESS=\"${DP_ADDRESS:?set DP_ADDRESS to the IP address of node 0}\"\n",
+        "DP_LOCAL=8\n",
+        "  NODE_ARGS=(--headless --data-parallel-start-rank \"$(( NODE_RANK * 8 ))\")\n",
+        "--data-parallel-size 16 \\\n", "--data-parallel-size-local \"$DP_LOCAL\" \\\n",
+        "--data-parallel-address \"$DP_ADDRESS\" \\\n",
+        "--data-parallel-rpc-port \"$DP_RPC_PORT\" \\\n", "  \"${NODE_ARGS[@]}\"\n"}) {
+    EXPECT_NE(script.find(part), std::string::npos) << part << "\n" << script;
+  }
+  EXPECT_EQ(script.find("--nnodes"), std::string::npos) << "DP ranks: no torch TP across nodes";
+}
+
+TEST(Export, VllmTensorParallelAcrossNodes) {
+  // Mixtral: 32 attention heads split over tp 16 (Qwen2's 28 do not).
+  const Fixture f = make("mixtral-8x7b", "2x-hgx-h200", 16);
+  const std::string script = exported(spec_for(f, "1x16"), ExportFormat::kVllm).files.at(0).content;
+  for (const char* part : {"--tensor-parallel-size 16 \\\n", "--nnodes 2 \\\n",
+                           "--node-rank \"$NODE_RANK\" \\\n", "--master-addr \"$MASTER_ADDR\" \\\n",
+                           "--master-port \"$MASTER_PORT\" \\\n", "  NODE_ARGS=(--headless)\n"}) {
+    EXPECT_NE(script.find(part), std::string::npos) << part << "\n" << script;
+  }
+  EXPECT_EQ(script.find("--data-parallel"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moeplan::planner

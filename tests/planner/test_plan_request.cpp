@@ -1,0 +1,166 @@
+// What both front ends build their plans from: plan requests checked in the library (one set of
+// limits and messages), placement runs fitted and scored on unseen steps, the compact cluster
+// form read and written for editors, and traffic split into intra- and inter-node bytes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "models/json_reader.hpp"
+#include "models/registry.hpp"
+#include "planner/layout_figures.hpp"
+#include "planner/placement/load_io.hpp"
+#include "planner/placement/place_run.hpp"
+#include "planner/plan_request.hpp"
+
+namespace moeplan::planner {
+namespace {
+
+models::MoeModel model(const std::string& name) { return models::load_model(name).value(); }
+
+TEST(PlanRequest, DefaultsPerPhaseAndTheGivenChoices) {
+  const auto m = model("qwen2-57b-a14b");
+  const auto c = load_cluster("2x-hgx-h200").value();
+  PlanChoices choices;
+  auto r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->workload.phase, Phase::kPrefill);
+  EXPECT_EQ(r->workload.tokens_per_gpu, kDefaultPrefillTokensPerGpu);
+  EXPECT_EQ(r->num_gpus, 0);
+  EXPECT_EQ(r->dispatchers.size(), 3U);
+  EXPECT_FALSE(static_cast<bool>(r->placement));  // contiguous
+  choices.phase = "decode";
+  choices.num_gpus = 8;
+  choices.dispatchers = {"a2av", "a2av", "allgather"};
+  r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->workload.tokens_per_gpu, kDefaultDecodeBatchPerGpu);
+  EXPECT_EQ(r->num_gpus, 8);
+  EXPECT_EQ(r->dispatchers, (std::vector<Dispatcher>{Dispatcher::kA2av, Dispatcher::kAllGather}));
+}
+
+TEST(PlanRequest, ErrorsNameTheInput) {
+  const auto m = model("qwen2-57b-a14b");
+  const auto c = load_cluster("2x-hgx-h200").value();
+  const auto error_of = [&](PlanChoices ch, bool load_given = false) {
+    auto r = make_plan_request(m, c, ch, {}, load_given);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? Error{} : r.error();
+  };
+  PlanChoices ch;
+  ch.phase = "train";
+  EXPECT_EQ(error_of(ch).input, "phase");
+  ch = {};
+  ch.tokens_per_gpu = 0;
+  EXPECT_EQ(error_of(ch).message, "tokens: expected a positive number of tokens per GPU, got 0");
+  ch = {};
+  ch.num_gpus = 17;
+  EXPECT_EQ(error_of(ch).message,
+            "gpus: expected 1..16 (the GPUs of cluster '2x-hgx-h200'), got 17");
+  ch = {};
+  ch.dispatchers = {"deepep"};
+  EXPECT_EQ(error_of(ch).input, "dispatcher");
+  ch = {};
+  ch.redundant_per_rank = kMaxRedundantPerRank + 1;
+  EXPECT_EQ(error_of(ch).input, "redundant");
+  ch = {};
+  ch.placement = "eplb";
+  const Error no_load = error_of(ch);
+  EXPECT_EQ(no_load.message,
+            "placement eplb and {redundant} need an expert load ({load} FILE|SPEC)");
+  ch.redundant_per_rank = 1;
+  ch.placement = "contiguous";
+  EXPECT_EQ(error_of(ch, true).input, "redundant");
+  ch = {};
+  ch.placement = "greedy";
+  EXPECT_EQ(error_of(ch).input, "placement");
+  ch = {};
+  ch.placement = "/no/such/placement.json";
+  EXPECT_NE(error_of(ch).message.find("/no/such/placement.json"), std::string::npos);
+}
+
+TEST(PlanRequest, PolicyFitFollowsTheClusterAndModel) {
+  const auto m = model("deepseek-v3");
+  const auto c = load_cluster("16x-hgx-h200").value();
+  const PolicyFit f = policy_fit(m, c, PlacementPolicy::kEplb, 2, 256);
+  EXPECT_EQ(f.gpus_per_node, 8);
+  EXPECT_EQ(f.num_groups, 8);
+  EXPECT_EQ(f.redundant_per_rank, 2);
+  EXPECT_EQ(f.pairs_per_step, 256 * 8);
+  PlanChoices ch;
+  ch.placement = "eplb";
+  ch.redundant_per_rank = 2;
+  auto r =
+      make_plan_request(m, c, ch, ExpertLoad::uniform(m.num_moe_layers(), m.num_experts), true);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(static_cast<bool>(r->placement));
+  auto p = r->placement(16);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->num_slots, m.num_experts + 2 * 16);
+}
+
+TEST(PlaceRun, FitsOnTheFirstStepsAndScoresTheRest) {
+  // 4 steps of 1 layer × 8 experts: fit on 2, score on 2.
+  std::vector<std::vector<std::vector<double>>> steps;
+  for (int s = 0; s < 4; ++s) steps.push_back({{8, 1, 1, 1, 6, 1, 1, 1}});
+  LoadData data;
+  data.steps = steps;
+  data.load.num_experts = 8;
+  data.load.source = "test";
+  data.load.counts = {{32, 4, 4, 4, 24, 4, 4, 4}};
+  PlaceRequest r;
+  r.policy = PlacementPolicy::kEplb;
+  r.num_gpus = 4;
+  r.num_slots = 12;
+  auto out = run_placement(data, r, nullptr);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out->num_file_steps, 4);
+  EXPECT_EQ(out->fit_steps, 2);
+  EXPECT_EQ(out->fit.counts.front(), (std::vector<double>{16, 2, 2, 2, 12, 2, 2, 2}));
+  ASSERT_TRUE(out->held_out.has_value());
+  EXPECT_EQ(out->held_out->num_steps, 2);
+  EXPECT_FALSE(out->sampled.has_value());
+  r.fit_steps = 5;
+  EXPECT_EQ(run_placement(data, r, nullptr).error().input, "fit_steps");
+  r.fit_steps = -1;
+  r.num_gpus = 0;
+  EXPECT_EQ(run_placement(data, r, nullptr).error().message, "place: expected {gpus} N with N ≥ 1");
+}
+
+TEST(CompactCluster, ReadAndWrittenAsTheParserReadsIt) {
+  const auto c = load_cluster("2x-hgx-h200").value();
+  auto j = load_json_file(c.info().source).value();
+  auto compact = read_compact_cluster(j, c.info().source);
+  ASSERT_TRUE(compact.ok()) << compact.error().message;
+  EXPECT_EQ(compact->nodes, 2);
+  EXPECT_EQ(compact->gpus_per_node, 8);
+  EXPECT_EQ(compact->network, "rail_optimized");
+  // An edit written back parses to the edited cluster; other keys (name) are kept.
+  compact->nodes = 4;
+  compact->network = "fat_tree";
+  const auto edited = compact_cluster_json(*compact, j);
+  EXPECT_EQ(edited.at("name"), j.at("name"));
+  auto back = parse_cluster(edited, "edited");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->num_gpus(), 32);
+  EXPECT_EQ(back->info().form, "compact/fat_tree");
+  // One node without a network drops inter_node.
+  compact->nodes = 1;
+  compact->network = "none";
+  const auto single = compact_cluster_json(*compact, j);
+  EXPECT_FALSE(single.contains("inter_node"));
+  EXPECT_TRUE(parse_cluster(single, "single").ok());
+  EXPECT_FALSE(read_compact_cluster(nlohmann::json{{"vertices", 1}}, "x").ok());
+}
+
+TEST(TrafficTotals, SplitsByNode) {
+  const std::vector<std::vector<double>> m = {
+      {0, 1, 10, 100}, {2, 0, 20, 200}, {3, 30, 0, 300}, {4, 40, 400, 0}};
+  const TrafficTotals t = traffic_totals(m, 2);
+  EXPECT_DOUBLE_EQ(t.intra_node, 1 + 2 + 300 + 400);
+  EXPECT_DOUBLE_EQ(t.inter_node, 10 + 100 + 20 + 200 + 3 + 30 + 4 + 40);
+  EXPECT_DOUBLE_EQ(traffic_totals(m, 4).inter_node, 0.0);
+}
+
+}  // namespace
+}  // namespace moeplan::planner

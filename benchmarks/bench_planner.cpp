@@ -2,7 +2,10 @@
 // 8..1024 (powers of two), every legal layout, dispatcher and rank mapping, both phases.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
+
 #include "models/registry.hpp"
+#include "planner/costs/cost_setup.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/plan.hpp"
 
@@ -52,6 +55,38 @@ void BM_LoadCluster128Nodes(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LoadCluster128Nodes)->Unit(benchmark::kMillisecond);
+
+// `moeplan plan --costs DB` for DeepSeek-V3 on all 1024 GPUs (issue 16): opening the database,
+// reading its points into curves, and planning with them. DB = $MOEPLAN_COSTS_DB (an imported
+// GPU table, e.g. `moeplan costs import aiconfigurator --system h200_sxm --framework trtllm`);
+// skipped without it.
+void BM_PlanWithCostDbDeepSeekV3On1024Gpus(benchmark::State& state) {
+  const char* db = std::getenv("MOEPLAN_COSTS_DB");
+  if (db == nullptr || db[0] == '\0') {
+    state.SkipWithError("set MOEPLAN_COSTS_DB to an imported h200 cost database");
+    return;
+  }
+  const auto model = models::load_model("deepseek-v3");
+  if (!model) {
+    state.SkipWithError(model.error().message.c_str());
+    return;
+  }
+  for (auto _ : state) {
+    auto setup = planner::make_cost_setup("128x-hgx-h200", db);
+    if (!setup) {
+      state.SkipWithError(setup.error().message.c_str());
+      return;
+    }
+    planner::PlanRequest req;
+    auto plan = planner::make_plan(*model, *setup->cluster, setup->costs(), req);
+    if (!plan) {
+      state.SkipWithError(plan.error().message.c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(plan);
+  }
+}
+BENCHMARK(BM_PlanWithCostDbDeepSeekV3On1024Gpus)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

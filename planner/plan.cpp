@@ -141,18 +141,12 @@ Result<PlannedLayout> parse_planned(const nlohmann::json& l, const std::string& 
   auto layout = parse_layout_keys(l, source, prefix, num_gpus);
   if (!layout) return layout.error();
   p.layout = *layout;
-  auto feasible = r.boolean_or("feasible", true);
-  if (!feasible) return feasible.error();
-  p.feasible = *feasible;
-  auto costs = parse_layer_ms(l, source, prefix);
-  if (!costs) return costs.error();
-  p.per_layer = std::move(*costs);
-  auto step = r.number("step_ms", 0.0, 1e15);
-  if (!step) return step.error();
-  p.step_seconds = *step / 1e3;
-  auto tps = r.number_or("tokens_per_s_per_gpu", 0.0, 0.0, 1e15);
-  if (!tps) return tps.error();
-  p.tokens_per_s_per_gpu = *tps;
+  auto figures = parse_predicted_figures(l, source, prefix);
+  if (!figures) return figures.error();
+  p.feasible = figures->feasible;
+  p.per_layer = std::move(figures->per_layer);
+  p.step_seconds = figures->step_seconds;
+  p.tokens_per_s_per_gpu = figures->tokens_per_s_per_gpu;
   if (r.has("memory_gib")) {
     if (!l.at("memory_gib").is_object()) return r.error("memory_gib", "expected an object");
     JsonReader mr(l.at("memory_gib"), source, prefix + "memory_gib.");
@@ -375,6 +369,26 @@ Result<Layout> parse_layout_keys(const nlohmann::json& object, const std::string
   if (!m) return r.error("mapping", "expected tp_innermost or ep_innermost, got \"" + *map + "\"");
   l.mapping = *m;
   return l;
+}
+
+Result<PredictedFigures> parse_predicted_figures(const nlohmann::json& object,
+                                                 const std::string& source,
+                                                 const std::string& prefix) {
+  JsonReader r(object, source, prefix);
+  PredictedFigures f;
+  auto feasible = r.boolean_or("feasible", true);
+  if (!feasible) return feasible.error();
+  f.feasible = *feasible;
+  auto costs = parse_layer_ms(object, source, prefix);
+  if (!costs) return costs.error();
+  f.per_layer = std::move(*costs);
+  auto step = r.number("step_ms", 0.0, 1e15);
+  if (!step) return step.error();
+  f.step_seconds = *step / 1e3;
+  auto tps = r.number_or("tokens_per_s_per_gpu", 0.0, 0.0, 1e15);
+  if (!tps) return tps.error();
+  f.tokens_per_s_per_gpu = *tps;
+  return f;
 }
 
 Result<LayerCost> parse_layer_ms(const nlohmann::json& object, const std::string& source,

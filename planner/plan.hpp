@@ -72,6 +72,18 @@ Result<Layout> parse_layout_keys(const nlohmann::json& object, const std::string
 Result<LayerCost> parse_layer_ms(const nlohmann::json& object, const std::string& source,
                                  const std::string& prefix);
 
+/// The figures a plan-JSON layout and a layout file's `predicted` object both carry.
+struct PredictedFigures {
+  bool feasible = true;               ///< `feasible` (default true)
+  LayerCost per_layer;                ///< `layer_ms` and `sources`
+  double step_seconds = 0.0;          ///< `step_ms`
+  double tokens_per_s_per_gpu = 0.0;  ///< `tokens_per_s_per_gpu` (default 0)
+};
+/// Reads those keys under `prefix`; errors name `source` and the key.
+Result<PredictedFigures> parse_predicted_figures(const nlohmann::json& object,
+                                                 const std::string& source,
+                                                 const std::string& prefix);
+
 /// One legal layout of a plan with its predicted costs.
 struct PlannedLayout {
   int rank = 0;  ///< 1-based rank in the plan

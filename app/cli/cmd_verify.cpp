@@ -11,7 +11,6 @@
 #include "app/cli/progress.hpp"
 #include "app/cli/table.hpp"
 #include "kernels/job_world.hpp"
-#include "kernels/mpi_communicator.hpp"
 #include "kernels/mpi_info.hpp"
 #include "kernels/verify.hpp"
 #if MOEPLAN_HAVE_NCCL
@@ -102,7 +101,6 @@ int run_verify_command(const VerifyOptions& o, int ranks_option, bool json) {
   auto world =
       kernels::JobWorld::open({ranks_option, 4, 256}, command_line_args(), report_and_flush);
   if (!world) return report_error(world.error());
-  kernels::Communicator* mpi = world->mpi();
   std::string mode = world->mode();
   kernels::Communicator* nccl_world = nullptr;  // the job's collectives, when over NCCL
   int device = 0;
@@ -110,7 +108,7 @@ int run_verify_command(const VerifyOptions& o, int ranks_option, bool json) {
   // The CUDA backend under mpirun: one process per GPU (local rank picks the device), the
   // layer's collectives over NCCL bootstrapped through MPI.
   std::unique_ptr<kernels::Communicator> nccl;
-  if (mpi != nullptr && o.backend == "cuda") {
+  if (kernels::Communicator* mpi = world->mpi(); mpi != nullptr && o.backend == "cuda") {
     device = kernels::cuda::device_for_local_rank(kernels::launcher_local_rank());
     auto made = kernels::cuda::make_nccl_communicator(*mpi, device);
     if (!made) return report_error(made.error());

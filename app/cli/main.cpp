@@ -11,7 +11,8 @@
 
 namespace moeplan::cli {
 int print_version();
-}
+void add_costs_command(CLI::App& app, Action& action);  // app/cli/cmd_costs.cpp
+}  // namespace moeplan::cli
 
 int main(int argc, char** argv) {
   using namespace moeplan::cli;
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   add_export_command(app, action);
   add_profile_command(app, action);
   add_validate_command(app, action);
+  add_costs_command(app, action);
 
   set_command_line(std::vector<std::string>(argv + 1, argv + argc));
   if (auto plan = moeplan::kernels::fault_plan_from_env(); !plan) return report_error(plan.error());

@@ -24,21 +24,6 @@ namespace {
 
 QString text(const std::string& s) { return QString::fromStdString(s); }
 
-/// errorText with this dialog's own input, the framework version, named by its label.
-QString exportErrorText(Error error) {
-  const std::string name = "{framework_version}";
-  const std::string label = "Framework version";
-  for (auto at = error.message.find(name); at != std::string::npos;
-       at = error.message.find(name, at + label.size())) {
-    error.message.replace(at, name.size(), label);
-  }
-  if (error.input == "framework_version") {
-    error.message = label + error.message.substr(std::string("framework_version").size());
-    error.input.clear();
-  }
-  return errorText(error);
-}
-
 }  // namespace
 
 Result<planner::PlanSummary> ExportDialog::defaultPlan(const QString& model) {
@@ -154,7 +139,7 @@ void ExportDialog::refresh() {
   auto result = planner::export_layout(
       *spec, *format,
       {version_->currentText().toStdString(), folder_->text().trimmed().toStdString()});
-  if (!result) return showError(exportErrorText(result.error()));
+  if (!result) return showError(errorText(result.error()));
   result_ = std::move(*result);
   preview_->setPlainText(text(planner::export_to_text(*result_)));
   if (result_->warnings.empty()) {

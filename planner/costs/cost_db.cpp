@@ -13,7 +13,9 @@ namespace moeplan::planner {
 
 namespace {
 
-// Version 1: runs and points. Later versions append a migration here; never edit one.
+// Version 1: runs and points. Version 2: each point's provenance (profiled here, or imported from
+// a published table). Version 3: where the ranks of a run ran. Later versions append a migration
+// here; never edit one.
 const char* const kMigrations[] = {
     R"sql(
 CREATE TABLE runs(
@@ -32,8 +34,11 @@ CREATE TABLE points(
   UNIQUE(device, backend, op, dtype, shape, group_size));
 CREATE INDEX points_by_op ON points(op, dtype, group_size, m);
 )sql",
-    // Version 2: where the ranks of a run ran, so that a profile on several nodes (collectives
-    // over the network) is told from one on a single node. Runs of version 1 keep nodes NULL
+    R"sql(
+ALTER TABLE points ADD COLUMN provenance TEXT NOT NULL DEFAULT '';
+)sql",
+    // Version 3: where the ranks of a run ran, so that a profile on several nodes (collectives
+    // over the network) is told from one on a single node. Runs of versions 1 and 2 keep nodes NULL
     // and no run_ranks rows (not recorded).
     R"sql(
 ALTER TABLE runs ADD COLUMN nodes INTEGER;
@@ -116,6 +121,10 @@ std::string describe_ranks(const std::vector<RunRank>& ranks) {
   return out + ")";
 }
 
+bool is_imported(const std::string& provenance) {
+  return provenance.rfind(kProvenanceImported, 0) == 0;
+}
+
 std::string disposition_name(Disposition d) {
   switch (d) {
     case Disposition::kPassed: return "passed";
@@ -142,6 +151,9 @@ Result<std::unique_ptr<CostDb>> CostDb::open(const std::string& path, bool creat
                  (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc))};
   }
   sqlite3_busy_timeout(raw, 15000);  // concurrent profiles wait for each other's commits
+  // NOTE: imported GPU tables hold ~10^5 points (100+ MB); reading them through a memory map
+  // rather than one pread per page keeps `plan --costs` well under a second.
+  sqlite3_exec(raw, "PRAGMA mmap_size=1073741824", nullptr, nullptr, nullptr);
   MOEPLAN_TRY_STATUS(db->migrate(create));
   return db;
 }
@@ -264,7 +276,8 @@ Result<bool> CostDb::add_point(const CostPoint& p) {
   Stmt s(db_,
          "INSERT OR IGNORE INTO points(run_id, device, backend, op, dtype, shape, m, n, k, "
          "group_size, bytes, flops, median_s, p10_s, p90_s, repetitions, bus_bandwidth, "
-         "disposition, detail, measured_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+         "disposition, detail, measured_at, provenance) "
+         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   s.integer(1, p.run_id);
   s.text(2, p.device);
@@ -286,6 +299,7 @@ Result<bool> CostDb::add_point(const CostPoint& p) {
   s.text(18, disposition_name(p.disposition));
   s.text(19, p.detail);
   s.text(20, p.measured_at);
+  s.text(21, p.provenance);
   if (sqlite3_step(s.get()) != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   return sqlite3_changes(db_) > 0;
 }
@@ -311,8 +325,8 @@ Result<bool> CostDb::has_point(const std::string& device, const std::string& bac
 Result<std::vector<CostPoint>> CostDb::points(const std::string& op) const {
   const std::string sql =
       "SELECT run_id, device, backend, op, dtype, shape, m, n, k, group_size, bytes, flops, "
-      "median_s, p10_s, p90_s, repetitions, bus_bandwidth, disposition, detail, measured_at "
-      "FROM points" +
+      "median_s, p10_s, p90_s, repetitions, bus_bandwidth, disposition, detail, measured_at, "
+      "provenance FROM points" +
       std::string(op.empty() ? "" : " WHERE op = ?") + " ORDER BY op, dtype, group_size, n, k, m";
   Stmt s(db_, sql.c_str());
   if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
@@ -341,8 +355,61 @@ Result<std::vector<CostPoint>> CostDb::points(const std::string& op) const {
     p.disposition = parse_disposition(s.col_text(17));
     p.detail = s.col_text(18);
     p.measured_at = s.col_text(19);
+    p.provenance = s.col_text(20);
     out.push_back(std::move(p));
   }
+  if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  return out;
+}
+
+Result<std::vector<CostPoint>> CostDb::points_of(const std::string& device,
+                                                 const std::vector<std::string>& ops) const {
+  std::string sql =
+      "SELECT run_id, device, backend, op, dtype, shape, m, n, k, group_size, bytes, flops, "
+      "median_s, p10_s, p90_s, repetitions, bus_bandwidth, disposition, measured_at, provenance "
+      "FROM points NOT INDEXED WHERE device = ? AND op IN (";
+  for (std::size_t i = 0; i < ops.size(); ++i) sql += i == 0 ? "?" : ",?";
+  sql += ")";
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  s.text(1, device);
+  for (std::size_t i = 0; i < ops.size(); ++i) s.text(static_cast<int>(i) + 2, ops[i]);
+  std::vector<CostPoint> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+    CostPoint p;
+    p.run_id = sqlite3_column_int64(s.get(), 0);
+    p.device = s.col_text(1);
+    p.backend = s.col_text(2);
+    p.op = s.col_text(3);
+    p.dtype = s.col_text(4);
+    p.shape = s.col_text(5);
+    p.m = sqlite3_column_double(s.get(), 6);
+    p.n = sqlite3_column_double(s.get(), 7);
+    p.k = sqlite3_column_double(s.get(), 8);
+    p.group_size = sqlite3_column_int(s.get(), 9);
+    p.bytes = sqlite3_column_double(s.get(), 10);
+    p.flops = sqlite3_column_double(s.get(), 11);
+    p.median_s = sqlite3_column_double(s.get(), 12);
+    p.p10_s = sqlite3_column_double(s.get(), 13);
+    p.p90_s = sqlite3_column_double(s.get(), 14);
+    p.repetitions = sqlite3_column_int(s.get(), 15);
+    p.bus_bandwidth = sqlite3_column_double(s.get(), 16);
+    p.disposition = parse_disposition(s.col_text(17));
+    p.measured_at = s.col_text(18);
+    p.provenance = s.col_text(19);
+    out.push_back(std::move(p));
+  }
+  if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  return out;
+}
+
+Result<std::vector<std::string>> CostDb::devices() const {
+  Stmt s(db_, "SELECT DISTINCT device FROM points ORDER BY device");
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  std::vector<std::string> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) out.push_back(s.col_text(0));
   if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   return out;
 }

@@ -16,9 +16,21 @@ struct sqlite3;
 
 namespace moeplan::planner {
 
-/// The schema version this build writes and reads.
-/// 1: runs and points. 2: where the ranks of a run ran (runs.nodes, run_ranks).
-inline constexpr int kCostDbSchemaVersion = 2;
+/// The schema version this build writes and reads. Version 2 added `points.provenance`, version
+/// 3 where the ranks of a run ran (`runs.nodes`, `run_ranks`); older databases are migrated when
+/// opened and stay readable.
+inline constexpr int kCostDbSchemaVersion = 3;
+
+/// `CostPoint::provenance` of points measured by `moeplan profile` (the default; also every point
+/// of a version-1 database).
+inline constexpr const char* kProvenanceProfiled = "";
+/// Prefix of the provenance of points imported from published tables ("imported:measured",
+/// "imported:borrowed", "imported:measured-as=fp16"); `detail` says which table, framework,
+/// version and kernel.
+inline constexpr const char* kProvenanceImported = "imported:";
+
+/// True when a point's provenance says it was imported rather than profiled here.
+bool is_imported(const std::string& provenance);
 
 /// How a measured point ended (CUTLASS's dispositions).
 enum class Disposition : std::uint8_t { kPassed, kIncorrect, kNotSupported };
@@ -84,6 +96,9 @@ struct CostPoint {
   Disposition disposition = Disposition::kPassed;
   std::string detail;
   std::string measured_at;
+  /// Where the point comes from: kProvenanceProfiled ("") or kProvenanceImported + what the
+  /// source says of the value ("imported:measured", "imported:borrowed", ...).
+  std::string provenance = kProvenanceProfiled;
 };
 
 /// An open cost database (read and write). Not thread-safe; one per thread or process.
@@ -109,6 +124,12 @@ class CostDb {
                          int group_size);
   /// Every point, optionally of one op ("" = all), ordered by op, dtype, group, m, n, k.
   Result<std::vector<CostPoint>> points(const std::string& op = "") const;
+  /// The points of one device and these ops, unordered, without `detail` (what a planner reads:
+  /// an imported GPU table holds ~10^5 points with long provenance text).
+  Result<std::vector<CostPoint>> points_of(const std::string& device,
+                                           const std::vector<std::string>& ops) const;
+  /// The distinct devices of the points, sorted.
+  Result<std::vector<std::string>> devices() const;
   Result<std::vector<RunInfo>> runs() const;
   /// `PRAGMA integrity_check` == "ok".
   Result<bool> integrity_ok() const;

@@ -62,15 +62,38 @@ double padded_capacity(const std::vector<double>& slot_tokens, int ep_size) {
 
 namespace {
 
+/// True when the "+"-joined source list `sources` names `source`.
+bool names_source(const std::string& sources, const std::string& source) {
+  for (std::size_t at = 0; at <= sources.size();) {
+    std::size_t end = sources.find('+', at);
+    if (end == std::string::npos) end = sources.size();
+    if (sources.compare(at, end - at, source) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+/// Appends each name of the "+"-joined list `source` to the list `sources` unless it is named
+/// already.
+void add_source(std::string& sources, const std::string& source) {
+  for (std::size_t at = 0; at <= source.size();) {
+    std::size_t end = source.find('+', at);
+    if (end == std::string::npos) end = source.size();
+    const std::string one = source.substr(at, end - at);
+    if (sources.empty()) {
+      sources = one;
+    } else if (!one.empty() && !names_source(sources, one)) {
+      sources += "+" + one;
+    }
+    at = end + 1;
+  }
+}
+
 /// Adds an answer to a cost item; the item names every source that contributed.
 Status add(CostItem& item, const Result<CostEstimate>& r) {
   if (!r) return r.error();
   item.seconds += r->seconds;
-  if (item.source.empty()) {
-    item.source = r->source;
-  } else if (item.source.find(r->source) == std::string::npos) {
-    item.source += "+" + r->source;
-  }
+  add_source(item.source, r->source);
   return Status::Ok();
 }
 
@@ -95,7 +118,13 @@ struct LayerDims {
   int num_experts = 0;            ///< E
   int ep_size = 1;
   int slots_per_rank = 1;
+  int tp_size = 1;
+  double inter = 0.0;  ///< I, the full expert width
   DType dtype = DType::kBf16;
+  /// The cost source prices a rank's fused MoE kernel (permute, experts, unpermute): the
+  /// dispatchers then book no permute (counted once, in experts).
+  bool fused = false;
+  bool gathers_tokens = false;  ///< the all-gather dispatcher: every token reaches every rank
   /// Bytes of `rows` hidden-state rows.
   double row_bytes(double rows) const { return rows * hidden * activation_bytes; }
 };
@@ -148,7 +177,9 @@ Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
           cs.collective({CollectiveOp::kAllReduce, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
   // Tokens scattered into their slots of the padded send buffer; the received buffer staged out
   // into expert-major rows.
-  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", 2.0 * routed_bytes, d.dtype})));
+  if (!d.fused) {
+    MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", 2.0 * routed_bytes, d.dtype})));
+  }
   MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * send_bytes, d.dtype})));
   MOEPLAN_TRY_STATUS(add(
       c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
@@ -181,8 +212,10 @@ Result<Exchange> allgather_cost(const CostSource& cs, const LayerDims& d,
   MOEPLAN_TRY_STATUS(
       add(c.dispatch,
           cs.elementwise({"stage", d.row_bytes((1.0 + 2.0 * ep) * d.group_tokens), d.dtype})));
-  MOEPLAN_TRY_STATUS(
-      add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(load.max), d.dtype})));
+  if (!d.fused) {
+    MOEPLAN_TRY_STATUS(
+        add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(load.max), d.dtype})));
+  }
   // Rank i sends its expert outputs to every other rank.
   const auto ranks = static_cast<std::size_t>(d.ep_size);
   std::vector<std::vector<double>> traffic(ranks, std::vector<double>(ranks, 0.0));
@@ -217,8 +250,10 @@ Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
   MOEPLAN_TRY_STATUS(
       add(c.dispatch,
           cs.collective({CollectiveOp::kAllToAll, ep_groups, d.num_experts * 4.0, {}, d.dtype})));
-  MOEPLAN_TRY_STATUS(
-      add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(pairs_sent), d.dtype})));
+  if (!d.fused) {
+    MOEPLAN_TRY_STATUS(
+        add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(pairs_sent), d.dtype})));
+  }
   const auto ranks = static_cast<std::size_t>(d.ep_size);
   std::vector<std::vector<double>> dispatch_traffic(ranks, std::vector<double>(ranks, 0.0));
   std::vector<std::vector<double>> combine_traffic = dispatch_traffic;
@@ -254,19 +289,37 @@ Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
 }
 
 /// Expert compute on the slowest EP rank: gate+up [m, H] × [H, 2I/tp], SiLU·up,
-/// down [m, I/tp] × [I/tp, H] as grouped GEMMs over its slots' rows.
+/// down [m, I/tp] × [I/tp, H] as grouped GEMMs over its slots' rows; or, where the source prices
+/// it, the rank's fused MoE kernel (which also expands its rows in and writes them back out).
 Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
                    const RankLoad& load, LayerFigures& f) {
   double slowest = -1.0;
   for (std::size_t r = 0; r < x.rows.size(); ++r) {
     CostItem item;
     const double rows = std::accumulate(x.rows[r].begin(), x.rows[r].end(), 0.0);
-    MOEPLAN_TRY_STATUS(
-        add(item, cs.grouped_gemm({x.rows[r], 2.0 * d.expert_width, d.hidden, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(
-        item,
-        cs.elementwise({"silu_mul", 3.0 * rows * d.expert_width * d.activation_bytes, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width, d.dtype})));
+    if (d.fused) {
+      MoeFusedQuery q;
+      q.tokens = d.ep_size * d.group_tokens;
+      q.hidden = d.hidden;
+      q.inter = d.inter;
+      q.top_k = static_cast<int>(d.top_k);
+      q.num_experts = d.num_experts;
+      q.tp_size = d.tp_size;
+      q.ep_size = d.ep_size;
+      q.rows = x.rows[r];
+      // An all-to-all dispatch hands the kernel only its own rows; all-gather every token.
+      q.rows_in = d.gathers_tokens ? 0.0 : rows;
+      q.dtype = d.dtype;
+      MOEPLAN_TRY_STATUS(add(item, cs.moe_fused(q)));
+    } else {
+      MOEPLAN_TRY_STATUS(
+          add(item, cs.grouped_gemm({x.rows[r], 2.0 * d.expert_width, d.hidden, d.dtype})));
+      MOEPLAN_TRY_STATUS(add(
+          item,
+          cs.elementwise({"silu_mul", 3.0 * rows * d.expert_width * d.activation_bytes, d.dtype})));
+      MOEPLAN_TRY_STATUS(
+          add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width, d.dtype})));
+    }
     if (item.seconds > slowest) {
       slowest = item.seconds;
       f.cost.experts = item;
@@ -353,11 +406,7 @@ void accumulate(LayerCost& sum, const LayerCost& add_cost, double weight) {
                            &add_cost.combine, &add_cost.tp,       &add_cost.shared};
   for (std::size_t i = 0; i < 6; ++i) {
     dst[i]->seconds += weight * src[i]->seconds;
-    if (dst[i]->source.empty()) {
-      dst[i]->source = src[i]->source;
-    } else if (dst[i]->source.find(src[i]->source) == std::string::npos) {
-      dst[i]->source += "+" + src[i]->source;
-    }
+    if (!src[i]->source.empty()) add_source(dst[i]->source, src[i]->source);
   }
 }
 
@@ -408,6 +457,10 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   d.num_experts = m.num_experts;
   d.ep_size = layout.ep_size;
   d.slots_per_rank = placement->slots_per_rank();
+  d.tp_size = layout.tp_size;
+  d.inter = static_cast<double>(m.moe_intermediate_size);
+  d.fused = ctx.costs.has_fused_moe(std::string(dtype_name(m.dtype)));
+  d.gathers_tokens = layout.dispatcher == Dispatcher::kAllGather;
   const double routed_pairs = layout.ep_size * d.group_tokens * d.top_k;
   auto slots = slot_tokens(ctx.load, *placement, routed_pairs);
   if (!slots) return slots.error();

@@ -25,16 +25,19 @@ Result<std::unique_ptr<CostDb>> open_costs(const std::string& costs_path) {
                                     "by moeplan profile");
   }
   auto db = CostDb::open(costs_path, false);
-  if (!db) return input_error("costs", ": " + db.error().message);
+  if (!db) return input_error("costs", " " + db.error().message);
   return std::move(*db);
 }
 
 /// The roofline and, with a database, its measured costs for `device` of the set-up cluster.
 Status finish_setup(CostSetup& s, const std::string& device, CostStatistic statistic) {
-  s.roofline = std::make_unique<RooflineCosts>(*s.cluster);
+  auto calibration = load_calibration(s.cluster->device().name);
+  if (!calibration) return calibration.error();
+  if (*calibration) s.calibration = std::make_shared<const Calibration>(std::move(**calibration));
+  s.roofline = std::make_unique<RooflineCosts>(*s.cluster, s.calibration);
   if (s.db) {
-    auto m = MeasuredCosts::load(*s.db, *s.cluster, device, statistic);
-    if (!m) return input_error("costs", ": " + m.error().message);
+    auto m = MeasuredCosts::load(*s.db, *s.cluster, device, statistic, s.calibration);
+    if (!m) return input_error("costs", " " + m.error().message);
     s.measured = std::move(*m);
   }
   return Status::Ok();
@@ -157,7 +160,7 @@ std::string describe_profile(const std::string& device, const std::vector<RunInf
   std::string out = "profile " + device + ": ";
   if (ranks.empty()) {
     return out +
-           "where its ranks ran was not recorded (made before cost-database schema 2); "
+           "where its ranks ran was not recorded (made before cost-database schema 3); "
            "taken as one node";
   }
   out += describe_ranks(ranks);

@@ -1,6 +1,7 @@
 // The cluster and cost source a planning run uses: a bundled or file cluster, or `local:N` (this
-// machine with N ranks, its device spec derived from a profile); the roofline, or the measured
-// cost database (a file written by `moeplan profile`). `moeplan plan --costs`, `validate` and
+// machine with N ranks, its device spec derived from a profile); the roofline (calibrated where
+// the device has a calibration), or the measured cost database (a file written by `moeplan
+// profile` or `moeplan costs import`). `moeplan plan --costs`, `validate` and
 // moeplan-gui's "profile DB" cost source all set up their costs here.
 #pragma once
 
@@ -15,6 +16,9 @@ namespace moeplan::planner {
 
 struct CostSetup {
   std::unique_ptr<Cluster> cluster;
+  /// The device's bundled calibration (resources/devices/calibration/), or null.
+  std::shared_ptr<const Calibration> calibration;
+  /// Calibrated where the device has a calibration, else the plain roofline.
   std::unique_ptr<RooflineCosts> roofline;
   std::unique_ptr<CostDb> db;               ///< null without a cost database
   std::unique_ptr<MeasuredCosts> measured;  ///< null without a cost database

@@ -63,6 +63,48 @@ struct CollectiveQuery {
   int group_size() const { return groups.empty() ? 0 : static_cast<int>(groups.front().size()); }
 };
 
+/// One EP rank's fused MoE kernel for one layer, as TensorRT-LLM runs it and the measured tables
+/// time it: permute (expand the rank's routed pairs), gate+up grouped GEMM with SiLU, down grouped
+/// GEMM, and unpermute (finalize). No router, shared expert or communication. The cost model books
+/// it under `experts` and then books no separate dispatch permute (the kernel expands its rows
+/// itself); the weighted top-k sum where each token lives stays in `combine`.
+struct MoeFusedQuery {
+  /// Tokens the tables would route over all E experts to give this rank its pairs: every EP
+  /// rank's tokens, ep · (tokens of a TP group) (the tables' num_tokens: G·T for G GPUs of T
+  /// tokens under attention DP and all-gather dispatch).
+  double tokens = 0.0;
+  /// Rows the kernel reads in and writes out when they are not `tokens`: an all-to-all dispatch
+  /// (a2av, padded_a2a) delivers only the rank's routed rows. 0: `tokens` (all-gather: every
+  /// gathered token passes the kernel).
+  double rows_in = 0.0;
+  double hidden = 0.0;  ///< H
+  double inter = 0.0;   ///< the expert's full intermediate width I (a rank holds I / tp)
+  int top_k = 1;
+  int num_experts = 1;  ///< E, the model's routed experts
+  int tp_size = 1;
+  int ep_size = 1;
+  std::vector<double> rows;  ///< rows per local slot of this rank (its load, padding included)
+  DType dtype = DType::kBf16;
+  /// The table dtype when it is not dtype_name(dtype) (e.g. "fp8_block": fp8 with 128×128
+  /// block scales); empty: dtype_name(dtype).
+  std::string format;
+
+  std::string table_dtype() const {
+    return format.empty() ? std::string(dtype_name(dtype)) : format;
+  }
+  /// Rows per slot when the tokens are routed evenly over every expert: tokens · k / E.
+  double balanced_rows() const {
+    return num_experts > 0 ? tokens * top_k / static_cast<double>(num_experts) : 0.0;
+  }
+  /// The same query with every one of the E / ep local slots at balanced_rows().
+  MoeFusedQuery balanced() const {
+    MoeFusedQuery b = *this;
+    b.rows.assign(static_cast<std::size_t>(ep_size > 0 ? num_experts / ep_size : 0),
+                  balanced_rows());
+    return b;
+  }
+};
+
 /// The interface every cost source implements. Answers are values; a source that cannot answer
 /// (e.g. a measured source without a matching entry) returns an Error naming what is missing.
 class CostSource {
@@ -74,6 +116,16 @@ class CostSource {
   virtual Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const = 0;
   virtual Result<CostEstimate> elementwise(const ElementwiseQuery& q) const = 0;
   virtual Result<CostEstimate> collective(const CollectiveQuery& q) const = 0;
+  /// Whether this source prices the fused MoE kernel of `table_dtype` (then the cost model asks
+  /// moe_fused for a rank's experts, permute and weighted sum together). The default, false:
+  /// grouped GEMMs and elementwise ops, as the CPU backend runs them.
+  virtual bool has_fused_moe(const std::string& table_dtype) const {
+    (void)table_dtype;
+    return false;
+  }
+  virtual Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const {
+    return Error{"moe_fused (" + q.table_dtype() + "): not priced by cost source " + name()};
+  }
 };
 
 }  // namespace moeplan::planner

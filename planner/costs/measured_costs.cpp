@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -58,7 +59,68 @@ bool is_elementwise_op(const std::string& op) {
          op == "sigmoid_gate" || op == "stage";
 }
 
+constexpr const char* kMoeFusedOp = "moe_fused";
+
+/// "key=value,key=value" shape text → value of `key` ("" when absent).
+std::string shape_field(const std::string& shape, const std::string& key) {
+  std::size_t at = 0;
+  while (at <= shape.size()) {
+    std::size_t end = shape.find(',', at);
+    if (end == std::string::npos) end = shape.size();
+    const std::size_t eq = shape.find('=', at);
+    if (eq != std::string::npos && eq < end && shape.compare(at, eq - at, key) == 0 &&
+        eq - at == key.size()) {
+      return shape.substr(eq + 1, end - eq - 1);
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+long shape_int(const std::string& shape, const std::string& key) {
+  const std::string v = shape_field(shape, key);
+  char* end = nullptr;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  return v.empty() || end == nullptr || *end != '\0' ? -1 : x;
+}
+
+/// Which measured fused-MoE kernel answers a shape when a table has several (lower wins):
+/// TensorRT-LLM's CUTLASS path, its default torch flow, DeepGEMM (B200 fp8_block), then any
+/// other gated kernel. ReLU² (non-gated) kernels compute another FFN: never used.
+int kernel_preference(const std::string& kernel) {
+  if (kernel == "moe_torch_flow_cutlass") return 0;
+  if (kernel == "moe_torch_flow") return 1;
+  if (kernel == "deepgemm") return 2;
+  if (kernel == "moe_torch_flow_nongated") return -1;
+  return 3;
+}
+
+std::string fused_key_text(const MoeFusedQuery& q) {
+  return std::string(kMoeFusedOp) + " hidden=" + fmt(q.hidden) + " inter=" + fmt(q.inter) +
+         " experts=" + std::to_string(q.num_experts) + " topk=" + std::to_string(q.top_k) +
+         " tp=" + std::to_string(q.tp_size) + " ep=" + std::to_string(q.ep_size) +
+         " dtype=" + q.table_dtype();
+}
+
+bool is_balanced(const MoeFusedQuery& q) {
+  if (q.ep_size < 1 || q.num_experts % q.ep_size != 0 ||
+      q.rows.size() != static_cast<std::size_t>(q.num_experts / q.ep_size)) {
+    return false;
+  }
+  const double b = q.balanced_rows();
+  return std::all_of(q.rows.begin(), q.rows.end(),
+                     [b](double m) { return std::abs(m - b) <= 1e-9 * std::max(1.0, b); });
+}
+
 }  // namespace
+
+const std::vector<std::string>& planner_ops() {
+  static const std::vector<std::string> ops = {
+      "gemm",         "router_topk", "permute",        "combine_sum",  "silu_mul",
+      "sigmoid_gate", "stage",       "all_to_all",     "all_to_all_v", "all_gather",
+      "all_gather_v", "all_reduce",  "reduce_scatter", kMoeFusedOp};
+  return ops;
+}
 
 double curve_lookup(const CostCurve& c, double x, double (*roofline)(const void*, double),
                     const void* ctx, std::string* source) {
@@ -100,12 +162,12 @@ std::optional<CostStatistic> parse_statistic(const std::string& name) {
   return std::nullopt;
 }
 
-Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(const CostDb& db, const Cluster& cluster,
-                                                           const std::string& device,
-                                                           CostStatistic statistic) {
-  auto points = db.points();
-  if (!points) return points.error();
-  const auto devices = point_devices(*points);
+Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(
+    const CostDb& db, const Cluster& cluster, const std::string& device, CostStatistic statistic,
+    std::shared_ptr<const Calibration> calibration) {
+  auto listed = db.devices();
+  if (!listed) return listed.error();
+  const std::vector<std::string>& devices = *listed;
   if (devices.empty()) {
     return Error{db.path() +
                  ": the cost database holds no measured point; expected a profile "
@@ -126,24 +188,37 @@ Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(const CostDb& db, con
     return Error{db.path() + ": no points for device '" +
                  (chosen.empty() ? cluster.device().name : chosen) + "'; expected one of " + list};
   }
-  std::vector<CostPoint> mine;
-  for (auto& p : *points) {
-    if (p.device == chosen) mine.push_back(std::move(p));
+  // NOTE: a database of a GPU moeplan knows (imported tables are named after the device file)
+  // answers for that GPU only. A CPU profile (device "cpu:…") may still stand in for a cluster's
+  // device, as moeplan-gui allows.
+  const auto known = bundled_device_names();
+  if (chosen != cluster.device().name &&
+      std::find(known.begin(), known.end(), chosen) != known.end()) {
+    return Error{db.path() + ": a cost database of device '" + chosen + "', but cluster '" +
+                 cluster.name() + "' is of device '" + cluster.device().name +
+                 "'; expected a database of '" + cluster.device().name + "'"};
   }
+  auto points = db.points_of(chosen, planner_ops());
+  if (!points) return points.error();
   auto out = std::make_unique<MeasuredCosts>(
-      mine, cluster,
+      *points, cluster,
       "measured:" + db.path() +
           (statistic == CostStatistic::kMedian ? "" : " (" + statistic_name(statistic) + ")"),
-      statistic);
+      statistic, std::move(calibration));
+  if (out->device_.empty()) out->device_ = chosen;
   return out;
 }
 
 MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster& cluster,
-                             std::string name, CostStatistic statistic)
-    : name_(std::move(name)), roofline_(cluster) {
+                             std::string name, CostStatistic statistic,
+                             std::shared_ptr<const Calibration> calibration)
+    : name_(std::move(name)), cluster_(cluster), roofline_(cluster, std::move(calibration)) {
   std::map<GemmKey, std::map<double, std::vector<double>>> g;
   std::map<OpKey, std::map<double, std::vector<double>>> e;
   std::map<CollKey, std::map<double, std::vector<double>>> c;
+  std::map<CollKey, bool> c_imported;
+  // The preferred kernel's samples per fused-MoE key.
+  std::map<MoeKey, std::pair<int, std::map<double, std::vector<double>>>> f;
   for (const auto& p : points) {
     if (device_.empty()) device_ = p.device;
     if (p.disposition != Disposition::kPassed) continue;
@@ -153,12 +228,36 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
     } else if (is_elementwise_op(p.op)) {
       add_sample(e[{p.op, p.dtype}], p.m, t);
     } else if (is_collective_op(p.op)) {
-      add_sample(c[{p.op, p.dtype, p.group_size, static_cast<int>(std::lround(p.n))}], p.m, t);
+      const CollKey key{p.op, p.dtype, p.group_size, static_cast<int>(std::lround(p.n))};
+      add_sample(c[key], p.m, t);
+      if (is_imported(p.provenance)) c_imported[key] = true;
+    } else if (p.op == kMoeFusedOp) {
+      // Balanced routing only: the skew of a plan's load comes from its own slot rows.
+      if (shape_field(p.shape, "dist") != "balanced") continue;
+      const int pref = kernel_preference(shape_field(p.shape, "kernel"));
+      const long hidden = shape_int(p.shape, "hidden"), inter = shape_int(p.shape, "inter");
+      const long experts = shape_int(p.shape, "experts"), topk = shape_int(p.shape, "topk");
+      const long tp = shape_int(p.shape, "tp"), ep = shape_int(p.shape, "ep");
+      if (pref < 0 || hidden <= 0 || inter <= 0 || experts <= 0 || topk <= 0 || tp <= 0 ||
+          ep <= 0 || experts > 1 << 20 || topk > 1 << 10 || tp > 1 << 16 || ep > 1 << 16) {
+        continue;
+      }
+      const MoeKey key{p.dtype,
+                       hidden,
+                       inter,
+                       static_cast<int>(experts),
+                       static_cast<int>(topk),
+                       static_cast<int>(tp),
+                       static_cast<int>(ep)};
+      auto [it, inserted] = f.try_emplace(key, pref, std::map<double, std::vector<double>>{});
+      if (pref < it->second.first) it->second = {pref, {}};
+      if (pref == it->second.first) add_sample(it->second.second, p.m, t);
     }
   }
   for (const auto& [k, s] : g) gemm_[k] = make_curve(s);
   for (const auto& [k, s] : e) elementwise_[k] = make_curve(s);
-  for (const auto& [k, s] : c) collective_[k] = make_curve(s);
+  for (const auto& [k, s] : c) collective_[k] = CollCurve{make_curve(s), c_imported[k]};
+  for (const auto& [k, s] : f) moe_[k] = make_curve(s.second);
 }
 
 void MeasuredCosts::note_miss(const std::string& what) const {
@@ -260,6 +359,26 @@ Result<CostEstimate> MeasuredCosts::elementwise(const ElementwiseQuery& q) const
   return out;
 }
 
+const MeasuredCosts::CollCurve* MeasuredCosts::find_collective(const std::string& op,
+                                                               const std::string& dt, int g,
+                                                               int num_groups) const {
+  // Prefer the curve measured with as many concurrent groups as the query runs; else the one
+  // with the nearest count.
+  const CollCurve* best = nullptr;
+  int best_distance = std::numeric_limits<int>::max();
+  for (auto it = collective_.lower_bound({op, dt, g, 0});
+       it != collective_.end() && std::get<0>(it->first) == op && std::get<1>(it->first) == dt &&
+       std::get<2>(it->first) == g;
+       ++it) {
+    const int distance = std::abs(std::get<3>(it->first) - num_groups);
+    if (!it->second.curve.x.empty() && distance < best_distance) {
+      best = &it->second;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
 Result<CostEstimate> MeasuredCosts::collective(const CollectiveQuery& q) const {
   // Validates groups and matrix the same way the roofline does.
   auto roof = roofline_.collective(q);
@@ -269,27 +388,94 @@ Result<CostEstimate> MeasuredCosts::collective(const CollectiveQuery& q) const {
   const std::string op = collective_name(q.op);
   const std::string dt(dtype_name(q.dtype));
   const int num_groups = static_cast<int>(q.groups.size());
-  // Prefer the curve measured with as many concurrent groups as the query runs; else the one
-  // with the nearest count.
-  const CostCurve* best = nullptr;
-  int best_distance = std::numeric_limits<int>::max();
-  for (auto it = collective_.lower_bound({op, dt, g, 0});
-       it != collective_.end() && std::get<0>(it->first) == op && std::get<1>(it->first) == dt &&
-       std::get<2>(it->first) == g;
-       ++it) {
-    const int distance = std::abs(std::get<3>(it->first) - num_groups);
-    if (!it->second.x.empty() && distance < best_distance) {
-      best = &it->second;
-      best_distance = distance;
-    }
+  const CollCurve* best = find_collective(op, dt, g, num_groups);
+  const CollectiveOp even = even_collective(q.op);
+  bool proxy = false;
+  if (best == nullptr && even != q.op) {
+    best = find_collective(collective_name(even), dt, g, num_groups);
+    proxy = best != nullptr && best->imported;  // profiles measure their -v collectives
+    if (!proxy) best = nullptr;
   }
   if (best == nullptr) {
     note_miss(op + " group_size=" + std::to_string(g) + " dtype=" + dt);
     return CostEstimate{roof->seconds, kSourceMiss};
   }
-  const CollRoof ctx{&roofline_, &q};
+  if (best->imported && !groups_inside_nvlink_domain(cluster_, q)) {
+    note_miss(op + " group_size=" + std::to_string(g) + " dtype=" + dt +
+              " across NVLink domains (the imported NCCL tables are measured inside one)");
+    return CostEstimate{roof->seconds, kSourceMiss};
+  }
   CostEstimate out;
-  out.seconds = curve_lookup(*best, q.bytes, coll_roof, &ctx, &out.source);
+  if (!proxy) {
+    const CollRoof ctx{&roofline_, &q};
+    out.seconds = curve_lookup(best->curve, q.bytes, coll_roof, &ctx, &out.source);
+    return out;
+  }
+  const CollectiveQuery even_q{even, q.groups, even_collective_bytes(q), {}, q.dtype};
+  auto roof_even = roofline_.collective(even_q);
+  if (!roof_even) return roof_even.error();
+  const CollRoof ctx{&roofline_, &even_q};
+  out.seconds = curve_lookup(best->curve, even_q.bytes, coll_roof, &ctx, &out.source);
+  if (roof_even->seconds > 0.0) out.seconds *= roof->seconds / roof_even->seconds;
+  out.source = worse(out.source, kSourceExtrap);
+  return out;
+}
+
+bool MeasuredCosts::has_fused_moe(const std::string& table_dtype) const {
+  (void)table_dtype;  // a GPU database answers every dtype: a missing one is a miss
+  return !moe_.empty();
+}
+
+const CostCurve* MeasuredCosts::moe_curve(const MoeFusedQuery& q) const {
+  const MoeKey key{q.table_dtype(),
+                   std::lround(q.hidden),
+                   std::lround(q.inter),
+                   q.num_experts,
+                   q.top_k,
+                   q.tp_size,
+                   q.ep_size};
+  const auto it = moe_.find(key);
+  return it == moe_.end() || it->second.x.empty() ? nullptr : &it->second;
+}
+
+namespace {
+struct FusedRoof {
+  const RooflineCosts* roof;
+  const MoeFusedQuery* q;
+};
+/// The roofline's fused time of the query's shape at `tokens` tokens, routed evenly.
+double fused_roof(const void* ctx, double tokens) {
+  const auto* r = static_cast<const FusedRoof*>(ctx);
+  MoeFusedQuery q = *r->q;
+  q.tokens = tokens;
+  q.rows_in = 0.0;  // as measured: every token through the kernel
+  auto t = r->roof->moe_fused(q.balanced());
+  return t ? t->seconds : 0.0;
+}
+}  // namespace
+
+Result<CostEstimate> MeasuredCosts::moe_fused(const MoeFusedQuery& q) const {
+  auto roof = roofline_.moe_fused(q);
+  if (!roof) return roof.error();
+  const CostCurve* curve = moe_curve(q);
+  if (curve == nullptr) {
+    note_miss(fused_key_text(q));
+    return CostEstimate{roof->seconds, kSourceMiss};
+  }
+  if (!(q.tokens > 0.0)) return CostEstimate{0.0, kSourceTrivial};
+  const FusedRoof ctx{&roofline_, &q};
+  CostEstimate out;
+  out.seconds = curve_lookup(*curve, q.tokens, fused_roof, &ctx, &out.source);
+  const bool other_rows_in =
+      q.rows_in > 0.0 && std::abs(q.rows_in - q.tokens) > 1e-9 * std::max(1.0, q.tokens);
+  if (!is_balanced(q) || other_rows_in) {
+    // The tables route `tokens` evenly through the kernel; this rank's rows are not even, or
+    // another number of rows passes its kernel: hold the measured efficiency and scale by the
+    // roofline's ratio of this rank to the measured case.
+    const double balanced = fused_roof(&ctx, q.tokens);
+    if (balanced > 0.0) out.seconds *= roof->seconds / balanced;
+    out.source = worse(out.source, kSourceExtrap);
+  }
   return out;
 }
 

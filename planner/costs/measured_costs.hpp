@@ -1,7 +1,8 @@
 // MeasuredCosts: the CostSource that answers from a cost database (a profile of the real kernels
-// and collectives). Exact hits are returned as measured; queries inside the measured range are
-// interpolated in log space; outside it the measured efficiency is held and scaled by the
-// roofline; anything the profile never measured is an explicit miss answered by the roofline.
+// and collectives, or GPU tables imported by `moeplan costs import`). Exact hits are returned as
+// measured; queries inside the measured range are interpolated in log space; outside it the
+// measured efficiency is held and scaled by the roofline; anything the database never measured
+// is an explicit miss answered by the roofline (the calibrated one where the device has it).
 #pragma once
 
 #include <map>
@@ -45,17 +46,24 @@ enum class CostStatistic : std::uint8_t {
 std::string statistic_name(CostStatistic s);  ///< "median", "p10"
 std::optional<CostStatistic> parse_statistic(const std::string& name);
 
+/// The ops a MeasuredCosts reads from a database.
+const std::vector<std::string>& planner_ops();
+
 class MeasuredCosts final : public CostSource {
  public:
   /// Reads every passed point of `device` from `db` ("" = the database's only device, or the
-  /// cluster's device when the database holds several). Errors: an empty database, or no
-  /// points of that device (the message lists the devices it has).
+  /// cluster's device when the database holds several). Misses are answered by the roofline of
+  /// `cluster` with `calibration` (null: the plain one). Errors: an empty database, no points of
+  /// that device (the message lists the devices it has), or a database of a bundled GPU device
+  /// (e.g. imported h100 tables) used for a cluster of another device.
   static Result<std::unique_ptr<MeasuredCosts>> load(
       const CostDb& db, const Cluster& cluster, const std::string& device = "",
-      CostStatistic statistic = CostStatistic::kMedian);
+      CostStatistic statistic = CostStatistic::kMedian,
+      std::shared_ptr<const Calibration> calibration = nullptr);
   /// Builds from points already read (tests); `name` is the source's name.
   MeasuredCosts(const std::vector<CostPoint>& points, const Cluster& cluster, std::string name,
-                CostStatistic statistic = CostStatistic::kMedian);
+                CostStatistic statistic = CostStatistic::kMedian,
+                std::shared_ptr<const Calibration> calibration = nullptr);
 
   std::string name() const override { return name_; }
   const std::string& device() const { return device_; }
@@ -64,24 +72,51 @@ class MeasuredCosts final : public CostSource {
   /// groups' GEMM costs.
   Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const override;
   Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override;
+  /// Imported collective curves (NCCL tables) were measured inside one NVLink domain: a query
+  /// whose groups span domains is a miss. An -v collective with no curve of its own is answered
+  /// by an imported even curve at the same nccl-tests size, scaled by the roofline's shape ratio
+  /// (labelled db-extrap: measured efficiency held).
   Result<CostEstimate> collective(const CollectiveQuery& q) const override;
+  /// True when the database holds fused MoE points (imported GPU tables): then every rank's
+  /// experts, permute and weighted sum are one moe_fused answer.
+  bool has_fused_moe(const std::string& table_dtype) const override;
+  /// The curve of (dtype, H, I, E, k, tp, ep), balanced routing, in tokens: exact, interpolated,
+  /// or extrapolated against the roofline's fused form. A rank whose rows are not balanced (a
+  /// skewed load, padding, replicas) gets the balanced time scaled by the roofline's ratio of its
+  /// rows to balanced ones (db-extrap), and so does a rank whose kernel reads other rows than
+  /// `tokens` (rows_in of an all-to-all dispatch). A shape not in the tables is a miss.
+  Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
 
   /// The queries that missed the database (answered by the roofline), one line each, sorted.
   std::vector<std::string> misses() const;
+
+  /// The measured fused MoE curve for a query's key, or null (the accuracy report's leave-one-out
+  /// reads it).
+  const CostCurve* moe_curve(const MoeFusedQuery& q) const;
 
  private:
   using GemmKey = std::tuple<std::string, long, long>;             // dtype, n, k
   using OpKey = std::tuple<std::string, std::string>;              // op, dtype
   using CollKey = std::tuple<std::string, std::string, int, int>;  // op, dtype, g, groups
+  /// dtype, hidden, inter, experts, top-k, tp, ep
+  using MoeKey = std::tuple<std::string, long, long, int, int, int, int>;
+  struct CollCurve {
+    CostCurve curve;
+    bool imported = false;
+  };
   Result<CostEstimate> gemm_one(double m, double n, double k, DType dtype) const;
+  const CollCurve* find_collective(const std::string& op, const std::string& dtype, int g,
+                                   int num_groups) const;
   void note_miss(const std::string& what) const;
 
   std::string name_;
   std::string device_;
+  const Cluster& cluster_;
   RooflineCosts roofline_;
   std::map<GemmKey, CostCurve> gemm_;
   std::map<OpKey, CostCurve> elementwise_;
-  std::map<CollKey, CostCurve> collective_;
+  std::map<CollKey, CollCurve> collective_;
+  std::map<MoeKey, CostCurve> moe_;
   mutable std::mutex mutex_;
   mutable std::set<std::string> misses_;
 };

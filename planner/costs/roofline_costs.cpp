@@ -1,7 +1,9 @@
-// RooflineCosts: GEMMs from peak FLOP/s and HBM bandwidth, collectives from topology routing.
+// RooflineCosts: GEMMs from peak FLOP/s and HBM bandwidth, collectives from topology routing;
+// with a device calibration, the fitted forms of docs/GPU_COSTS.md.
 #include "planner/costs/roofline_costs.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace moeplan::planner {
 
@@ -84,6 +86,44 @@ double collective_seconds(const Cluster& cluster, const CollectiveQuery& q, Link
   return t;
 }
 
+bool groups_inside_nvlink_domain(const Cluster& cluster, const CollectiveQuery& q) {
+  const int domain = std::max(1, cluster.info().nvlink_domain_gpus);
+  for (const auto& grp : q.groups) {
+    if (grp.empty()) continue;
+    const int first = grp.front() / domain;
+    for (const int gpu : grp) {
+      if (gpu / domain != first) return false;
+    }
+  }
+  return true;
+}
+
+CollectiveOp even_collective(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllToAllV: return CollectiveOp::kAllToAll;
+    case CollectiveOp::kAllGatherV: return CollectiveOp::kAllGather;
+    default: return op;
+  }
+}
+
+double even_collective_bytes(const CollectiveQuery& q) {
+  const int g = q.group_size();
+  if (q.op == CollectiveOp::kAllGatherV && g > 1) {
+    return q.bytes * static_cast<double>(g) / static_cast<double>(g - 1);
+  }
+  return q.bytes;
+}
+
+std::string RooflineCosts::name() const {
+  if (!calibration_) return kSourceRoofline;
+  return std::string(kSourceCalibrated) +
+         (calibration_->provenance.empty() ? "" : " (" + calibration_->provenance + ")");
+}
+
+bool RooflineCosts::has_fused_moe(const std::string& table_dtype) const {
+  return calibration_ && calibration_->moe.count(table_dtype) > 0;
+}
+
 double RooflineCosts::peak_flops(DType dtype) const {
   const auto& d = cluster_.device();
   switch (dtype) {
@@ -103,14 +143,100 @@ double gemm_body_seconds(double m, double n, double k, double bytes_per_elem, do
   const double bytes = (m * k + k * n + m * n) * bytes_per_elem;
   return std::max(flops / (peak * gemm_efficiency(m)), bytes / (hbm * kHbmEfficiency));
 }
+
+/// Smooth maximum of compute and memory time: (a^q + b^q)^(1/q).
+double blend(double a, double b, double q) {
+  if (!(a > 0.0)) return b;
+  if (!(b > 0.0)) return a;
+  const double top = std::max(a, b);  // scaled so that large q cannot overflow
+  return top * std::pow(std::pow(a / top, q) + std::pow(b / top, q), 1.0 / q);
+}
+
+/// Bytes per element of a table dtype's weights and GEMM activations.
+double table_dtype_bytes(const std::string& table_dtype) {
+  return table_dtype == "fp8" || table_dtype == "fp8_block" ? 1.0 : 2.0;
+}
+
+/// One grouped GEMM of the fused MoE form over groups of `rows` (docs/GPU_COSTS.md).
+double calibrated_grouped(const MoeCalibration& c, const std::vector<double>& rows, double n,
+                          double k, double elem_bytes, double peak, double hbm) {
+  double pairs = 0.0, active = 0.0;
+  for (const double m : rows) {
+    pairs += m;
+    active += std::min(1.0, m);
+  }
+  if (!(pairs > 0.0) || !(n > 0.0) || !(k > 0.0)) return 0.0;
+  const double mbar = pairs / active;
+  const double compute = 2.0 * pairs * n * k / (peak * c.efficiency(mbar, n, k));
+  const double memory =
+      (active * n * k * elem_bytes + pairs * (n + k) * elem_bytes) / (hbm * c.hbm_efficiency);
+  return blend(compute, memory, c.blend_exponent) + active * c.per_group_s;
+}
 }  // namespace
 
 Result<CostEstimate> RooflineCosts::gemm(const GemmQuery& q) const {
   if (q.m < 0.0 || q.n < 0.0 || q.k < 0.0) return Error{"gemm: expected non-negative m, n, k"};
-  if (q.m == 0.0) return CostEstimate{0.0, name()};
+  if (q.m == 0.0) return CostEstimate{0.0, label()};
+  if (calibration_) {
+    const std::string dt(dtype_name(q.dtype));
+    const auto it = calibration_->gemm.find(dt);
+    if (it != calibration_->gemm.end() && q.n > 0.0 && q.k > 0.0) {
+      const GemmCalibration& c = it->second;
+      const double b = table_dtype_bytes(dt);
+      const double compute =
+          2.0 * q.m * q.n * q.k / (calibration_->peak_flops(dt) * c.efficiency(q.m, q.n, q.k));
+      const double memory = (q.m * q.k * b + q.k * q.n * b + q.m * q.n * 2.0) /
+                            (calibration_->hbm_bandwidth * c.hbm_efficiency);
+      return CostEstimate{c.fixed_s + blend(compute, memory, c.blend_exponent), kSourceCalibrated};
+    }
+  }
   const double t = gemm_body_seconds(q.m, q.n, q.k, dtype_bytes(q.dtype), peak_flops(q.dtype),
                                      cluster_.device().hbm_bandwidth);
-  return CostEstimate{t + kKernelLaunchSeconds, name()};
+  return CostEstimate{t + kKernelLaunchSeconds, kSourceRoofline};
+}
+
+Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
+  if (q.tokens < 0.0 || q.hidden < 0.0 || q.inter < 0.0 || q.tp_size < 1 || q.ep_size < 1) {
+    return Error{"moe_fused: expected non-negative sizes and positive tp, ep"};
+  }
+  double pairs = 0.0;
+  for (const double m : q.rows) {
+    if (m < 0.0) return Error{"moe_fused: expected non-negative rows per slot"};
+    pairs += m;
+  }
+  const double width = std::floor(q.inter / q.tp_size);
+  const std::string dt = q.table_dtype();
+  const MoeCalibration* c = nullptr;
+  if (calibration_) {
+    const auto it = calibration_->moe.find(dt);
+    if (it != calibration_->moe.end()) c = &it->second;
+  }
+  if (c != nullptr) {
+    const double hbm = calibration_->hbm_bandwidth * c->hbm_efficiency;
+    const double peak = calibration_->peak_flops(dt);
+    const double b = table_dtype_bytes(dt);
+    const double t =
+        c->fixed_s +
+        calibrated_grouped(*c, q.rows, 2.0 * width, q.hidden, b, peak,
+                           calibration_->hbm_bandwidth) +
+        calibrated_grouped(*c, q.rows, q.hidden, width, b, peak, calibration_->hbm_bandwidth) +
+        3.0 * pairs * width * 2.0 / hbm +
+        c->permute_factor * 2.0 * (pairs + (q.rows_in > 0.0 ? q.rows_in : q.tokens)) * q.hidden *
+            2.0 / hbm;
+    return CostEstimate{t, kSourceCalibrated};
+  }
+  // The plain parts: what the cost model books for a rank without a fused price (its experts
+  // and the permute of its pairs).
+  const double b = dtype_bytes(q.dtype);
+  CostEstimate out{0.0, kSourceRoofline};
+  for (const auto& part : {grouped_gemm({q.rows, 2.0 * width, q.hidden, q.dtype}),
+                           elementwise({"silu_mul", 3.0 * pairs * width * b, q.dtype}),
+                           grouped_gemm({q.rows, q.hidden, width, q.dtype}),
+                           elementwise({"permute", 2.0 * pairs * q.hidden * b, q.dtype})}) {
+    if (!part) return part.error();
+    out.seconds += part->seconds;
+  }
+  return out;
 }
 
 Result<CostEstimate> RooflineCosts::grouped_gemm(const GroupedGemmQuery& q) const {
@@ -125,17 +251,49 @@ Result<CostEstimate> RooflineCosts::grouped_gemm(const GroupedGemmQuery& q) cons
     any = true;
     t += gemm_body_seconds(m, q.n, q.k, b, peak, hbm);
   }
-  return CostEstimate{any ? t + kKernelLaunchSeconds : 0.0, name()};
+  return CostEstimate{any ? t + kKernelLaunchSeconds : 0.0, kSourceRoofline};
 }
 
 Result<CostEstimate> RooflineCosts::elementwise(const ElementwiseQuery& q) const {
   if (q.bytes < 0.0) return Error{"elementwise '" + q.op + "': expected non-negative bytes"};
-  if (q.bytes == 0.0) return CostEstimate{0.0, name()};
+  if (q.bytes == 0.0) return CostEstimate{0.0, label()};
+  if (calibration_ && !calibration_->moe.empty()) {
+    // NOTE: the HBM efficiency fitted with the fused MoE kernel of this dtype (else bf16's, else
+    // any): the tables have no standalone elementwise kernel to fit it on.
+    auto it = calibration_->moe.find(std::string(dtype_name(q.dtype)));
+    if (it == calibration_->moe.end()) it = calibration_->moe.find("bf16");
+    if (it == calibration_->moe.end()) it = calibration_->moe.begin();
+    return CostEstimate{
+        q.bytes / (calibration_->hbm_bandwidth * it->second.hbm_efficiency) + kKernelLaunchSeconds,
+        kSourceCalibrated};
+  }
   return CostEstimate{
-      q.bytes / (cluster_.device().hbm_bandwidth * kHbmEfficiency) + kKernelLaunchSeconds, name()};
+      q.bytes / (cluster_.device().hbm_bandwidth * kHbmEfficiency) + kKernelLaunchSeconds,
+      kSourceRoofline};
 }
 
 Result<CostEstimate> RooflineCosts::collective(const CollectiveQuery& q) const {
+  auto routed = routed_collective(q);
+  if (!routed || !calibration_) return routed;
+  const int g = q.group_size();
+  if (g <= 1 || !(q.bytes > 0.0)) return CostEstimate{0.0, label()};
+  const CollectiveOp even = even_collective(q.op);
+  const auto it = calibration_->collectives.find({collective_name(even), g});
+  if (it == calibration_->collectives.end() || !groups_inside_nvlink_domain(cluster_, q)) {
+    return routed;  // no curve for this op and size, or groups across domains: plain
+  }
+  const double bytes = even_collective_bytes(q);
+  double t = it->second.seconds(bytes, nccl_bus_factor(collective_name(even), g));
+  if (even != q.op || !q.matrix.empty()) {
+    // The measured curve is the even collective; the routed roofline scales it to this shape.
+    auto routed_even = routed_collective({even, q.groups, bytes, {}, q.dtype});
+    if (!routed_even) return routed_even.error();
+    if (routed_even->seconds > 0.0) t *= routed->seconds / routed_even->seconds;
+  }
+  return CostEstimate{t, kSourceCalibrated};
+}
+
+Result<CostEstimate> RooflineCosts::routed_collective(const CollectiveQuery& q) const {
   const int g = q.group_size();
   for (const auto& grp : q.groups) {
     if (static_cast<int>(grp.size()) != g) {
@@ -160,7 +318,7 @@ Result<CostEstimate> RooflineCosts::collective(const CollectiveQuery& q) const {
       }
     }
   }
-  if (g <= 1 || !(q.bytes > 0.0)) return CostEstimate{0.0, name()};
+  if (g <= 1 || !(q.bytes > 0.0)) return CostEstimate{0.0, kSourceRoofline};
   Key key{static_cast<int>(q.op), q.groups, {}};
   if (!q.matrix.empty()) {
     auto& m = std::get<2>(key);
@@ -172,7 +330,7 @@ Result<CostEstimate> RooflineCosts::collective(const CollectiveQuery& q) const {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = cache_.find(key);
-    if (it != cache_.end()) return CostEstimate{it->second.seconds(q.bytes), name()};
+    if (it != cache_.end()) return CostEstimate{it->second.seconds(q.bytes), kSourceRoofline};
   }
   CollectiveQuery unit = q;
   unit.bytes = 1.0;
@@ -189,7 +347,7 @@ Result<CostEstimate> RooflineCosts::collective(const CollectiveQuery& q) const {
     const std::lock_guard<std::mutex> lock(mutex_);
     cache_.emplace(std::move(key), shape);
   }
-  return CostEstimate{shape.seconds(q.bytes), name()};
+  return CostEstimate{shape.seconds(q.bytes), kSourceRoofline};
 }
 
 }  // namespace moeplan::planner

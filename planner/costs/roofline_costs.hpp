@@ -1,15 +1,20 @@
 // RooflineCosts: a CostSource derived from the device spec (peak FLOP/s, HBM bandwidth) and the
-// cluster topology (collectives routed over the link graph). No measurements needed.
+// cluster topology (collectives routed over the link graph). No measurements needed. With a
+// device calibration (resources/devices/calibration/NAME.json, fitted to measured GPU tables) it
+// is the calibrated roofline: GEMM efficiency in (m, n, k), HBM efficiency, the fused MoE kernel
+// and NCCL curves inside an NVLink domain; what the calibration lacks keeps the plain formula.
 #pragma once
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "planner/costs/calibration.hpp"
 #include "planner/costs/cost_source.hpp"
 #include "planner/topology/cluster.hpp"
 
@@ -32,6 +37,20 @@ inline constexpr double kKernelLaunchSeconds = 3e-6;
 /// efficiency(m) above; 0 for m ≤ 0.
 double gemm_efficiency(double m);
 
+/// Source labels of RooflineCosts answers: the plain formula, or the calibrated form.
+inline constexpr const char* kSourceRoofline = "roofline";
+inline constexpr const char* kSourceCalibrated = "roofline-calibrated";
+
+/// True when every group of `q` lies inside one NVLink domain of `cluster` (where the measured
+/// NCCL tables were taken: one HGX node, or one NVL72 rack).
+bool groups_inside_nvlink_domain(const Cluster& cluster, const CollectiveQuery& q);
+
+/// The even collective a -v query is measured as (all_to_all_v → all_to_all, all_gather_v →
+/// all_gather; the others unchanged) and its nccl-tests size: all_to_all(-v) bytes = what one
+/// rank sends; all_gather_v's largest row sum r = (g−1)/g of the gathered size.
+CollectiveOp even_collective(CollectiveOp op);
+double even_collective_bytes(const CollectiveQuery& q);
+
 /// How an all-reduce is run (NCCL picks per message size; so do we: the faster of the two).
 enum class AllReduceAlgo { kRing, kTree };
 
@@ -53,20 +72,42 @@ double collective_seconds(const Cluster& cluster, const CollectiveQuery& q,
 
 class RooflineCosts final : public CostSource {
  public:
-  explicit RooflineCosts(const Cluster& cluster) : cluster_(cluster) {}
+  /// Without `calibration`: the plain roofline (the device spec's peaks, fixed efficiencies).
+  explicit RooflineCosts(const Cluster& cluster,
+                         std::shared_ptr<const Calibration> calibration = nullptr)
+      : cluster_(cluster), calibration_(std::move(calibration)) {}
 
-  std::string name() const override { return "roofline"; }
+  /// "roofline", or "roofline-calibrated (<provenance of the fit>)".
+  std::string name() const override;
+  /// Calibrated for the dtype: the fitted dense-GEMM form; else the plain one.
   Result<CostEstimate> gemm(const GemmQuery& q) const override;
+  /// Always the plain formula: a grouped GEMM is calibrated only inside the fused MoE kernel.
   Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const override;
+  /// Calibrated: bytes at the fitted HBM efficiency of the device's fused MoE fit.
   Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override;
-  /// Routed over the cluster graph. Link load is linear in the bytes, so each collective's
-  /// shape (op, groups, matrix normalised by `bytes`) is routed once and cached.
+  /// Calibrated, for a group size with a fitted curve and groups inside one NVLink domain: the
+  /// NCCL curve (a -v collective: the even curve scaled by the routed shape). Otherwise routed
+  /// over the cluster graph (routed_collective).
   Result<CostEstimate> collective(const CollectiveQuery& q) const override;
+  /// True when the calibration has a fused MoE fit for `table_dtype`.
+  bool has_fused_moe(const std::string& table_dtype) const override;
+  /// The calibrated fused form (calibration.hpp) when fitted for the dtype; otherwise the plain
+  /// parts the cost model books without it (grouped GEMMs, SiLU, the permute of the rank's
+  /// pairs), labelled "roofline".
+  Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
+
+  /// The plain collective: routed over the cluster graph. Link load is linear in the bytes, so
+  /// each collective's shape (op, groups, matrix normalised by `bytes`) is routed once and cached.
+  Result<CostEstimate> routed_collective(const CollectiveQuery& q) const;
 
   /// Peak dense FLOP/s of the device for `dtype`.
   double peak_flops(DType dtype) const;
+  /// The calibration in use, or null.
+  const Calibration* calibration() const { return calibration_.get(); }
 
  private:
+  const char* label() const { return calibration_ ? kSourceCalibrated : kSourceRoofline; }
+
   struct Algo {
     double seconds_per_byte = 0.0;  ///< busiest link seconds per byte of `bytes`
     double latency = 0.0;           ///< steps × slowest path latency
@@ -82,6 +123,7 @@ class RooflineCosts final : public CostSource {
   using Key = std::tuple<int, std::vector<std::vector<int>>, std::vector<std::vector<double>>>;
 
   const Cluster& cluster_;
+  std::shared_ptr<const Calibration> calibration_;
   mutable std::mutex mutex_;
   mutable std::map<Key, Shape> cache_;
 };

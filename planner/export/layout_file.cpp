@@ -166,18 +166,12 @@ Result<Workload> read_workload(const nlohmann::json& j, const std::string& sourc
 Result<LayoutFile::Predicted> read_predicted(const nlohmann::json& j, const std::string& source) {
   JsonReader r(j, source, "predicted.");
   LayoutFile::Predicted p;
-  auto feasible = r.boolean_or("feasible", true);
-  if (!feasible) return feasible.error();
-  p.feasible = *feasible;
-  auto layer = parse_layer_ms(j, source, "predicted.");
-  if (!layer) return layer.error();
-  p.layer = std::move(*layer);
-  auto step = r.number("step_ms", 0.0, 1e15);
-  if (!step) return step.error();
-  p.step_seconds = *step / 1e3;
-  auto tps = r.number_or("tokens_per_s_per_gpu", 0.0, 0.0, 1e15);
-  if (!tps) return tps.error();
-  p.tokens_per_s_per_gpu = *tps;
+  auto figures = parse_predicted_figures(j, source, "predicted.");
+  if (!figures) return figures.error();
+  p.feasible = figures->feasible;
+  p.layer = std::move(figures->per_layer);
+  p.step_seconds = figures->step_seconds;
+  p.tokens_per_s_per_gpu = figures->tokens_per_s_per_gpu;
   auto mem = r.number_or("memory_gib", 0.0, 0.0, 1e12);
   if (!mem) return mem.error();
   p.memory_gib = *mem;

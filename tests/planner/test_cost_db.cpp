@@ -1,6 +1,7 @@
 // The cost database: schema creation and versioning, points round-trip, uniqueness (resume),
 // and clear errors for files that are not cost databases.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <sqlite3.h>
 
@@ -117,6 +118,80 @@ TEST_F(CostDbTest, ForeignSqliteDatabaseIsRejected) {
   EXPECT_TRUE(db.ok());
 }
 
+TEST_F(CostDbTest, VersionOneDatabaseIsMigratedAndStaysReadable) {
+  // A database as moeplan wrote it before schema 2 (migration 1 verbatim, one profiled point).
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    const char* v1 = R"sql(
+CREATE TABLE moeplan_schema(version INTEGER NOT NULL);
+INSERT INTO moeplan_schema VALUES(1);
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  started_at TEXT NOT NULL, host TEXT, cpu_model TEXT, device TEXT NOT NULL,
+  backend TEXT NOT NULL, communicator TEXT, compiler TEXT, cuda TEXT, nccl TEXT, mpi TEXT,
+  moeplan_version TEXT, world_size INTEGER NOT NULL, command TEXT);
+CREATE TABLE points(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  device TEXT NOT NULL, backend TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL,
+  shape TEXT NOT NULL, m REAL NOT NULL, n REAL NOT NULL, k REAL NOT NULL,
+  group_size INTEGER NOT NULL, bytes REAL NOT NULL, flops REAL NOT NULL,
+  median_s REAL NOT NULL, p10_s REAL NOT NULL, p90_s REAL NOT NULL, repetitions INTEGER NOT NULL,
+  bus_bandwidth REAL NOT NULL, disposition TEXT NOT NULL, detail TEXT, measured_at TEXT NOT NULL,
+  UNIQUE(device, backend, op, dtype, shape, group_size));
+CREATE INDEX points_by_op ON points(op, dtype, group_size, m);
+INSERT INTO runs VALUES(1, '2026-12-01T00:00:00Z', 'h', 'c', 'cpu:test', 'cpu', 'mpi', '', '', '',
+  '', '', 2, 'moeplan profile');
+INSERT INTO points VALUES(1, 1, 'cpu:test', 'cpu', 'gemm', 'bf16', 'm=4,n=64,k=32', 4, 64, 32, 1,
+  0, 16384, 4e-6, 3e-6, 5e-6, 9, 0, 'passed', '', '2026-12-01T00:00:00Z');
+)sql";
+    char* err = nullptr;
+    ASSERT_EQ(sqlite3_exec(raw, v1, nullptr, nullptr, &err), SQLITE_OK) << err;
+    sqlite3_close(raw);
+  }
+  auto db = CostDb::open(path_, false);
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  EXPECT_EQ((*db)->schema_version(), kCostDbSchemaVersion);
+  auto pts = (*db)->points();
+  ASSERT_TRUE(pts.ok()) << pts.error().message;
+  ASSERT_EQ(pts->size(), 1U);
+  EXPECT_DOUBLE_EQ((*pts)[0].median_s, 4e-6);
+  EXPECT_EQ((*pts)[0].provenance, kProvenanceProfiled);  // every old point was profiled
+  EXPECT_FALSE(is_imported((*pts)[0].provenance));
+  // New points keep their provenance; the filtered read sees both.
+  CostPoint p = point("gemm", 16);
+  p.run_id = 1;
+  p.provenance = std::string(kProvenanceImported) + "measured";
+  EXPECT_TRUE(*(*db)->add_point(p));
+  db->reset();
+  auto again = CostDb::open(path_, false);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  auto mine = (*again)->points_of("cpu:test", {"gemm"});
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(mine->size(), 2U);
+  int imported = 0;
+  for (const auto& q : *mine) imported += is_imported(q.provenance) ? 1 : 0;
+  EXPECT_EQ(imported, 1);
+  EXPECT_EQ(*(*again)->devices(), std::vector<std::string>{"cpu:test"});
+  EXPECT_TRUE((*again)->points_of("other", {"gemm"})->empty());
+}
+
+TEST_F(CostDbTest, NewerSchemaIsRefused) {
+  {
+    auto db = CostDb::open(path_, true);
+    ASSERT_TRUE(db.ok());
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "UPDATE moeplan_schema SET version = 99", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  auto db = CostDb::open(path_, false);
+  ASSERT_FALSE(db.ok());
+  EXPECT_NE(db.error().message.find("schema version 99 is newer"), std::string::npos);
+}
+
 TEST_F(CostDbTest, DirectoryIsRejected) {
   fs::create_directories(path_);
   auto db = CostDb::open(path_, true);
@@ -176,7 +251,8 @@ TEST_F(CostDbTest, DescribesRanksByNode) {
 }
 
 TEST_F(CostDbTest, AVersionOneDatabaseIsMigratedAndKeepsItsPoints) {
-  // A database as moeplan wrote it before schema 2 (the version 1 DDL, verbatim).
+  // A database as moeplan wrote it at schema 1 (the version 1 DDL, verbatim), migrated to the
+  // current version: its run reads as "ranks not recorded", new runs record them.
   {
     sqlite3* raw = nullptr;
     ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);

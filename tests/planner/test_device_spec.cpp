@@ -10,7 +10,7 @@ namespace moeplan::planner {
 namespace {
 
 TEST(DeviceSpec, BundledDevices) {
-  EXPECT_EQ(bundled_device_names(), (std::vector<std::string>{"b200", "h100", "h200"}));
+  EXPECT_EQ(bundled_device_names(), (std::vector<std::string>{"b200", "b200_sxm", "h100", "h200"}));
   auto h200 = load_device("h200");
   ASSERT_TRUE(h200.ok()) << h200.error().message;
   EXPECT_DOUBLE_EQ(h200->peak_bf16_flops, 989e12);

@@ -200,7 +200,7 @@ TEST_F(LocalCostSetup, AProfileThatDidNotRecordItsRanksIsTakenAsOneNode) {
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(s->profile_note,
             "profile cpu:test/ranks=2: where its ranks ran was not recorded (made before "
-            "cost-database schema 2); taken as one node");
+            "cost-database schema 3); taken as one node");
   // No collective crossed nodes: two nodes cannot be planned from it.
   auto k = make_cost_setup("local:2x1", path_);
   ASSERT_FALSE(k.ok());

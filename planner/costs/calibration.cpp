@@ -1,0 +1,234 @@
+// Reading a device's calibrated-roofline parameters.
+#include "planner/costs/calibration.hpp"
+
+#include <cmath>
+#include <system_error>
+
+#include "models/json_reader.hpp"
+#include "models/resources.hpp"
+
+namespace moeplan::planner {
+
+double EfficiencyFit::operator()(double m, double n, double k) const {
+  if (!(m > 0.0) || !(n > 0.0) || !(k > 0.0)) return 0.0;
+  return max_efficiency * m / (m + rows_half) * n / (n + cols_half) * k / (k + depth_half);
+}
+
+double CollectiveCalibration::seconds(double bytes, double bus_factor) const {
+  if (!(bytes > 0.0)) return 0.0;
+  return latency_s + bytes * bus_factor / bus_bandwidth *
+                         (1.0 + std::pow(half_size_bytes / bytes, shape_exponent));
+}
+
+double nccl_bus_factor(const std::string& op, int g) {
+  const double gd = static_cast<double>(g);
+  if (g <= 1) return 0.0;
+  return op == "all_reduce" ? 2.0 * (gd - 1.0) / gd : (gd - 1.0) / gd;
+}
+
+double Calibration::peak_flops(const std::string& table_dtype) const {
+  return table_dtype == "fp8" || table_dtype == "fp8_block" ? peak_fp8_flops : peak_bf16_flops;
+}
+
+namespace {
+
+// Parameters are positive and finite. Exponents and half points may be tiny, and a half size
+// huge: a fit where the size term is flat (b200_sxm all_gather/8: S_h ≈ 2e36 with a small
+// exponent) is still a finite curve.
+constexpr double kLo = 1e-300;
+constexpr double kHi = 1e300;
+
+const nlohmann::json* object_at(const nlohmann::json& j, const std::string& key) {
+  if (!j.is_object()) return nullptr;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_object() ? &*it : nullptr;
+}
+
+Result<EfficiencyFit> read_efficiency(const JsonReader& r) {
+  EfficiencyFit e;
+  for (auto [key, dst] :
+       {std::pair{"gemm_max_efficiency", &e.max_efficiency}, std::pair{"rows_half", &e.rows_half},
+        std::pair{"cols_half", &e.cols_half}, std::pair{"depth_half", &e.depth_half}}) {
+    auto v = r.number(key, kLo, kHi);
+    if (!v) return v.error();
+    *dst = *v;
+  }
+  return e;
+}
+
+/// Reads `<section>.<dtype>.parameters` objects of a section (gemm, moe_grouped_ffn).
+template <typename T, typename Fn>
+Status read_dtype_section(const nlohmann::json& root, const std::string& source,
+                          const std::string& section, std::map<std::string, T>& out, Fn read) {
+  const nlohmann::json* s = object_at(root, section);
+  if (s == nullptr) return Status::Ok();  // a device may lack a table: that part stays plain
+  for (const auto& [dtype, body] : s->items()) {
+    const nlohmann::json* params = object_at(body, "parameters");
+    if (params == nullptr) {
+      return Error{source + ": key '" + section + "." + dtype +
+                   ".parameters': expected an object of fitted parameters"};
+    }
+    const JsonReader r(*params, source, section + "." + dtype + ".parameters.");
+    auto v = read(r);
+    if (!v) return v.error();
+    out[dtype] = *v;
+  }
+  return Status::Ok();
+}
+
+Result<CollectiveCalibration> read_collective(const nlohmann::json& params,
+                                              const std::string& source,
+                                              const std::string& prefix) {
+  const JsonReader r(params, source, prefix);
+  CollectiveCalibration c;
+  for (auto [key, dst] : {std::pair{"latency_s", &c.latency_s},
+                          std::pair{"bus_bandwidth_bytes_per_s", &c.bus_bandwidth},
+                          std::pair{"half_size_bytes", &c.half_size_bytes},
+                          std::pair{"shape_exponent", &c.shape_exponent}}) {
+    auto v = r.number(key, kLo, kHi);
+    if (!v) return v.error();
+    *dst = *v;
+  }
+  return c;
+}
+
+}  // namespace
+
+std::filesystem::path calibration_path(const std::string& device) {
+  return resource_dir() / "devices" / "calibration" / (device + ".json");
+}
+
+Result<Calibration> load_calibration_file(const std::filesystem::path& path) {
+  auto j = load_json_file(path);
+  if (!j) return j.error();
+  const std::string source = path.string();
+  if (!j->is_object()) return Error{source + ": expected a JSON object of calibrated parameters"};
+  const JsonReader top(*j, source);
+  Calibration c;
+  c.file = source;
+  auto device = top.string("device");
+  if (!device) return device.error();
+  c.device = *device;
+  auto system = top.string_or("system", "");
+  if (!system) return system.error();
+  c.system = *system;
+  if (const nlohmann::json* p = object_at(*j, "provenance")) {
+    const JsonReader r(*p, source, "provenance.");
+    auto package = r.string_or("package", "");
+    auto framework = r.string_or("framework", "");
+    auto version = r.string_or("version", "");
+    if (!package) return package.error();
+    if (!framework) return framework.error();
+    if (!version) return version.error();
+    c.provenance = *package;
+    if (!framework->empty()) c.provenance += ", " + *framework + " " + *version;
+  }
+  const nlohmann::json* figures = object_at(*j, "device_figures");
+  if (figures == nullptr) {
+    return Error{source +
+                 ": key 'device_figures': expected the device figures the parameters were "
+                 "fitted against (peak_bf16_flops, peak_fp8_flops, hbm_bandwidth_bytes_per_s)"};
+  }
+  {
+    const JsonReader r(*figures, source, "device_figures.");
+    for (auto [key, dst] : {std::pair{"peak_bf16_flops", &c.peak_bf16_flops},
+                            std::pair{"peak_fp8_flops", &c.peak_fp8_flops},
+                            std::pair{"hbm_bandwidth_bytes_per_s", &c.hbm_bandwidth}}) {
+      auto v = r.number(key, 1.0, kHi);
+      if (!v) return v.error();
+      *dst = *v;
+    }
+  }
+  MOEPLAN_TRY_STATUS(read_dtype_section(
+      *j, source, "gemm", c.gemm, [](const JsonReader& r) -> Result<GemmCalibration> {
+        GemmCalibration g;
+        auto e = read_efficiency(r);
+        if (!e) return e.error();
+        g.efficiency = *e;
+        for (auto [key, dst] :
+             {std::pair{"hbm_efficiency", &g.hbm_efficiency}, std::pair{"fixed_s", &g.fixed_s},
+              std::pair{"blend_exponent", &g.blend_exponent}}) {
+          auto v = r.number(key, kLo, kHi);
+          if (!v) return v.error();
+          *dst = *v;
+        }
+        return g;
+      }));
+  MOEPLAN_TRY_STATUS(read_dtype_section(
+      *j, source, "moe_grouped_ffn", c.moe, [](const JsonReader& r) -> Result<MoeCalibration> {
+        MoeCalibration m;
+        auto e = read_efficiency(r);
+        if (!e) return e.error();
+        m.efficiency = *e;
+        for (auto [key, dst] :
+             {std::pair{"hbm_efficiency", &m.hbm_efficiency},
+              std::pair{"per_group_s", &m.per_group_s}, std::pair{"fixed_s", &m.fixed_s},
+              std::pair{"permute_factor", &m.permute_factor},
+              std::pair{"blend_exponent", &m.blend_exponent}}) {
+          auto v = r.number(key, kLo, kHi);
+          if (!v) return v.error();
+          *dst = *v;
+        }
+        return m;
+      }));
+  if (const nlohmann::json* nccl = object_at(*j, "collectives_nccl")) {
+    if (const nlohmann::json* ops = object_at(*nccl, "ops")) {
+      for (const auto& [name, body] : ops->items()) {
+        const std::string prefix = "collectives_nccl.ops." + name + ".";
+        const auto slash = name.find('/');
+        int g = 0;
+        if (slash != std::string::npos) {
+          try {
+            g = std::stoi(name.substr(slash + 1));
+          } catch (const std::exception&) {
+            g = 0;
+          }
+        }
+        if (slash == std::string::npos || g < 2 || g > 1024) {
+          return Error{source + ": key 'collectives_nccl.ops." + name +
+                       "': expected OP/GPUS such as all_reduce/8"};
+        }
+        const std::string op = name.substr(0, slash);
+        const nlohmann::json* params = object_at(body, "parameters");
+        if (params == nullptr) {
+          return Error{source + ": key '" + prefix + "parameters': expected an object"};
+        }
+        auto full = read_collective(*params, source, prefix + "parameters.");
+        if (!full) return full.error();
+        if (body.contains("sizes_bytes") && body["sizes_bytes"].is_array() &&
+            body["sizes_bytes"].size() == 2 && body["sizes_bytes"][0].is_number() &&
+            body["sizes_bytes"][1].is_number()) {
+          full->min_bytes = body["sizes_bytes"][0].get<double>();
+          full->max_bytes = body["sizes_bytes"][1].get<double>();
+        }
+        c.collectives[{op, g}] = *full;
+        if (const nlohmann::json* h = object_at(body, "held_out_fit_parameters")) {
+          auto held = read_collective(*h, source, prefix + "held_out_fit_parameters.");
+          if (!held) return held.error();
+          held->min_bytes = full->min_bytes;
+          held->max_bytes = full->max_bytes;
+          c.collectives_held_out[{op, g}] = *held;
+        }
+      }
+    }
+  }
+  return c;
+}
+
+Result<std::optional<Calibration>> load_calibration(const std::string& device) {
+  if (device.empty() || device.find('/') != std::string::npos ||
+      device.find(':') != std::string::npos) {
+    return std::optional<Calibration>();  // a derived or local device: nothing bundled
+  }
+  const auto path = calibration_path(device);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::optional<Calibration>();
+  auto c = load_calibration_file(path);
+  if (!c) return c.error();
+  if (c->device != device) {
+    return Error{path.string() + ": key 'device': '" + c->device + "', expected '" + device + "'"};
+  }
+  return std::optional<Calibration>(std::move(*c));
+}
+
+}  // namespace moeplan::planner

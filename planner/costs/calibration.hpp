@@ -1,0 +1,100 @@
+// The calibrated roofline's parameters for one device (resources/devices/calibration/NAME.json):
+// GEMM efficiency in (m, n, k), HBM efficiency, the fused MoE kernel's overheads and NCCL
+// collective curves, fitted by scripts/aiconfigurator/fit_calibration.py from measured GPU tables
+// (forms and provenance in docs/GPU_COSTS.md).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/result.hpp"
+
+namespace moeplan::planner {
+
+/// Fraction of peak FLOP/s a GEMM of m rows, n columns and depth k reaches:
+///   eff = max_efficiency · m/(m + rows_half) · n/(n + cols_half) · k/(k + depth_half).
+/// The factors are fitted together: read eff as a whole (max_efficiency alone may exceed 1).
+struct EfficiencyFit {
+  double max_efficiency = 0.0;
+  double rows_half = 0.0;
+  double cols_half = 0.0;
+  double depth_half = 0.0;
+  double operator()(double m, double n, double k) const;
+};
+
+/// Dense GEMM: t = fixed_s + ((2mnk / (peak·eff))^q + (bytes / (hbm·hbm_efficiency))^q)^(1/q).
+struct GemmCalibration {
+  EfficiencyFit efficiency;
+  double hbm_efficiency = 0.0;
+  double fixed_s = 0.0;
+  double blend_exponent = 1.0;  ///< q: the smooth maximum of compute and memory time
+};
+
+/// One EP rank's fused MoE kernel (docs/GPU_COSTS.md, "Calibrated roofline"):
+///   t = fixed_s + G(2·I/tp, H) + G(H, I/tp) + 3·P·(I/tp)·2 / (η·HBM)
+///       + permute_factor · 2·(P + N)·H·2 / (η·HBM)
+/// (N: the rows the kernel reads in and writes out: the tokens under all-gather dispatch, the
+/// routed rows under an all-to-all one)
+/// with G a grouped GEMM over the rank's non-empty groups: P = Σ m_g rows, A = Σ min(1, m_g)
+/// groups, m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k / (peak·eff), t_m = (A·n·k·w + P·(n+k)·a) /
+/// (η·HBM), G = (t_c^q + t_m^q)^(1/q) + A·per_group_s.
+struct MoeCalibration {
+  EfficiencyFit efficiency;
+  double hbm_efficiency = 0.0;  ///< η
+  double per_group_s = 0.0;
+  double fixed_s = 0.0;
+  double permute_factor = 0.0;
+  double blend_exponent = 1.0;
+};
+
+/// A collective of S bytes (nccl-tests' buffer size) over g GPUs inside one NVLink domain:
+///   t = latency_s + S·f / bus_bandwidth · (1 + (half_size_bytes / S)^shape_exponent)
+/// with f = busBw / algBw of the op (2(g−1)/g all-reduce, (g−1)/g the others).
+struct CollectiveCalibration {
+  double latency_s = 0.0;
+  double bus_bandwidth = 0.0;  ///< bytes/s
+  double half_size_bytes = 0.0;
+  double shape_exponent = 0.0;
+  double min_bytes = 0.0;  ///< the measured sizes the curve was fitted on
+  double max_bytes = 0.0;
+  double seconds(double bytes, double bus_factor) const;
+};
+
+/// nccl-tests' busBw / algBw for `op` ("all_reduce", "all_gather", ...) over g GPUs.
+double nccl_bus_factor(const std::string& op, int g);
+
+struct Calibration {
+  std::string device;      ///< moeplan device name ("h200")
+  std::string system;      ///< the measured system ("h200_sxm")
+  std::string file;        ///< the file it was read from
+  std::string provenance;  ///< "aiconfigurator-core 0.12.0, trtllm 1.3.0rc20"
+  /// The device figures the parameters are relative to (the calibrated roofline uses these).
+  double peak_bf16_flops = 0.0;
+  double peak_fp8_flops = 0.0;
+  double hbm_bandwidth = 0.0;
+  /// By table dtype: "bf16", "fp8", "fp8_block".
+  std::map<std::string, GemmCalibration> gemm;
+  std::map<std::string, MoeCalibration> moe;
+  /// By (op, GPUs): the curve fitted on every measured size, and the one fitted on every other
+  /// size only (the accuracy report judges it on the sizes it left out).
+  std::map<std::pair<std::string, int>, CollectiveCalibration> collectives;
+  std::map<std::pair<std::string, int>, CollectiveCalibration> collectives_held_out;
+
+  /// Peak FLOP/s for a table dtype (fp8 and fp8_block: the fp8 peak).
+  double peak_flops(const std::string& table_dtype) const;
+};
+
+/// Where a device's calibration lives: <resources>/devices/calibration/<device>.json.
+std::filesystem::path calibration_path(const std::string& device);
+
+/// Reads and validates a calibration file; errors name the file and the key.
+Result<Calibration> load_calibration_file(const std::filesystem::path& path);
+
+/// The bundled calibration of `device`, or nullopt when there is none (the plain roofline).
+Result<std::optional<Calibration>> load_calibration(const std::string& device);
+
+}  // namespace moeplan::planner

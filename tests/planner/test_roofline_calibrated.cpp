@@ -1,0 +1,273 @@
+// The calibrated roofline: the bundled calibrations load with their provenance, the C++ forms
+// give what scripts/aiconfigurator/fit_calibration.py computes, each answer says whether it is
+// calibrated, what the calibration lacks keeps the plain formula, and the cost model books the
+// fused MoE kernel once.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "models/registry.hpp"
+#include "planner/costs/calibration.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/costs/roofline_costs.hpp"
+
+namespace moeplan::planner {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::shared_ptr<const Calibration> calibration(const std::string& device) {
+  auto c = load_calibration(device);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  if (!c.ok() || !*c) return nullptr;
+  return std::make_shared<const Calibration>(std::move(**c));
+}
+
+Cluster cluster(const std::string& name) {
+  auto c = load_cluster(name);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  return *c;
+}
+
+MoeFusedQuery fused(double tokens, double hidden, double inter, int top_k, int experts, int tp,
+                    int ep, DType dtype = DType::kBf16, const std::string& format = "") {
+  MoeFusedQuery q;
+  q.tokens = tokens;
+  q.hidden = hidden;
+  q.inter = inter;
+  q.top_k = top_k;
+  q.num_experts = experts;
+  q.tp_size = tp;
+  q.ep_size = ep;
+  q.dtype = dtype;
+  q.format = format;
+  return q.balanced();
+}
+
+TEST(Calibration, BundledDevicesLoadWithProvenance) {
+  for (const char* device : {"h100", "h200", "b200_sxm"}) {
+    const auto c = calibration(device);
+    ASSERT_NE(c, nullptr) << device;
+    EXPECT_EQ(c->device, device);
+    EXPECT_EQ(c->provenance, "aiconfigurator-core 0.12.0, trtllm 1.3.0rc20");
+    for (const char* dt : {"bf16", "fp8", "fp8_block"}) {
+      EXPECT_EQ(c->moe.count(dt), 1U) << device << " " << dt;
+      EXPECT_EQ(c->gemm.count(dt), 1U) << device << " " << dt;
+    }
+    for (const char* op : {"all_reduce", "all_gather", "all_to_all"}) {
+      for (const int g : {2, 4, 8}) {
+        EXPECT_EQ(c->collectives.count({op, g}), 1U) << device << " " << op << "/" << g;
+        EXPECT_EQ(c->collectives_held_out.count({op, g}), 1U);
+      }
+    }
+  }
+  // The GB200 NVL72 GPU has no fit (b200_sxm is the HGX B200); local devices never have one.
+  EXPECT_EQ(calibration("b200"), nullptr);
+  auto local = load_calibration("cpu:AMD EPYC/ranks=2");
+  ASSERT_TRUE(local.ok());
+  EXPECT_FALSE(local->has_value());
+}
+
+TEST(Calibration, FormsMatchTheFitScript) {
+  // Reference values: fit_calibration.py's calibrated_moe / calibrated_gemm / calibrated_coll
+  // with the parameters of resources/devices/calibration/h200.json.
+  const auto cal = calibration("h200");
+  ASSERT_NE(cal, nullptr);
+  const Cluster c = cluster("1x-hgx-h200");
+  const RooflineCosts rc(c, cal);
+  auto near = [](double got, double want) { EXPECT_NEAR(got / want, 1.0, 1e-9) << got; };
+  near(rc.moe_fused(fused(512, 2048, 768, 8, 128, 1, 8))->seconds, 7.184689496413164e-05);
+  near(rc.moe_fused(fused(4096, 7168, 2048, 8, 256, 2, 4, DType::kFp8, "fp8_block"))->seconds,
+       0.0010555977657667297);
+  near(rc.moe_fused(fused(8, 4096, 14336, 2, 8, 8, 1))->seconds, 0.00011136987352038161);
+  near(rc.gemm({64, 4096, 7168, DType::kBf16})->seconds, 1.935271647976341e-05);
+  near(rc.collective(
+             {CollectiveOp::kAllReduce, {{0, 1, 2, 3, 4, 5, 6, 7}}, 1048576, {}, DType::kBf16})
+           ->seconds,
+       2.8378414250679137e-05);
+}
+
+TEST(Calibration, AnswersSayWhetherTheyAreCalibrated) {
+  const auto cal = calibration("h200");
+  ASSERT_NE(cal, nullptr);
+  const Cluster two = cluster("2x-hgx-h200");
+  const RooflineCosts plain(two);
+  const RooflineCosts rc(two, cal);
+  EXPECT_EQ(plain.name(), "roofline");
+  EXPECT_EQ(rc.name(), "roofline-calibrated (aiconfigurator-core 0.12.0, trtllm 1.3.0rc20)");
+  EXPECT_EQ(rc.gemm({64, 4096, 7168, DType::kBf16})->source, kSourceCalibrated);
+  EXPECT_EQ(plain.gemm({64, 4096, 7168, DType::kBf16})->source, kSourceRoofline);
+  // fp16 and fp32 have no fit: the plain formula, said so.
+  const auto fp32 = rc.gemm({64, 4096, 7168, DType::kFp32});
+  EXPECT_EQ(fp32->source, kSourceRoofline);
+  EXPECT_DOUBLE_EQ(fp32->seconds, plain.gemm({64, 4096, 7168, DType::kFp32})->seconds);
+  EXPECT_EQ(rc.elementwise({"stage", 1e6, DType::kBf16})->source, kSourceCalibrated);
+  // Grouped GEMMs stay plain (calibrated only inside the fused kernel).
+  EXPECT_DOUBLE_EQ(rc.grouped_gemm({{4, 8}, 256, 2048, DType::kBf16})->seconds,
+                   plain.grouped_gemm({{4, 8}, 256, 2048, DType::kBf16})->seconds);
+  EXPECT_TRUE(rc.has_fused_moe("bf16"));
+  EXPECT_FALSE(rc.has_fused_moe("fp16"));
+  EXPECT_FALSE(plain.has_fused_moe("bf16"));
+
+  // Inside one node: the NCCL curve; across the two nodes: routed over the graph, as before.
+  const CollectiveQuery inside{CollectiveOp::kAllToAll, {{0, 1, 2, 3}}, 1 << 20, {}, DType::kBf16};
+  const CollectiveQuery across{CollectiveOp::kAllToAll, {{6, 7, 8, 9}}, 1 << 20, {}, DType::kBf16};
+  EXPECT_EQ(rc.collective(inside)->source, kSourceCalibrated);
+  EXPECT_EQ(rc.collective(across)->source, kSourceRoofline);
+  EXPECT_DOUBLE_EQ(rc.collective(across)->seconds, plain.collective(across)->seconds);
+  // 16 GPUs: no NCCL table of that size.
+  CollectiveQuery sixteen{CollectiveOp::kAllReduce, {{}}, 1 << 20, {}, DType::kBf16};
+  for (int g = 0; g < 16; ++g) sixteen.groups[0].push_back(g);
+  EXPECT_EQ(rc.collective(sixteen)->source, kSourceRoofline);
+  // An -v collective with an even matrix is the even curve (the routed ratio is 1).
+  CollectiveQuery v = inside;
+  v.op = CollectiveOp::kAllToAllV;
+  v.matrix.assign(4, std::vector<double>(4, (1 << 20) / 4.0));
+  EXPECT_NEAR(rc.collective(v)->seconds, rc.collective(inside)->seconds, 1e-15);
+  EXPECT_EQ(rc.collective(v)->source, kSourceCalibrated);
+  // Trivial answers.
+  EXPECT_EQ(rc.gemm({0, 4096, 7168, DType::kBf16})->seconds, 0.0);
+  EXPECT_EQ(rc.collective({CollectiveOp::kAllReduce, {{3}}, 1 << 20, {}, DType::kBf16})->seconds,
+            0.0);
+}
+
+TEST(Calibration, FusedFormFollowsTheRowsOfTheRank) {
+  const auto cal = calibration("h200");
+  const Cluster c = cluster("1x-hgx-h200");
+  const RooflineCosts rc(c, cal);
+  MoeFusedQuery q = fused(4096, 2048, 768, 8, 128, 1, 8);
+  const double balanced = rc.moe_fused(q)->seconds;
+  // The same pairs on half the slots: fewer, fuller groups read half the weights.
+  MoeFusedQuery half = q;
+  for (std::size_t i = 0; i < half.rows.size(); ++i) half.rows[i] = i % 2 == 0 ? 2 * q.rows[i] : 0;
+  EXPECT_LT(rc.moe_fused(half)->seconds, balanced);
+  // Twice the rows per slot cost more.
+  MoeFusedQuery twice = q;
+  for (double& r : twice.rows) r *= 2;
+  EXPECT_GT(rc.moe_fused(twice)->seconds, balanced);
+  MoeFusedQuery negative = q;
+  negative.tokens = -1;
+  EXPECT_FALSE(rc.moe_fused(negative).ok());
+  // Fewer rows through the kernel (an all-to-all dispatch's own rows) cost less.
+  MoeFusedQuery own = q;
+  own.rows_in = 512;
+  EXPECT_LT(rc.moe_fused(own)->seconds, balanced);
+  // Without a fit for the dtype: the plain parts the cost model books without one.
+  const RooflineCosts plain(c);
+  const auto p = plain.moe_fused(q);
+  EXPECT_EQ(p->source, kSourceRoofline);
+  const double pairs = 4096 * 8 / 8.0;
+  const double want = plain.grouped_gemm({q.rows, 2 * 768, 2048, DType::kBf16})->seconds +
+                      plain.elementwise({"silu_mul", 3 * pairs * 768 * 2, DType::kBf16})->seconds +
+                      plain.grouped_gemm({q.rows, 2048, 768, DType::kBf16})->seconds +
+                      plain.elementwise({"permute", 2 * pairs * 2048 * 2, DType::kBf16})->seconds;
+  EXPECT_NEAR(p->seconds, want, 1e-15);
+}
+
+/// Forwards to a source and counts what the cost model asks.
+class Recorder final : public CostSource {
+ public:
+  explicit Recorder(const CostSource& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  Result<CostEstimate> gemm(const GemmQuery& q) const override { return inner_.gemm(q); }
+  Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const override {
+    ++grouped;
+    return inner_.grouped_gemm(q);
+  }
+  Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override {
+    ++ops[q.op];
+    return inner_.elementwise(q);
+  }
+  Result<CostEstimate> collective(const CollectiveQuery& q) const override {
+    return inner_.collective(q);
+  }
+  bool has_fused_moe(const std::string& dt) const override { return inner_.has_fused_moe(dt); }
+  Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override {
+    ++fused_calls;
+    last = q;
+    return inner_.moe_fused(q);
+  }
+  mutable std::map<std::string, int> ops;
+  mutable int grouped = 0;
+  mutable int fused_calls = 0;
+  mutable MoeFusedQuery last;
+
+ private:
+  const CostSource& inner_;
+};
+
+TEST(Calibration, CostModelBooksTheFusedKernelOnce) {
+  auto model = models::load_model("qwen3-30b-a3b");
+  ASSERT_TRUE(model.ok());
+  const Cluster c = cluster("1x-hgx-h200");
+  const auto load = ExpertLoad::uniform(model->num_moe_layers(), model->num_experts);
+  for (const Dispatcher disp :
+       {Dispatcher::kA2av, Dispatcher::kAllGather, Dispatcher::kPaddedA2a}) {
+    const Layout layout = Layout::of(4, 2, RankMapping::kTpInnermost, disp);
+    const RooflineCosts plain(c);
+    const RooflineCosts calibrated(c, calibration("h200"));
+    const Recorder p(plain), k(calibrated);
+    auto lp = cost_layout({*model, c, p, {Phase::kPrefill, 512}, load, nullptr}, layout);
+    auto lk = cost_layout({*model, c, k, {Phase::kPrefill, 512}, load, nullptr}, layout);
+    ASSERT_TRUE(lp.ok()) << lp.error().message;
+    ASSERT_TRUE(lk.ok()) << lk.error().message;
+    // Plain: grouped GEMMs, SiLU, the dispatch permute and the combine's weighted sum.
+    EXPECT_EQ(p.fused_calls, 0);
+    EXPECT_GT(p.grouped, 0);
+    EXPECT_GT(p.ops["permute"], 0);
+    EXPECT_GT(p.ops["combine_sum"], 0);
+    EXPECT_EQ(lp->per_layer.experts.source, kSourceRoofline);
+    // Calibrated: one fused answer per EP rank for the experts and the permute of their rows;
+    // the weighted sum where each token lives stays in combine.
+    EXPECT_EQ(k.fused_calls, 4);
+    EXPECT_EQ(k.grouped, 0);
+    EXPECT_EQ(k.ops["permute"], 0);
+    EXPECT_EQ(k.ops["combine_sum"], p.ops["combine_sum"]);
+    EXPECT_EQ(k.ops["silu_mul"], 0);
+    // All-gather hands the kernel every token; an all-to-all only the rank's rows.
+    if (disp == Dispatcher::kAllGather) {
+      EXPECT_EQ(k.last.rows_in, 0.0);
+    } else {
+      double rows = 0.0;
+      for (const double r : k.last.rows) rows += r;
+      EXPECT_DOUBLE_EQ(k.last.rows_in, rows);
+    }
+    EXPECT_EQ(lk->per_layer.experts.source, kSourceCalibrated);
+    // The query: every EP rank's tokens (ep · tp · tokens per GPU) and the rank's slot rows.
+    EXPECT_DOUBLE_EQ(k.last.tokens, 4 * 2 * 512.0);
+    EXPECT_EQ(k.last.tp_size, 2);
+    EXPECT_EQ(k.last.ep_size, 4);
+    EXPECT_EQ(k.last.rows.size(), 32U);
+    if (disp != Dispatcher::kPaddedA2a) {
+      EXPECT_DOUBLE_EQ(k.last.rows[0], 4 * 2 * 512.0 * 8 / 128);
+    }
+  }
+}
+
+TEST(Calibration, BadFileIsOneErrorNamingFileAndKey) {
+  const fs::path dir = fs::temp_directory_path() / "moeplan_calibration_test";
+  fs::create_directories(dir);
+  const fs::path p = dir / "x.json";
+  std::ofstream(p) << R"({"device": "x", "moe_grouped_ffn": {}})";
+  auto r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find(p.string()), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("device_figures"), std::string::npos) << r.error().message;
+  std::ofstream(p) << R"({"device": "x", "device_figures": {"peak_bf16_flops": 1e15,
+      "peak_fp8_flops": 2e15, "hbm_bandwidth_bytes_per_s": 4e12},
+      "moe_grouped_ffn": {"bf16": {"parameters": {"gemm_max_efficiency": "high"}}}})";
+  r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("moe_grouped_ffn.bf16.parameters.gemm_max_efficiency"),
+            std::string::npos)
+      << r.error().message;
+  std::ofstream(p) << "{";
+  EXPECT_FALSE(load_calibration_file(p).ok());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace moeplan::planner

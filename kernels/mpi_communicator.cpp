@@ -145,6 +145,18 @@ std::unique_ptr<Communicator> mpi_world() {
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
 }
 
+int mpi_shared_memory_domain() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm shared = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared),
+        "MPI_Comm_split_type");
+  int leader = rank;  // the world rank of the first rank of this shared-memory domain
+  check(MPI_Bcast(&leader, 1, MPI_INT, 0, shared), "MPI_Bcast");
+  MPI_Comm_free(&shared);
+  return leader;
+}
+
 void abort_world(int code) {
   int initialized = 0;
   int finalized = 0;
@@ -157,6 +169,7 @@ void abort_world(int code) {
 
 bool mpi_available() { return false; }
 std::unique_ptr<Communicator> mpi_world() { return nullptr; }
+int mpi_shared_memory_domain() { return 0; }
 void abort_world(int) {}
 
 #endif

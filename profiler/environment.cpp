@@ -1,8 +1,6 @@
 // Measurement environment.
 #include "profiler/environment.hpp"
 
-#include <unistd.h>
-
 #include <fstream>
 #include <string>
 #include <thread>
@@ -40,8 +38,8 @@ std::string compiler_text() {
 
 Environment current_environment() {
   Environment e;
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) e.host = host;
+  e.host = kernels::host_name();
+  e.node = kernels::node_name();
   e.cpu_model = read_cpu_model();
   e.num_cpus = static_cast<int>(std::thread::hardware_concurrency());
   e.compiler = compiler_text();

@@ -8,6 +8,7 @@ namespace moeplan::profiler {
 
 struct Environment {
   std::string host;
+  std::string node;  ///< Slurm's node name (SLURMD_NODENAME), else the host
   std::string cpu_model;
   int num_cpus = 0;
   std::string compiler;

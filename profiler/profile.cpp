@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <map>
 #include <new>
+#include <set>
 
 #include "kernels/fault_inject.hpp"
+#include "kernels/rank_watchdog.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
 #include "planner/costs/cost_db.hpp"
@@ -37,11 +39,12 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
         " " + o.backend + ": this build profiles the cpu backend; expected {backend} cpu");
   }
   if (o.out.empty()) return input_error("out", ": expected the path of the cost database to write");
-  if (!o.cluster.empty() && o.cluster != "local:" + std::to_string(world_size)) {
+  const auto local = planner::parse_local_cluster(o.cluster);
+  if (!o.cluster.empty() && !(local && *local && (*local)->num_ranks() == world_size)) {
     return input_error(
         "cluster", " " + o.cluster + ": a CPU profile measures this machine with its " +
-                       std::to_string(world_size) +
-                       " ranks; expected local:" + std::to_string(world_size) + " or no {cluster}");
+                       std::to_string(world_size) + " ranks; expected local:" +
+                       std::to_string(world_size) + " (or local:KxM of as many) or no {cluster}");
   }
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
     return input_error("max_seconds", ": expected a time per point in (0, 600] s");
@@ -115,8 +118,15 @@ Status check_profile_output(const ProfileRequest& req) {
   return Status::Ok();
 }
 
-std::string cpu_device_name(const Environment& env, int world_size) {
-  return "cpu:" + env.cpu_model + "/ranks=" + std::to_string(world_size);
+std::string cpu_device_name(const Environment& env, int world_size, int num_nodes) {
+  return "cpu:" + env.cpu_model + "/ranks=" + std::to_string(world_size) +
+         (num_nodes > 1 ? "/nodes=" + std::to_string(num_nodes) : "");
+}
+
+int count_nodes(const std::vector<planner::RunRank>& places) {
+  std::set<int> domains;
+  for (const auto& p : places) domains.insert(p.shm_domain);
+  return std::max(1, static_cast<int>(domains.size()));
 }
 
 Result<ProfileSummary> run_profile(
@@ -133,8 +143,13 @@ Result<ProfileSummary> run_profile(
   if (!made) return made.error();
   const std::unique_ptr<kernels::Backend> backend = std::move(*made);
   const Environment env = current_environment();
+  std::vector<planner::RunRank> places = req.places;
+  if (places.empty()) {
+    for (int r = 0; r < world.size(); ++r) places.push_back({r, env.host, env.node, 0});
+  }
+  const int num_nodes = count_nodes(places);
   ProfileSummary sum;
-  sum.device = cpu_device_name(env, world.size());
+  sum.device = cpu_device_name(env, world.size(), num_nodes);
   sum.total = static_cast<int>(points->size());
 
   std::unique_ptr<planner::CostDb> db;
@@ -156,7 +171,13 @@ Result<ProfileSummary> run_profile(
       run.moeplan_version = env.moeplan_version;
       run.world_size = world.size();
       run.command = req.command;
-      auto id = db->add_run(run);
+      run.nodes = num_nodes;
+      run.ranks = places;
+      // The watchdog ends a lost job only between commits (kernels/rank_watchdog.hpp).
+      auto id = [&] {
+        kernels::CommitLock lock;
+        return db->add_run(run);
+      }();
       if (id) {
         run_id = *id;
       } else {
@@ -263,7 +284,12 @@ Result<ProfileSummary> run_profile(
       p.disposition = m.disposition;
       p.detail = point.kernel.empty() ? m.detail : point.kernel + "; " + m.detail;
       p.measured_at = utc_now();
-      auto added = db->add_point(p);
+      auto added = [&] {
+        kernels::CommitLock lock;
+        auto a = db->add_point(p);
+        if (a) lock.committed();
+        return a;
+      }();
       if (!added) {
         db_error = Error{added.error().message + " (the " + std::to_string(done) +
                          " points completed before are kept; {resume} continues)"};

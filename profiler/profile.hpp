@@ -21,6 +21,9 @@ struct ProfileRequest {
   std::string out_path;
   bool resume = false;  ///< skip points the database already holds
   std::string command;  ///< recorded with the run
+  /// Where each rank runs (kernels::JobWorld::places under a launcher); empty: every rank on
+  /// this host, in one shared-memory domain (in-process ranks).
+  std::vector<planner::RunRank> places;
 };
 
 /// A profile's settings as `moeplan profile` takes them (and moeplan-gui's profiling view):
@@ -60,8 +63,13 @@ struct ProfileSummary {
 };
 
 /// Device name of a CPU profile: "cpu:<CPU model>/ranks=<N>" (ranks share the host's cores, so
-/// a profile is of the machine as run with N ranks).
-std::string cpu_device_name(const Environment& env, int world_size);
+/// a profile is of the machine as run with N ranks), and "/nodes=<K>" after it when the ranks
+/// span K > 1 nodes (shared-memory domains): its collectives crossed the network, so its points
+/// are not those of one node.
+std::string cpu_device_name(const Environment& env, int world_size, int num_nodes = 1);
+
+/// The number of shared-memory domains (nodes) of `places`; 1 when empty.
+int count_nodes(const std::vector<planner::RunRank>& places);
 
 /// Runs collectively on `world` (every rank calls it; rank 0 writes the database). `progress`
 /// runs on rank 0 after each point; `stop` is polled on every rank between points and any

@@ -31,7 +31,10 @@ packages=(
   # tests and benchmarks (MOEPLAN_BUILD_TESTS, MOEPLAN_BUILD_BENCHMARKS)
   libgtest-dev libgmock-dev libbenchmark-dev
   # run by the tests and scripts: sqlite3 checks cost databases, python3 the helper scripts
-  sqlite3 python3 ca-certificates)
+  sqlite3 python3 ca-certificates
+  # the Slurm smoke test (tests/slurm/run.sh, CTest label slurm): a local Slurm of two emulated
+  # nodes (scripts/slurm-local.sh); beyond the packages above they add 11 packages, 3.7 MB
+  slurm-wlm munge)
 [ "$gpu_tables" -eq 0 ] || packages+=(python3-venv)
 missing=()
 for p in "${packages[@]}"; do

@@ -323,6 +323,15 @@ int run_plan(const PlanOptions& o) {
       }
     }
   }
+  if (!setup->profile_note.empty()) {
+    // What the local cluster's profile measured (one node or several, collectives within or
+    // across nodes).
+    if (o.json) {
+      j["cost_source_profile"] = setup->profile_note;
+    } else {
+      text += setup->profile_note + "\n";
+    }
+  }
   if (o.json) text = j.dump(2) + "\n";
   return emit_text(text, o.output);
 }

@@ -1,7 +1,5 @@
 // `moeplan profile`: measure the kernels and collectives a model's layouts need on this machine
 // (threads, or real processes under mpirun/srun) and write them to a cost database.
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -10,6 +8,7 @@
 #include "app/cli/cli_common.hpp"
 #include "app/cli/progress.hpp"
 #include "kernels/job_world.hpp"
+#include "kernels/rank_watchdog.hpp"
 #include "models/registry.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
@@ -17,12 +16,6 @@
 namespace moeplan::cli {
 
 namespace {
-
-// Set by SIGINT/SIGTERM, read by every in-process rank's thread: a lock-free atomic (safe in a
-// signal handler, and no data race with the threads, which volatile sig_atomic_t would be).
-std::atomic<bool> g_stop{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
 struct ProfileOptions : profiler::ProfileOptions {
   ProfileOptions() { model = models::kDefaultModel; }
@@ -41,12 +34,20 @@ int report(const profiler::ProfileSummary& s, const std::string& out) {
 }
 
 int run_profile_command(const ProfileOptions& o) {
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  const auto stop = [] { return g_stop.load(); };
+  // SIGINT/SIGTERM stop the sweep between points on every rank (exit 130, every completed point
+  // kept); under a launcher a rank still blocked 2 s later is ended by the rank watchdog.
+  kernels::install_stop_handler();
+  const auto stop = [] { return kernels::stop_requested(); };
   auto world = kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
   if (!world) return report_error(world.error());
+  world->allow_graceful_stop(2.0);
   auto req = profiler::make_profile_request(o, world->size());
+  if (req && world->launched()) {
+    for (int r = 0; r < world->size(); ++r) {
+      const auto& p = world->places()[static_cast<std::size_t>(r)];
+      req->places.push_back({r, p.host, p.node, p.shm_domain});
+    }
+  }
   Status ok = req ? (world->is_root() ? profiler::check_profile_output(*req) : Status::Ok())
                   : Status(req.error());
   if (!world->agree(ok, report_and_flush)) return kExitBadInput;

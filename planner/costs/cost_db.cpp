@@ -3,14 +3,19 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
+#include <map>
+#include <set>
 
 namespace moeplan::planner {
 
 namespace {
 
 // Version 1: runs and points. Version 2: each point's provenance (profiled here, or imported from
-// a published table). Later versions append a migration here; never edit one.
+// a published table). Version 3: where the ranks of a run ran. Later versions append a migration
+// here; never edit one.
 const char* const kMigrations[] = {
     R"sql(
 CREATE TABLE runs(
@@ -31,6 +36,16 @@ CREATE INDEX points_by_op ON points(op, dtype, group_size, m);
 )sql",
     R"sql(
 ALTER TABLE points ADD COLUMN provenance TEXT NOT NULL DEFAULT '';
+)sql",
+    // Version 3: where the ranks of a run ran, so that a profile on several nodes (collectives
+    // over the network) is told from one on a single node. Runs of versions 1 and 2 keep nodes NULL
+    // and no run_ranks rows (not recorded).
+    R"sql(
+ALTER TABLE runs ADD COLUMN nodes INTEGER;
+CREATE TABLE run_ranks(
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  rank INTEGER NOT NULL, host TEXT NOT NULL, node TEXT NOT NULL, shm_domain INTEGER NOT NULL,
+  PRIMARY KEY(run_id, rank));
 )sql",
 };
 constexpr int kNumMigrations = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
@@ -102,6 +117,45 @@ Result<std::vector<CostPoint>> read_points(Stmt& s, bool with_detail, sqlite3* d
 }
 
 }  // namespace
+
+int count_domains(const std::vector<RunRank>& ranks) {
+  std::set<int> domains;
+  for (const auto& r : ranks) domains.insert(r.shm_domain);
+  return std::max(1, static_cast<int>(domains.size()));
+}
+
+std::string describe_ranks(const std::vector<RunRank>& ranks) {
+  // Domains in order of their first rank; each a list of rank ranges.
+  std::vector<std::pair<int, std::vector<int>>> domains;
+  std::map<int, std::string> names;
+  for (const auto& r : ranks) {
+    auto it = std::find_if(domains.begin(), domains.end(),
+                           [&](const auto& d) { return d.first == r.shm_domain; });
+    if (it == domains.end()) {
+      domains.push_back({r.shm_domain, {}});
+      it = std::prev(domains.end());
+      names[r.shm_domain] = r.node;
+    }
+    it->second.push_back(r.rank);
+  }
+  std::string out =
+      std::to_string(ranks.size()) + (ranks.size() == 1 ? " rank on " : " ranks on ") +
+      (domains.size() == 1 ? std::string("one node") : std::to_string(domains.size()) + " nodes") +
+      " (";
+  for (std::size_t d = 0; d < domains.size(); ++d) {
+    auto list = domains[d].second;
+    std::sort(list.begin(), list.end());
+    out += (d > 0 ? "; " : "") + names[domains[d].first] + ": ";
+    for (std::size_t i = 0; i < list.size();) {
+      std::size_t j = i;
+      while (j + 1 < list.size() && list[j + 1] == list[j] + 1) ++j;
+      out += (i > 0 ? "," : "") + std::to_string(list[i]) +
+             (j > i ? "-" + std::to_string(list[j]) : "");
+      i = j + 1;
+    }
+  }
+  return out + ")";
+}
 
 bool is_imported(const std::string& provenance) {
   return provenance.rfind(kProvenanceImported, 0) == 0;
@@ -213,19 +267,45 @@ Status CostDb::migrate(bool create) {
 }
 
 Result<std::int64_t> CostDb::add_run(const RunInfo& r) {
-  Stmt s(db_,
-         "INSERT INTO runs(started_at, host, cpu_model, device, backend, communicator, compiler, "
-         "cuda, nccl, mpi, moeplan_version, world_size, command) "
-         "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
-  const std::string fields[] = {r.started_at, r.host,         r.cpu_model,      r.device,
-                                r.backend,    r.communicator, r.compiler,       r.cuda,
-                                r.nccl,       r.mpi,          r.moeplan_version};
-  for (int i = 0; i < 11; ++i) s.text(i + 1, fields[i]);
-  s.integer(12, r.world_size);
-  s.text(13, r.command);
-  if (sqlite3_step(s.get()) != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
-  return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
+  MOEPLAN_TRY_STATUS(exec("BEGIN IMMEDIATE"));
+  auto fail = [this]() -> Result<std::int64_t> {
+    Error e{path_ + ": " + sqlite3_errmsg(db_)};
+    (void)exec("ROLLBACK");  // the original error is the one to report
+    return e;
+  };
+  std::int64_t id = 0;
+  {
+    Stmt s(db_,
+           "INSERT INTO runs(started_at, host, cpu_model, device, backend, communicator, "
+           "compiler, cuda, nccl, mpi, moeplan_version, world_size, command, nodes) "
+           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    if (!s.ok()) return fail();
+    const std::string fields[] = {r.started_at, r.host,         r.cpu_model,      r.device,
+                                  r.backend,    r.communicator, r.compiler,       r.cuda,
+                                  r.nccl,       r.mpi,          r.moeplan_version};
+    for (int i = 0; i < 11; ++i) s.text(i + 1, fields[i]);
+    s.integer(12, r.world_size);
+    s.text(13, r.command);
+    if (r.nodes > 0) {
+      s.integer(14, r.nodes);
+    } else {
+      sqlite3_bind_null(s.get(), 14);
+    }
+    if (sqlite3_step(s.get()) != SQLITE_DONE) return fail();
+    id = static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
+  }
+  for (const auto& k : r.ranks) {
+    Stmt s(db_, "INSERT INTO run_ranks(run_id, rank, host, node, shm_domain) VALUES(?,?,?,?,?)");
+    if (!s.ok()) return fail();
+    s.integer(1, id);
+    s.integer(2, k.rank);
+    s.text(3, k.host);
+    s.text(4, k.node);
+    s.integer(5, k.shm_domain);
+    if (sqlite3_step(s.get()) != SQLITE_DONE) return fail();
+  }
+  MOEPLAN_TRY_STATUS(exec("COMMIT"));
+  return id;
 }
 
 Result<bool> CostDb::add_point(const CostPoint& p) {
@@ -316,29 +396,50 @@ Result<std::vector<std::string>> CostDb::devices() const {
 }
 
 Result<std::vector<RunInfo>> CostDb::runs() const {
-  Stmt s(db_,
-         "SELECT id, started_at, host, cpu_model, device, backend, communicator, compiler, cuda, "
-         "nccl, mpi, moeplan_version, world_size, command FROM runs ORDER BY id");
-  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   std::vector<RunInfo> out;
-  while (sqlite3_step(s.get()) == SQLITE_ROW) {
-    RunInfo r;
-    r.id = sqlite3_column_int64(s.get(), 0);
-    r.started_at = s.col_text(1);
-    r.host = s.col_text(2);
-    r.cpu_model = s.col_text(3);
-    r.device = s.col_text(4);
-    r.backend = s.col_text(5);
-    r.communicator = s.col_text(6);
-    r.compiler = s.col_text(7);
-    r.cuda = s.col_text(8);
-    r.nccl = s.col_text(9);
-    r.mpi = s.col_text(10);
-    r.moeplan_version = s.col_text(11);
-    r.world_size = sqlite3_column_int(s.get(), 12);
-    r.command = s.col_text(13);
-    out.push_back(std::move(r));
+  {
+    Stmt s(db_,
+           "SELECT id, started_at, host, cpu_model, device, backend, communicator, compiler, "
+           "cuda, nccl, mpi, moeplan_version, world_size, command, nodes FROM runs ORDER BY id");
+    if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+    int rc = 0;
+    while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+      RunInfo r;
+      r.id = sqlite3_column_int64(s.get(), 0);
+      r.started_at = s.col_text(1);
+      r.host = s.col_text(2);
+      r.cpu_model = s.col_text(3);
+      r.device = s.col_text(4);
+      r.backend = s.col_text(5);
+      r.communicator = s.col_text(6);
+      r.compiler = s.col_text(7);
+      r.cuda = s.col_text(8);
+      r.nccl = s.col_text(9);
+      r.mpi = s.col_text(10);
+      r.moeplan_version = s.col_text(11);
+      r.world_size = sqlite3_column_int(s.get(), 12);
+      r.command = s.col_text(13);
+      r.nodes = sqlite3_column_int(s.get(), 14);  // NULL (not recorded) reads as 0
+      out.push_back(std::move(r));
+    }
+    if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   }
+  Stmt s(db_, "SELECT run_id, rank, host, node, shm_domain FROM run_ranks ORDER BY run_id, rank");
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  int rc = 0;
+  std::size_t i = 0;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+    const std::int64_t run_id = sqlite3_column_int64(s.get(), 0);
+    while (i < out.size() && out[i].id < run_id) ++i;
+    if (i == out.size() || out[i].id != run_id) continue;  // a rank of no run: ignored
+    RunRank k;
+    k.rank = sqlite3_column_int(s.get(), 1);
+    k.host = s.col_text(2);
+    k.node = s.col_text(3);
+    k.shm_domain = sqlite3_column_int(s.get(), 4);
+    out[i].ranks.push_back(std::move(k));
+  }
+  if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   return out;
 }
 

@@ -16,9 +16,10 @@ struct sqlite3;
 
 namespace moeplan::planner {
 
-/// The schema version this build writes and reads. Version 2 added `points.provenance`; older
-/// databases are migrated when opened and stay readable.
-inline constexpr int kCostDbSchemaVersion = 2;
+/// The schema version this build writes and reads. Version 2 added `points.provenance`, version
+/// 3 where the ranks of a run ran (`runs.nodes`, `run_ranks`); older databases are migrated when
+/// opened and stay readable.
+inline constexpr int kCostDbSchemaVersion = 3;
 
 /// `CostPoint::provenance` of points measured by `moeplan profile` (the default; also every point
 /// of a version-1 database).
@@ -34,6 +35,21 @@ bool is_imported(const std::string& provenance);
 /// How a measured point ended (CUTLASS's dispositions).
 enum class Disposition : std::uint8_t { kPassed, kIncorrect, kNotSupported };
 std::string disposition_name(Disposition d);
+
+/// Where one rank of a run ran.
+struct RunRank {
+  int rank = 0;
+  std::string host;    ///< host name
+  std::string node;    ///< Slurm's node name, else the host name
+  int shm_domain = 0;  ///< world rank of the first rank sharing memory with it (MPI's locality)
+};
+
+/// Shared-memory domains (nodes) among `ranks`; 1 when empty.
+int count_domains(const std::vector<RunRank>& ranks);
+
+/// "2 ranks on 2 nodes (nodeA: 0; nodeB: 1)" or "8 ranks on one node (vm: 0-7)": the ranks
+/// grouped by shared-memory domain, each named by its first rank's node.
+std::string describe_ranks(const std::vector<RunRank>& ranks);
 
 /// Where and with what a profile ran; every point refers to one run.
 struct RunInfo {
@@ -51,6 +67,10 @@ struct RunInfo {
   std::string moeplan_version;
   int world_size = 1;
   std::string command;
+  /// Shared-memory domains (nodes) the ranks spanned; 0 when not recorded (schema 1 runs).
+  int nodes = 0;
+  /// Where each rank ran, by rank; empty when not recorded (schema 1 runs).
+  std::vector<RunRank> ranks;
 };
 
 /// One measured point. `shape` is the canonical text of the op's shape ("m=64,n=2560,k=3584");
@@ -93,7 +113,7 @@ class CostDb {
   const std::string& path() const { return path_; }
   int schema_version() const { return version_; }
 
-  /// Records a run; returns its id.
+  /// Records a run and where its ranks ran (one transaction); returns its id.
   Result<std::int64_t> add_run(const RunInfo& run);
   /// Inserts one point in its own transaction; an existing identical key is kept (returns
   /// false then, true when inserted).

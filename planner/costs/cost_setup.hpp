@@ -22,14 +22,20 @@ struct CostSetup {
   std::unique_ptr<RooflineCosts> roofline;
   std::unique_ptr<CostDb> db;               ///< null without a cost database
   std::unique_ptr<MeasuredCosts> measured;  ///< null without a cost database
+  /// For a `local:` cluster: what its profile measured, e.g. "cpu:…/ranks=2/nodes=2: 2 ranks on
+  /// 2 nodes (nodeA: 0; nodeB: 1); collectives of 2 ranks crossed nodes". Empty otherwise.
+  std::string profile_note;
   /// The measured source when a cost database was given, else the roofline.
   const CostSource& costs() const {
     return measured ? static_cast<const CostSource&>(*measured) : *roofline;
   }
 };
 
-/// Loads the cluster (`local:N` needs `costs_path`) and, when `costs_path` is not empty, the cost
-/// database (it must exist; it is opened, never created). Errors name the option (--cluster,
+/// Loads the cluster (`local:N` and `local:KxM` need `costs_path`: the device is the profile of
+/// N = K·M ranks on one node, `…/ranks=N`, or on K nodes, `…/ranks=N/nodes=K`; local:N takes a
+/// profile of N ranks on several nodes when there is no one-node profile, and says so) and, when
+/// `costs_path` is not empty, the cost database (it must exist; it is opened, never created).
+/// Errors name the option (--cluster,
 /// --costs) and the file.
 Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string& costs_path,
                                   CostStatistic statistic = CostStatistic::kMedian);

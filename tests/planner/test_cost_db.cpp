@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <sqlite3.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -150,7 +152,7 @@ INSERT INTO points VALUES(1, 1, 'cpu:test', 'cpu', 'gemm', 'bf16', 'm=4,n=64,k=3
   }
   auto db = CostDb::open(path_, false);
   ASSERT_TRUE(db.ok()) << db.error().message;
-  EXPECT_EQ((*db)->schema_version(), 2);
+  EXPECT_EQ((*db)->schema_version(), kCostDbSchemaVersion);
   auto pts = (*db)->points();
   ASSERT_TRUE(pts.ok()) << pts.error().message;
   ASSERT_EQ(pts->size(), 1U);
@@ -196,6 +198,142 @@ TEST_F(CostDbTest, DirectoryIsRejected) {
   fs::remove_all(path_);
   ASSERT_FALSE(db.ok());
   EXPECT_NE(db.error().message.find("got a directory"), std::string::npos);
+}
+
+TEST_F(CostDbTest, RecordsNodesAndWhereEveryRankRan) {
+  auto db = CostDb::open(path_, true);
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  RunInfo run;
+  run.started_at = "2026-12-03T00:00:00Z";
+  run.device = "cpu:test/ranks=4/nodes=2";
+  run.backend = "cpu";
+  run.world_size = 4;
+  run.nodes = 2;
+  run.ranks = {
+      {0, "vm", "nodeA", 0}, {1, "vm", "nodeA", 0}, {2, "vm", "nodeB", 2}, {3, "vm", "nodeB", 2}};
+  auto id = (*db)->add_run(run);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  RunInfo one;
+  one.started_at = "2026-12-03T00:01:00Z";
+  one.device = "cpu:test/ranks=1";
+  one.backend = "cpu";
+  auto id1 = (*db)->add_run(one);  // nothing recorded about its ranks: nodes NULL
+  ASSERT_TRUE(id1.ok());
+  db->reset();
+  auto again = CostDb::open(path_, false);
+  ASSERT_TRUE(again.ok());
+  auto runs = (*again)->runs();
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  ASSERT_EQ(runs->size(), 2U);
+  const RunInfo& r = (*runs)[0];
+  EXPECT_EQ(r.id, *id);
+  EXPECT_EQ(r.nodes, 2);
+  ASSERT_EQ(r.ranks.size(), 4U);
+  EXPECT_EQ(r.ranks[2].rank, 2);
+  EXPECT_EQ(r.ranks[2].host, "vm");
+  EXPECT_EQ(r.ranks[2].node, "nodeB");
+  EXPECT_EQ(r.ranks[2].shm_domain, 2);
+  EXPECT_EQ(describe_ranks(r.ranks), "4 ranks on 2 nodes (nodeA: 0-1; nodeB: 2-3)");
+  EXPECT_EQ(count_domains(r.ranks), 2);
+  EXPECT_EQ((*runs)[1].nodes, 0);
+  EXPECT_TRUE((*runs)[1].ranks.empty());
+}
+
+TEST_F(CostDbTest, DescribesRanksByNode) {
+  EXPECT_EQ(describe_ranks({{0, "vm", "vm", 0}}), "1 rank on one node (vm: 0)");
+  EXPECT_EQ(describe_ranks({{0, "a", "a", 0},
+                            {1, "b", "b", 1},
+                            {2, "a", "a", 0},
+                            {3, "b", "b", 1},
+                            {4, "a", "a", 0}}),
+            "5 ranks on 2 nodes (a: 0,2,4; b: 1,3)");
+  EXPECT_EQ(count_domains({}), 1);
+}
+
+TEST_F(CostDbTest, AVersionOneDatabaseIsMigratedAndKeepsItsPoints) {
+  // A database as moeplan wrote it at schema 1 (the version 1 DDL, verbatim), migrated to the
+  // current version: its run reads as "ranks not recorded", new runs record them.
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+    const char* v1 = R"sql(
+CREATE TABLE moeplan_schema(version INTEGER NOT NULL);
+INSERT INTO moeplan_schema VALUES(1);
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  started_at TEXT NOT NULL, host TEXT, cpu_model TEXT, device TEXT NOT NULL,
+  backend TEXT NOT NULL, communicator TEXT, compiler TEXT, cuda TEXT, nccl TEXT, mpi TEXT,
+  moeplan_version TEXT, world_size INTEGER NOT NULL, command TEXT);
+CREATE TABLE points(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  device TEXT NOT NULL, backend TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL,
+  shape TEXT NOT NULL, m REAL NOT NULL, n REAL NOT NULL, k REAL NOT NULL,
+  group_size INTEGER NOT NULL, bytes REAL NOT NULL, flops REAL NOT NULL,
+  median_s REAL NOT NULL, p10_s REAL NOT NULL, p90_s REAL NOT NULL, repetitions INTEGER NOT NULL,
+  bus_bandwidth REAL NOT NULL, disposition TEXT NOT NULL, detail TEXT, measured_at TEXT NOT NULL,
+  UNIQUE(device, backend, op, dtype, shape, group_size));
+CREATE INDEX points_by_op ON points(op, dtype, group_size, m);
+INSERT INTO runs(started_at, host, device, backend, world_size, command)
+  VALUES('2026-12-01T00:00:00Z', 'vm', 'cpu:test/ranks=2', 'cpu', 2, 'moeplan profile');
+INSERT INTO points(run_id, device, backend, op, dtype, shape, m, n, k, group_size, bytes, flops,
+  median_s, p10_s, p90_s, repetitions, bus_bandwidth, disposition, detail, measured_at)
+  VALUES(1, 'cpu:test/ranks=2', 'cpu', 'gemm', 'bf16', 'm=4,n=64,k=32', 4, 64, 32, 1, 0, 16384,
+  4e-6, 3.6e-6, 4.4e-6, 9, 0, 'passed', '', '2026-12-01T00:00:01Z');
+)sql";
+    char* err = nullptr;
+    ASSERT_EQ(sqlite3_exec(raw, v1, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_close(raw);
+  }
+  // Opened read-only in intent (no create): migrated to the current version on open.
+  auto db = CostDb::open(path_, false);
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  EXPECT_EQ((*db)->schema_version(), kCostDbSchemaVersion);
+  auto runs = (*db)->runs();
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  ASSERT_EQ(runs->size(), 1U);
+  EXPECT_EQ((*runs)[0].host, "vm");
+  EXPECT_EQ((*runs)[0].world_size, 2);
+  EXPECT_EQ((*runs)[0].nodes, 0);  // not recorded
+  EXPECT_TRUE((*runs)[0].ranks.empty());
+  auto pts = (*db)->points();
+  ASSERT_TRUE(pts.ok());
+  ASSERT_EQ(pts->size(), 1U);
+  EXPECT_DOUBLE_EQ((*pts)[0].median_s, 4e-6);
+  // New runs of the migrated database record their ranks.
+  RunInfo run;
+  run.started_at = "2026-12-03T00:00:00Z";
+  run.device = "cpu:test/ranks=2/nodes=2";
+  run.backend = "cpu";
+  run.world_size = 2;
+  run.nodes = 2;
+  run.ranks = {{0, "vm", "nodeA", 0}, {1, "vm", "nodeB", 1}};
+  ASSERT_TRUE((*db)->add_run(run).ok());
+  EXPECT_TRUE(*(*db)->integrity_ok());
+  db->reset();
+  auto again = CostDb::open(path_, false);
+  ASSERT_TRUE(again.ok());
+  auto runs2 = (*again)->runs();
+  ASSERT_TRUE(runs2.ok());
+  ASSERT_EQ(runs2->size(), 2U);
+  EXPECT_EQ((*runs2)[1].nodes, 2);
+  EXPECT_EQ((*runs2)[1].ranks.size(), 2U);
+}
+
+TEST_F(CostDbTest, ANewerSchemaIsRefused) {
+  {
+    auto db = CostDb::open(path_, true);
+    ASSERT_TRUE(db.ok());
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+  const std::string bump =
+      "UPDATE moeplan_schema SET version = " + std::to_string(kCostDbSchemaVersion + 1);
+  ASSERT_EQ(sqlite3_exec(raw, bump.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  auto db = CostDb::open(path_, false);
+  ASSERT_FALSE(db.ok());
+  EXPECT_NE(db.error().message.find("upgrade moeplan"), std::string::npos);
 }
 
 }  // namespace

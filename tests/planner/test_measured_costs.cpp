@@ -153,7 +153,7 @@ TEST(MeasuredCosts, DerivedDeviceSpecIsThePeaksOfTheProfile) {
 TEST(LocalCluster, ParsesAndBuilds) {
   EXPECT_FALSE(parse_local_cluster("2x-hgx-h200").has_value());
   ASSERT_TRUE(parse_local_cluster("local:4").has_value());
-  EXPECT_EQ(**parse_local_cluster("local:4"), 4);
+  EXPECT_EQ((*parse_local_cluster("local:4"))->num_ranks(), 4);
   for (const char* bad : {"local:", "local:0", "local:x2", "local:99999", "local:-1"}) {
     const auto r = parse_local_cluster(bad);
     ASSERT_TRUE(r.has_value()) << bad;

@@ -8,7 +8,8 @@ A green `ctest` proves only that the tests it found passed. This checks what it 
     build defines (read from CTest's own test list);
   - every test CTest knows ran (none "not run" or disabled) and passed;
   - the suites that need a component ran: at least one test with each of the labels unit, gui
-    (QTest suites, offscreen), mpi (real processes under mpirun) and benchmark (smoke runs), and,
+    (QTest suites, offscreen), mpi (real processes under mpirun), benchmark (smoke runs), slurm
+    (a local two-node Slurm: srun, faults) and exports (each framework's own argument parser), and,
     where the CUDA backend was built (or --require-cuda), gpu (which skip visibly without a
     device). A test that skips saying why (GTEST_SKIP, matched by CTest's skip expression)
     counts as run; the counts of passed and skipped tests per label are printed.
@@ -21,7 +22,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 REQUIRED_BINARIES = ["moeplan", "moeplan-gui"]
-REQUIRED_LABELS = ["unit", "gui", "mpi", "benchmark"]
+REQUIRED_LABELS = ["unit", "gui", "mpi", "benchmark", "slurm", "exports"]
 
 
 def cache_value(build_dir, key):

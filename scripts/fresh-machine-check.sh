@@ -84,6 +84,13 @@ for m in proc sys dev dev/pts dev/shm; do
   esac
   mounts+=("$dir/$m")
 done
+# A booted machine has its control groups mounted (slurmd will not start without them) and an
+# /etc/hosts naming localhost and itself; debootstrap writes neither.
+mkdir -p "$dir/sys/fs/cgroup"
+mount --rbind /sys/fs/cgroup "$dir/sys/fs/cgroup"
+mount --make-rslave "$dir/sys/fs/cgroup"
+mounts+=("$dir/sys/fs/cgroup")
+[ -e "$dir/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n' "$(hostname)" >"$dir/etc/hosts"
 if [ "$cuda" = 1 ] && [ -d /usr/local/cuda ]; then
   mkdir -p "$dir/usr/local/cuda"
   mount --bind /usr/local/cuda "$dir/usr/local/cuda"

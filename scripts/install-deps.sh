@@ -30,12 +30,13 @@ packages=(
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
   # tests and benchmarks (MOEPLAN_BUILD_TESTS, MOEPLAN_BUILD_BENCHMARKS)
   libgtest-dev libgmock-dev libbenchmark-dev
-  # run by the tests and scripts: sqlite3 checks cost databases, python3 the helper scripts
-  sqlite3 python3 ca-certificates
+  # run by the tests and scripts: sqlite3 checks cost databases, python3 the helper scripts;
+  # the export check (tests/exports, CTest label exports) downloads the frameworks with pip,
+  # gives them virtual environments and reads TensorRT-LLM's YAML options with PyYAML
+  sqlite3 python3 python3-pip python3-venv python3-yaml ca-certificates
   # the Slurm smoke test (tests/slurm/run.sh, CTest label slurm): a local Slurm of two emulated
   # nodes (scripts/slurm-local.sh); beyond the packages above they add 11 packages, 3.7 MB
   slurm-wlm munge)
-[ "$gpu_tables" -eq 0 ] || packages+=(python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

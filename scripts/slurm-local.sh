@@ -47,6 +47,13 @@ MUNGE_SOCKET=$DIR/munge/munge.socket
 
 die() { echo "slurm-local: $*" >&2; exit 1; }
 log() { echo "slurm-local: $*" >&2; }
+# A daemon did not come up: say why (the first error in its log), stop what this start started.
+start_failed() {  # message, log file
+    local why; why=$(grep -i 'error' "$2" 2>/dev/null | head -n 1 || true)
+    log "$1 (see $2)${why:+: $why}"
+    stop
+    exit 1
+}
 
 # pid files of every daemon this script starts (munged first, slurmds last)
 pidfiles() {
@@ -148,12 +155,12 @@ start() {
     chmod 600 "$DIR/munge/munge.key"
     munged --force --socket="$MUNGE_SOCKET" --key-file="$DIR/munge/munge.key" \
         --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
-        --seed-file="$DIR/munge/munged.seed" || die "munged did not start (see $DIR/log/munged.log)"
-    slurmctld -c -f "$CONF" || die "slurmctld did not start (see $DIR/log/slurmctld.log)"
+        --seed-file="$DIR/munge/munged.seed" || start_failed "munged did not start" "$DIR/log/munged.log"
+    slurmctld -c -f "$CONF" || start_failed "slurmctld did not start" "$DIR/log/slurmctld.log"
     local n
     for n in "${NODES[@]}"; do
         SLURM_CONF=$DIR/etc/slurm.$n.conf slurmd -f "$DIR/etc/slurm.$n.conf" -N "$n" \
-            || die "slurmd -N $n did not start (see $DIR/log/slurmd.$n.log)"
+            || start_failed "slurmd -N $n did not start" "$DIR/log/slurmd.$n.log"
     done
     # wait until both nodes are idle (a few seconds: slurmd registers, ReturnToService=2)
     local t0=$SECONDS idle
@@ -162,7 +169,7 @@ start() {
         [[ $idle == "${#NODES[@]}" ]] && break
         if ((SECONDS - t0 > 30)); then
             SLURM_CONF=$CONF sinfo -N >&2 || true
-            die "nodes not idle after 30 s (logs in $DIR/log)"
+            start_failed "nodes not idle after 30 s" "$DIR/log/slurmctld.log"
         fi
         sleep 0.2
     done

@@ -60,8 +60,9 @@ RELEASES = [
     # the last release before --attn-dp-size: moeplan writes --enable-dp-attention --dp-size
     Release("sglang", "sglang", "0.5.21", (3, 11), "sglang", slim=False),
     Release("vllm", "vllm", "0.34.0", (3, 11), "vllm"),
-    # megatron/training/arguments.py ships in the wheel; the wheel is cp312 only.
-    Release("megatron", "megatron-core", "0.19.2", (3, 12), "megatron",
+    # megatron/training/arguments.py ships in the wheel; the wheel is tagged cp312, its source
+    # runs under 3.11 (checkers/check_megatron.py: python311_compat).
+    Release("megatron", "megatron-core", "0.19.2", (3, 11), "megatron",
             ("--python-version", "3.12", "--only-binary=:all:")),
     Release("paddle", "paddlenlp", "3.0.0b4", (3, 11), "paddle"),
     # 2.8.1 has no expert_parallel_degree: moeplan refuses EP layouts for it, the others must

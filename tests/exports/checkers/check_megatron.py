@@ -1,5 +1,5 @@
 """Megatron-Core: megatron_args.sh against megatron/training/arguments.py (shipped in the
-megatron-core wheel; Python >= 3.12).
+megatron-core wheel, a cp312 wheel).
 
 argv: the file sourced by bash, "${MOEPLAN_PARALLEL_ARGS[@]}", plus the model's size arguments
 from its config.json (what a training script passes anyway) and WORLD_SIZE = the layout's GPUs.
@@ -42,7 +42,21 @@ def model_args(cfg: dict, seq: int) -> list[str]:
     return a
 
 
+def python311_compat():
+    """The wheel is built for Python 3.12, Debian 12 ships 3.11. Its source compiles under 3.11
+    (every .py file of 0.19.2 was checked); the one 3.12 name it imports on the arguments path is
+    typing.override (PEP 698), a decorator that returns its function unchanged, which
+    typing_extensions provides for older Pythons. Nothing of Megatron's is replaced."""
+    import typing
+
+    if not hasattr(typing, "override"):
+        import typing_extensions
+
+        typing.override = typing_extensions.override
+
+
 def body(case, res):
+    python311_compat()
     finders = stubs.install(ALWAYS, FALLBACK, {"torch.npu"}, stubs.CUDA_H200)
     sys.path.insert(0, case["src"])
     exported = common.bash_array(case["script"], "MOEPLAN_PARALLEL_ARGS")

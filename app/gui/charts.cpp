@@ -113,9 +113,10 @@ void BreakdownChart::rebuild() {
   shownRows_ = rowsThatFit();
   const int n = view_ == nullptr ? 0 : std::min(view_->rowCount(), shownRows_);
   const planner::Plan* plan = source_ == nullptr ? nullptr : source_->plan();
-  c->setTitle(tr("Time per MoE layer, ms (%1) — first %2 rows of the table")
-                  .arg(plan != nullptr ? QString::fromStdString(plan->cost_source) : tr("no plan"))
-                  .arg(n));
+  // The cost source goes under the x axis, where a long name has the chart's width.
+  const QString source =
+      plan != nullptr ? QString::fromStdString(plan->cost_source) : tr("no plan");
+  c->setTitle(tr("Time per MoE layer — first %1 rows of the table").arg(n));
   if (n == 0) return;
   auto* series = new QHorizontalStackedBarSeries();
   const int cols[] = {PlanTableModel::kRouter,  PlanTableModel::kDispatch, PlanTableModel::kExperts,
@@ -147,7 +148,7 @@ void BreakdownChart::rebuild() {
   y->setTruncateLabels(false);
   y->setLabelsFont(labelFont());
   auto* x = new QValueAxis();
-  x->setTitleText(tr("ms per MoE layer"));
+  x->setTitleText(tr("ms per MoE layer (%1)").arg(source));
   x->setRange(0.0, maxTotal > 0.0 ? maxTotal * 1.05 : 1.0);
   x->applyNiceNumbers();
   x->setLabelFormat(QStringLiteral("%.1f"));
@@ -212,7 +213,8 @@ void MemoryChart::rebuild() {
   QFont small = x->labelsFont();
   small.setPointSizeF(small.pointSizeF() * 0.8);
   x->setLabelsFont(small);
-  if (n > 4) x->setLabelsAngle(-50);
+  // Upright labels stay within their bar's band (slanted ones at the ends are dropped).
+  if (n > 4) x->setLabelsAngle(-90);
   auto* y = new QValueAxis();
   y->setTitleText(tr("GiB/GPU"));
   y->setRange(0.0, top * 1.08);

@@ -560,6 +560,14 @@ TEST(GuiLowItems, SavesNameTheirFilesAndScriptsAreExecutable) {
   d->close();
 }
 
+TEST(GuiLowItems, MessagesNameTheGuisFields) {
+  // The profiler's "exists" error as the Profiling view shows it: its field labels, no flags.
+  const QString text =
+      errorText(input_error("out", " /x/p.db exists; expected {resume} to measure what it lacks"));
+  EXPECT_EQ(text,
+            QStringLiteral("Output /x/p.db exists; expected Resume to measure what it lacks"));
+}
+
 TEST(GuiLowItems, TopologyShowsZeroGpusAndPlanErrorsInPlaceAndZooms) {
   app();
   MainWindow w;
@@ -581,6 +589,10 @@ TEST(GuiLowItems, TopologyShowsZeroGpusAndPlanErrorsInPlaceAndZooms) {
   EXPECT_FALSE(t->planErrorLabel()->isHidden());
   EXPECT_TRUE(t->planErrorLabel()->text().contains(QStringLiteral("72")))
       << t->planErrorLabel()->text().toStdString();
+  // In the GUI's words: the GPU count is the Topology view's nodes × GPUs per node, no flags.
+  EXPECT_TRUE(t->planErrorLabel()->text().contains(QStringLiteral("Nodes × GPUs per node 64")))
+      << t->planErrorLabel()->text().toStdString();
+  EXPECT_FALSE(t->planErrorLabel()->text().contains(QStringLiteral("--")));
   // Zoom with Ctrl + the mouse wheel, and back to the whole cluster.
   const double fitted = t->zoom();
   QWidget* viewport = t->graphicsView()->viewport();

@@ -28,6 +28,9 @@ packages=(
   # the desktop app (MOEPLAN_BUILD_GUI): Qt6 Charts needs Qt6 OpenGL, whose CMake files are in
   # libqt6opengl6-dev; libgl-dev for the OpenGL headers it pulls in
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
+  # the GUI walk in a real X server (scripts/gui-walk.sh): a virtual X server, a small window
+  # manager that frames and maximizes the window, and xdotool to press keys as a user does
+  xvfb openbox xdotool
   # tests and benchmarks (MOEPLAN_BUILD_TESTS, MOEPLAN_BUILD_BENCHMARKS)
   libgtest-dev libgmock-dev libbenchmark-dev
   # run by the tests and scripts: sqlite3 checks cost databases, python3 the helper scripts;

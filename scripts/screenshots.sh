@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
-# Regenerates the README's pictures of moeplan-gui (docs/images/*.png) without a display:
-# every view of the default model on the default cluster with a skewed synthetic expert load,
-# costed with EPLB's placement and one redundant expert slot per EP rank. The Profiling view's
-# picture is of a real quick profile and validate of this machine (1/32 widths, 2 in-process
-# ranks) that moeplan-gui --screenshot runs into a temporary database first (a minute or less).
+# Regenerates the README's pictures of moeplan-gui (docs/images/<W>x<H>/<view>.png): the walk
+# through every view in a real X server at 1366×768 and 1600×1000 (scripts/gui-walk.sh, which CI
+# runs too). Inputs: the default model on the default cluster with a skewed synthetic expert
+# load, costed with EPLB's placement and one redundant expert slot per EP rank; the Profiling
+# view's picture is of a real quick profile and validate of this machine (1/32 widths, 2
+# in-process ranks) that the app runs first (a minute or less).
 # Usage: scripts/screenshots.sh [BUILD_DIR]   (default: build; builds moeplan-gui if needed)
+# Without an X server: QT_QPA_PLATFORM=offscreen moeplan-gui --screenshot DIR renders the views.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build="${1:-build}"
-ninja -C "$build" moeplan-gui >/dev/null
-mkdir -p docs/images
-QT_QPA_PLATFORM=offscreen "$build/bin/moeplan-gui" --screenshot docs/images \
-  --model qwen2-57b-a14b --cluster 2x-hgx-h200 --load powerlaw:alpha=1.2,shuffle=1 \
-  --placement eplb --redundant 1
+exec bash scripts/gui-walk.sh --build "${1:-build}" --out docs/images

@@ -7,11 +7,13 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QHorizontalStackedBarSeries>
 #include <QLineSeries>
 #include <QPainter>
+#include <QResizeEvent>
 #include <QStackedBarSeries>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -86,11 +88,35 @@ void BreakdownChart::setModel(QAbstractItemModel* view, const PlanTableModel* so
   rebuild();
 }
 
+int BreakdownChart::rowsThatFit() const {
+  // Qt Charts hides the category labels that overlap: show only as many bars as have room for
+  // a label (the plot is the chart less its title, axis and margins).
+  const QFontMetrics fm(labelFont());
+  const int plot = std::max(0, height() - 2 * fm.height() - 64);
+  return std::clamp(plot / (fm.height() + 2), 1, kMaxRows);
+}
+
+QFont BreakdownChart::labelFont() const {
+  QFont small = font();
+  small.setPointSizeF(small.pointSizeF() * 0.8);
+  return small;
+}
+
+void BreakdownChart::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  if (rowsThatFit() != shownRows_) rebuild();
+}
+
 void BreakdownChart::rebuild() {
   QChart* c = chart();
   clearChart(c);
-  const int n = view_ == nullptr ? 0 : std::min(view_->rowCount(), kMaxRows);
-  c->setTitle(tr("Time per MoE layer, ms (roofline) — first %1 rows of the table").arg(n));
+  shownRows_ = rowsThatFit();
+  const int n = view_ == nullptr ? 0 : std::min(view_->rowCount(), shownRows_);
+  const planner::Plan* plan = source_ == nullptr ? nullptr : source_->plan();
+  // The cost source goes under the x axis, where a long name has the chart's width.
+  const QString source =
+      plan != nullptr ? QString::fromStdString(plan->cost_source) : tr("no plan");
+  c->setTitle(tr("Time per MoE layer — first %1 rows of the table").arg(n));
   if (n == 0) return;
   auto* series = new QHorizontalStackedBarSeries();
   const int cols[] = {PlanTableModel::kRouter,  PlanTableModel::kDispatch, PlanTableModel::kExperts,
@@ -120,11 +146,9 @@ void BreakdownChart::rebuild() {
   auto* y = new QBarCategoryAxis();
   y->append(categories);
   y->setTruncateLabels(false);
-  QFont small = y->labelsFont();
-  small.setPointSizeF(small.pointSizeF() * 0.75);
-  y->setLabelsFont(small);
+  y->setLabelsFont(labelFont());
   auto* x = new QValueAxis();
-  x->setTitleText(tr("ms per MoE layer"));
+  x->setTitleText(tr("ms per MoE layer (%1)").arg(source));
   x->setRange(0.0, maxTotal > 0.0 ? maxTotal * 1.05 : 1.0);
   x->applyNiceNumbers();
   x->setLabelFormat(QStringLiteral("%.1f"));
@@ -161,7 +185,10 @@ void MemoryChart::rebuild() {
   for (int r = 0; r < n; ++r) {
     const int li = view_->index(r, 0).data(PlanTableModel::kLayoutIndexRole).toInt();
     rows.push_back(&plan->layouts[static_cast<std::size_t>(li)]);
-    categories << QString::number(r + 1);
+    // The plan rank and shape (unique: a category axis needs distinct names).
+    categories << QStringLiteral("%1 %2").arg(
+        view_->index(r, PlanTableModel::kRank).data(Qt::DisplayRole).toString(),
+        view_->index(r, PlanTableModel::kLayout).data(Qt::DisplayRole).toString());
   }
   double top = 0.0;
   for (int p = 0; p < 5; ++p) {
@@ -181,7 +208,13 @@ void MemoryChart::rebuild() {
   c->addSeries(series);
   auto* x = new QBarCategoryAxis();
   x->append(categories);
-  x->setTitleText(tr("table row"));
+  x->setTitleText(tr("plan rank and layout (first %1 rows of the table)").arg(n));
+  x->setTruncateLabels(false);
+  QFont small = x->labelsFont();
+  small.setPointSizeF(small.pointSizeF() * 0.8);
+  x->setLabelsFont(small);
+  // Upright labels stay within their bar's band (slanted ones at the ends are dropped).
+  if (n > 4) x->setLabelsAngle(-90);
   auto* y = new QValueAxis();
   y->setTitleText(tr("GiB/GPU"));
   y->setRange(0.0, top * 1.08);
@@ -240,6 +273,15 @@ void GroupedBarChart::setData(const QString& title, const QStringList& categorie
   auto* x = new QBarCategoryAxis();
   x->append(categories);
   x->setTitleText(xTitle);
+  // Whole labels: slanted when they would not fit side by side.
+  x->setTruncateLabels(false);
+  const QFontMetrics fm(x->labelsFont());
+  int widest = 0;
+  for (const QString& label : categories) widest = std::max(widest, fm.horizontalAdvance(label));
+  if (static_cast<double>(widest) * static_cast<double>(categories.size()) >
+      0.8 * std::max(width(), 400)) {
+    x->setLabelsAngle(-45);
+  }
   if (categories.size() > 32) {
     // Too many groups to label each: name the range instead.
     x->setLabelsVisible(false);
@@ -308,6 +350,18 @@ void HeatMap::setData(const QString& title, const std::vector<std::vector<double
   rowTitle_ = rowTitle;
   colTitle_ = colTitle;
   unit_ = unit;
+  updateRange();
+  update();
+}
+
+void HeatMap::setRange(double lo, double hi) {
+  fixedLo_ = lo;
+  fixedHi_ = hi;
+  updateRange();
+  update();
+}
+
+void HeatMap::updateRange() {
   max_ = 0.0;
   min_ = std::numeric_limits<double>::infinity();
   for (const auto& r : values_) {
@@ -317,7 +371,10 @@ void HeatMap::setData(const QString& title, const std::vector<std::vector<double
     }
   }
   if (!fromMin_ || !std::isfinite(min_)) min_ = 0.0;
-  update();
+  if (fixedLo_ <= fixedHi_) {
+    min_ = fixedLo_;
+    max_ = fixedHi_;
+  }
 }
 
 void HeatMap::setBlocks(int rowBlock, int colBlock) {
@@ -334,6 +391,38 @@ QRect HeatMap::plotRect() const {
                std::max(10, height() - top - bottom));
 }
 
+QColor HeatMap::zeroColour() { return QColor(0xd4, 0xd4, 0xd4); }
+
+QColor HeatMap::colourOf(double v) const {
+  if (v == 0.0) return zeroColour();
+  // Equal bounds (every non-zero value the same): the middle of the scale.
+  const double t = max_ > min_ ? std::clamp((v - min_) / (max_ - min_), 0.0, 1.0) : 0.5;
+  // Light blue (#c6dbef) → dark blue (#08306b): the smallest non-zero value stays visible.
+  const auto mix = [t](int a, int b) { return static_cast<int>(std::lround(a + t * (b - a))); };
+  return QColor(mix(0xc6, 0x08), mix(0xdb, 0x30), mix(0xef, 0x6b));
+}
+
+QRect HeatMap::cellRect(int r, int c) const {
+  const QRect pr = plotRect();
+  const auto rows = static_cast<int>(values_.size());
+  const auto cols = rows == 0 ? 0 : static_cast<int>(values_.front().size());
+  if (rows == 0 || cols == 0) return {};
+  const int y0 = pr.top() + r * pr.height() / rows;
+  const int y1 = pr.top() + (r + 1) * pr.height() / rows;
+  const int x0 = pr.left() + c * pr.width() / cols;
+  const int x1 = pr.left() + (c + 1) * pr.width() / cols;
+  return QRect(x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0));
+}
+
+QString HeatMap::cellText(int r, int c) const {
+  return QStringLiteral("%1 %2, %3 %4: %5 %6")
+      .arg(rowTitle_)
+      .arg(r)
+      .arg(colTitle_)
+      .arg(c)
+      .arg(format_(values_[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]), unit_);
+}
+
 bool HeatMap::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip && !values_.empty()) {
     auto* he = static_cast<QHelpEvent*>(e);
@@ -344,16 +433,7 @@ bool HeatMap::event(QEvent* e) {
       const int r = (he->pos().y() - pr.top()) * rows / pr.height();
       const int c = (he->pos().x() - pr.left()) * cols / pr.width();
       if (r >= 0 && r < rows && c >= 0 && c < cols) {
-        QToolTip::showText(
-            he->globalPos(),
-            QStringLiteral("%1 %2, %3 %4: %5 %6")
-                .arg(rowTitle_)
-                .arg(r)
-                .arg(colTitle_)
-                .arg(c)
-                .arg(format_(values_[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]),
-                     unit_),
-            this);
+        QToolTip::showText(he->globalPos(), cellText(r, c), this);
         return true;
       }
     }
@@ -379,22 +459,10 @@ void HeatMap::paintEvent(QPaintEvent*) {
   const QRect pr = plotRect();
   const auto rows = static_cast<int>(values_.size());
   const auto cols = static_cast<int>(values_.front().size());
-  auto colour = [this](double v) {
-    const double t = max_ > min_ ? std::clamp((v - min_) / (max_ - min_), 0.0, 1.0) : 0.0;
-    // White → light blue → dark blue.
-    const int r = static_cast<int>(255 - t * (255 - 8));
-    const int g = static_cast<int>(255 - t * (255 - 48));
-    const int b = static_cast<int>(255 - t * (255 - 107));
-    return QColor(r, g, b);
-  };
   for (int r = 0; r < rows; ++r) {
-    const int y0 = pr.top() + r * pr.height() / rows;
-    const int y1 = pr.top() + (r + 1) * pr.height() / rows;
     for (int c = 0; c < cols; ++c) {
-      const int x0 = pr.left() + c * pr.width() / cols;
-      const int x1 = pr.left() + (c + 1) * pr.width() / cols;
-      p.fillRect(QRect(x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0)),
-                 colour(values_[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]));
+      p.fillRect(cellRect(r, c),
+                 colourOf(values_[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)]));
     }
   }
   p.setPen(QColor(0x60, 0x60, 0x60));
@@ -437,19 +505,32 @@ void HeatMap::paintEvent(QPaintEvent*) {
   p.drawText(QRect(-pr.height() / 2, -fm.height() / 2, pr.height(), fm.height()), Qt::AlignCenter,
              rowTitle_);
   p.restore();
-  // Colour bar.
-  const QRect bar(pr.right() + 12, pr.top(), 14, pr.height());
+  // Colour bar: the non-zero scale, and zero's own swatch below it.
+  const int swatch = fm.height();
+  const QRect bar(pr.right() + 12, pr.top(), 14, std::max(10, pr.height() - swatch - 6));
+  const QRect zero(bar.left(), bar.bottom() + 6, bar.width(), swatch);
+  const bool flat = !(max_ > min_);
   for (int y = 0; y < bar.height(); ++y) {
-    p.setPen(colour(max_ - (max_ - min_) * static_cast<double>(y) / std::max(1, bar.height() - 1)));
+    const double v = flat ? max_ : max_ - (max_ - min_) * y / std::max(1, bar.height() - 1);
+    p.setPen(max_ > 0.0 ? colourOf(std::max(v, std::numeric_limits<double>::min())) : zeroColour());
     p.drawLine(bar.left(), bar.top() + y, bar.right(), bar.top() + y);
   }
+  p.fillRect(zero, zeroColour());
   p.setPen(palette().text().color());
   p.drawRect(bar.adjusted(0, 0, -1, -1));
-  p.drawText(QRect(bar.right() + 3, bar.top(), 80, fm.height()), Qt::AlignLeft, format_(max_));
-  p.drawText(QRect(bar.right() + 3, bar.bottom() - fm.height(), 80, fm.height()), Qt::AlignLeft,
-             format_(min_));
-  p.drawText(QRect(bar.right() + 3, bar.center().y() - fm.height() / 2, 80, fm.height()),
-             Qt::AlignLeft, unit_);
+  p.drawRect(zero.adjusted(0, 0, -1, -1));
+  const int tx = bar.right() + 3;
+  if (flat) {
+    // Every non-zero value is the same: one label, no range.
+    p.drawText(QRect(tx, bar.center().y() - fm.height(), 86, fm.height()), Qt::AlignLeft,
+               max_ > 0.0 ? tr("all %1").arg(format_(max_)) : tr("none"));
+  } else {
+    p.drawText(QRect(tx, bar.top(), 86, fm.height()), Qt::AlignLeft, format_(max_));
+    p.drawText(QRect(tx, bar.bottom() - fm.height(), 86, fm.height()), Qt::AlignLeft,
+               format_(min_ > 0.0 ? min_ : 0.0));
+  }
+  p.drawText(QRect(tx, bar.center().y(), 86, fm.height()), Qt::AlignLeft, unit_);
+  p.drawText(QRect(tx, zero.top(), 86, fm.height()), Qt::AlignLeft, tr("0 (none)"));
 }
 
 }  // namespace moeplan::gui

@@ -2,6 +2,7 @@
 // every chart sits behind one of these classes; the heat map paints itself.
 #pragma once
 
+#include <QColor>
 #include <QString>
 #include <QStringList>
 #include <QWidget>
@@ -27,9 +28,18 @@ class BreakdownChart : public QWidget {
   void setModel(QAbstractItemModel* view, const PlanTableModel* source);
   static constexpr int kMaxRows = 10;
   QChart* chart() const;
+  /// Bars shown: the first rows of the table, as many as have room for their label.
+  int shownRows() const { return shownRows_; }
+  /// The font of the bar labels.
+  QFont labelFont() const;
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
   void rebuild();
+  int rowsThatFit() const;
+  int shownRows_ = kMaxRows;
   QAbstractItemModel* view_ = nullptr;
   const PlanTableModel* source_ = nullptr;
   QChartView* chartView_ = nullptr;
@@ -82,8 +92,11 @@ class LineChart : public QWidget {
   QChartView* chartView_ = nullptr;
 };
 
-/// A matrix drawn as coloured cells (white → dark blue), with axis titles, a colour bar, and
-/// optional block lines every `rowBlock` rows / `colBlock` columns (e.g. node boundaries).
+/// A matrix drawn as coloured cells with axis titles, a colour bar, and optional block lines
+/// every `rowBlock` rows / `colBlock` columns (e.g. node boundaries). Non-zero values run from
+/// light to dark blue (the smallest is never white); zero has its own colour (light grey,
+/// shown under the colour bar); a matrix whose non-zero values are all equal is drawn in one
+/// mid blue and the bar says so. Hovering a cell shows its value.
 class HeatMap : public QWidget {
   Q_OBJECT
 
@@ -92,12 +105,25 @@ class HeatMap : public QWidget {
   void setData(const QString& title, const std::vector<std::vector<double>>& values,
                const QString& rowTitle, const QString& colTitle, const QString& unit);
   void setBlocks(int rowBlock, int colBlock);
-  /// Colours span [smallest positive value, max] instead of [0, max] (shows small differences;
-  /// zero cells stay white).
+  /// Colours span [smallest non-zero value, max] instead of [0, max] (shows small differences).
   void setScaleFromMin(bool on) { fromMin_ = on; }
+  /// A fixed colour range (e.g. shared by several maps) instead of the matrix's own; lo > hi
+  /// returns to the matrix's own range.
+  void setRange(double lo, double hi);
   /// Formats a cell value for the colour bar and tooltips (default: 3 significant digits).
   void setFormatter(std::function<QString(double)> f) { format_ = std::move(f); }
   const std::vector<std::vector<double>>& values() const { return values_; }
+  /// The colour range in use: [lo, hi].
+  double rangeLow() const { return min_; }
+  double rangeHigh() const { return max_; }
+  /// The colour of a value under the current range.
+  QColor colourOf(double v) const;
+  /// The colour of zero cells.
+  static QColor zeroColour();
+  /// The rectangle of cell (r, c) in widget coordinates.
+  QRect cellRect(int r, int c) const;
+  /// The tooltip text of cell (r, c).
+  QString cellText(int r, int c) const;
   QSize sizeHint() const override;
 
  protected:
@@ -105,12 +131,14 @@ class HeatMap : public QWidget {
   bool event(QEvent* e) override;
 
  private:
+  void updateRange();
   QRect plotRect() const;
   QString title_, rowTitle_, colTitle_, unit_;
   std::vector<std::vector<double>> values_;
   double max_ = 0.0;
   double min_ = 0.0;
   bool fromMin_ = false;
+  double fixedLo_ = 1.0, fixedHi_ = 0.0;  ///< lo > hi: none
   int rowBlock_ = 0, colBlock_ = 0;
   std::function<QString(double)> format_;
 };

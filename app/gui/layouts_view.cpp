@@ -4,6 +4,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -24,20 +25,31 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   header_ = new QLabel(this);
   header_->setWordWrap(true);
   layout->addWidget(header_);
+  costWarning_ = new QLabel(this);
+  costWarning_->setWordWrap(true);
+  costWarning_->setStyleSheet(
+      QStringLiteral("QLabel { color: #7a3e00; background: #fff3cd; border: 1px solid #e0b84c; "
+                     "padding: 3px; }"));
+  costWarning_->hide();
+  layout->addWidget(costWarning_);
 
   auto* filters = new QHBoxLayout();
-  feasible_ = new QCheckBox(tr("&Feasible only"), this);
+  feasible_ = new QCheckBox(tr("Feasible onl&y"), this);
   feasible_->setToolTip(tr("Hide layouts whose memory per GPU exceeds the device's HBM"));
   filters->addWidget(feasible_);
-  filters->addWidget(new QLabel(tr("Dispatcher:"), this));
+  auto* dispatcherLabel = new QLabel(tr("&Dispatcher:"), this);
+  filters->addWidget(dispatcherLabel);
   dispatcher_ = new QComboBox(this);
+  dispatcherLabel->setBuddy(dispatcher_);
   dispatcher_->addItem(tr("all"));
   for (auto d : planner::kAllDispatchers) {
     dispatcher_->addItem(QString::fromStdString(planner::dispatcher_name(d)));
   }
   filters->addWidget(dispatcher_);
-  filters->addWidget(new QLabel(tr("Mapping:"), this));
+  auto* mappingLabel = new QLabel(tr("Mapp&ing:"), this);
+  filters->addWidget(mappingLabel);
   mapping_ = new QComboBox(this);
+  mappingLabel->setBuddy(mapping_);
   mapping_->addItems({tr("all"), QStringLiteral("tp_innermost"), QStringLiteral("ep_innermost")});
   filters->addWidget(mapping_);
   filters->addStretch(1);
@@ -51,6 +63,11 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   error_->setWordWrap(true);
   error_->hide();
   layout->addWidget(error_);
+  hiddenNote_ = new QLabel(this);
+  hiddenNote_->setWordWrap(true);
+  hiddenNote_->setStyleSheet(QStringLiteral("color: #8a5a00;"));
+  hiddenNote_->hide();
+  layout->addWidget(hiddenNote_);
 
   model_ = new PlanTableModel(this);
   filter_ = new LayoutFilterModel(this);
@@ -70,16 +87,16 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   table_->verticalHeader()->setDefaultSectionSize(22);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->setAlternatingRowColors(true);
-  tl->addWidget(table_, 3);
-  recommendation_ = new QLabel(top);
+  tl->addWidget(table_, 1);
+  // The recommendation sits beside the charts, so the table has the window's whole width.
+  recommendation_ = new QLabel(this);
   recommendation_->setWordWrap(true);
   recommendation_->setTextFormat(Qt::RichText);
   recommendation_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-  recommendation_->setMinimumWidth(260);
-  recommendation_->setMaximumWidth(340);
+  recommendation_->setMinimumWidth(220);
+  recommendation_->setMaximumWidth(360);
   recommendation_->setStyleSheet(
       QStringLiteral("QLabel { background: #eef7ec; border: 1px solid #9ccc94; padding: 6px; }"));
-  tl->addWidget(recommendation_, 1);
 
   auto* charts = new QWidget(split);
   auto* cl = new QHBoxLayout(charts);
@@ -90,6 +107,7 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   memory_->setModel(filter_, model_);
   cl->addWidget(breakdown_, 3);
   cl->addWidget(memory_, 2);
+  cl->addWidget(recommendation_, 1);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 1);
   layout->addWidget(split, 1);
@@ -100,17 +118,26 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   connect(save, &QPushButton::clicked, this, &LayoutsView::onSave);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
-            if (current.isValid()) {
+            // Only a row the user picks selects a layout; filtering never does.
+            if (current.isValid() && !filtering_) {
               session_->selectLayout(current.data(PlanTableModel::kLayoutIndexRole).toInt());
             }
           });
   connect(session_, &Session::planFinished, this, &LayoutsView::onPlanFinished);
+  connect(session_, &Session::costSourceChanged, this, &LayoutsView::showCostWarning);
   connect(session_, &Session::planStarted, this,
           [this] { header_->setText(tr("Planning… (the table shows the previous plan)")); });
   onPlanFinished();
 }
 
+void LayoutsView::showCostWarning() {
+  const QString& w = session_->costWarning();
+  costWarning_->setText(tr("Warning: %1").arg(w));
+  costWarning_->setVisible(!w.isEmpty());
+}
+
 void LayoutsView::onFilterChanged() {
+  filtering_ = true;
   filter_->setFeasibleOnly(feasible_->isChecked());
   const int d = dispatcher_->currentIndex();
   filter_->setDispatcher(
@@ -120,6 +147,44 @@ void LayoutsView::onFilterChanged() {
       m <= 0 ? std::nullopt
              : std::optional<planner::RankMapping>(m == 1 ? planner::RankMapping::kTpInnermost
                                                           : planner::RankMapping::kEpInnermost));
+  showSelectedRow();
+  filtering_ = false;
+}
+
+void LayoutsView::showSelectedRow() {
+  // The session's layout stays selected: its row when the filter shows it, else no row (the
+  // other views keep showing it, and the note says so).
+  const bool was = filtering_;
+  filtering_ = true;
+  int row = -1;
+  for (int r = 0; r < filter_->rowCount(); ++r) {
+    if (filter_->index(r, 0).data(PlanTableModel::kLayoutIndexRole).toInt() ==
+        session_->selectedLayout()) {
+      row = r;
+      break;
+    }
+  }
+  if (row >= 0) {
+    const QModelIndex i = filter_->index(row, 0);
+    table_->selectionModel()->setCurrentIndex(
+        i, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    table_->scrollTo(i);
+    hiddenNote_->hide();
+  } else {
+    table_->selectionModel()->clearSelection();
+    table_->selectionModel()->setCurrentIndex(QModelIndex(), QItemSelectionModel::NoUpdate);
+    const planner::LayoutCost* lc = session_->selectedLayoutCost();
+    hiddenNote_->setText(
+        lc == nullptr
+            ? QString()
+            : tr("The selected layout (%1 %2 %3) is hidden by the filter; the other "
+                 "views still show it.")
+                  .arg(QString::fromStdString(lc->layout.shape_name()),
+                       QString::fromStdString(planner::dispatcher_name(lc->layout.dispatcher)),
+                       QString::fromStdString(planner::mapping_name(lc->layout.mapping))));
+    hiddenNote_->setVisible(lc != nullptr);
+  }
+  filtering_ = was;
 }
 
 void LayoutsView::onPlanFinished() {
@@ -165,15 +230,8 @@ void LayoutsView::onPlanFinished() {
   }
   rec += QStringLiteral("</ul>");
   recommendation_->setText(rec);
-  // Select the recommended row.
-  for (int r = 0; r < filter_->rowCount(); ++r) {
-    const QModelIndex i = filter_->index(r, 0);
-    if (i.data(PlanTableModel::kLayoutIndexRole).toInt() == session_->selectedLayout()) {
-      table_->setCurrentIndex(i);
-      table_->scrollTo(i);
-      break;
-    }
-  }
+  // Select the recommended row (the session selected it).
+  showSelectedRow();
 }
 
 bool LayoutsView::savePlanJson(const QString& path) {
@@ -183,10 +241,15 @@ bool LayoutsView::savePlanJson(const QString& path) {
     error_->show();
     return false;
   }
+  QString file = path;
+  if (QFileInfo(file).suffix().isEmpty()) file += QStringLiteral(".json");
   const Status s =
-      write_file_atomic(path.toStdString(), planner::plan_to_json(*plan, 0, true).dump(2) + "\n");
+      write_file_atomic(file.toStdString(), planner::plan_to_json(*plan, 0, true).dump(2) + "\n");
   error_->setText(s.ok() ? QString() : errorText(s.error()));
   error_->setVisible(!s.ok());
+  if (s.ok()) {
+    emit saved(tr("Saved the plan (%1 layouts) to %2").arg(plan->layouts.size()).arg(file));
+  }
   return s.ok();
 }
 

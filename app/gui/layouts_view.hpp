@@ -31,9 +31,18 @@ class LayoutsView : public QWidget {
   QComboBox* mappingFilter() const { return mapping_; }
   QLabel* errorLabel() const { return error_; }
   QLabel* recommendation() const { return recommendation_; }
+  /// Says that the selected layout is hidden by the filter (hidden otherwise).
+  QLabel* hiddenNote() const { return hiddenNote_; }
+  /// The header's warning that the cost DB does not describe the cluster (hidden otherwise).
+  QLabel* costWarning() const { return costWarning_; }
   BreakdownChart* breakdownChart() const { return breakdown_; }
+  MemoryChart* memoryChart() const { return memory_; }
   /// Writes the plan as JSON (docs/PLAN_SCHEMA.md, every layout); errors show in the view.
   bool savePlanJson(const QString& path);
+
+ signals:
+  /// A file was saved; `message` says what and where.
+  void saved(const QString& message);
 
  private slots:
   void onPlanFinished();
@@ -41,6 +50,11 @@ class LayoutsView : public QWidget {
   void onSave();
 
  private:
+  void showSelectedRow();
+  void showCostWarning();
+  QLabel* costWarning_ = nullptr;
+  bool filtering_ = false;
+  QLabel* hiddenNote_ = nullptr;
   Session* session_;
   PlanTableModel* model_ = nullptr;
   LayoutFilterModel* filter_ = nullptr;

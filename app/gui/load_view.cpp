@@ -1,6 +1,7 @@
 // The load balance and traffic views.
 #include "app/gui/load_view.hpp"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QFileDialog>
@@ -13,6 +14,8 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "app/gui/charts.hpp"
 #include "app/gui/session.hpp"
@@ -46,13 +49,13 @@ const std::vector<planner::PlacementPolicy>& LoadView::comparedPolicies() {
 LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
   auto* layout = new QVBoxLayout(this);
   auto* row = new QHBoxLayout();
-  row->addWidget(new QLabel(tr("&Layer:"), this));
+  row->addWidget(new QLabel(tr("La&yer:"), this));
   layer_ = new QSpinBox(this);
   layer_->setRange(0, 0);
   layer_->setToolTip(tr("MoE layer of the load (0-based)"));
   qobject_cast<QLabel*>(row->itemAt(0)->widget())->setBuddy(layer_);
   row->addWidget(layer_);
-  auto* policyLabel = new QLabel(tr("Heat maps &policy:"), this);
+  auto* policyLabel = new QLabel(tr("Heat maps poli&cy:"), this);
   row->addWidget(policyLabel);
   policy_ = new QComboBox(this);
   for (auto p : comparedPolicies())
@@ -60,6 +63,11 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   policy_->setCurrentIndex(1);
   policyLabel->setBuddy(policy_);
   row->addWidget(policy_);
+  sharedScale_ = new QCheckBox(tr("Same &scale for all policies"), this);
+  sharedScale_->setToolTip(
+      tr("Colour the heat maps on one scale spanning contiguous, eplb and best, so switching "
+         "the policy compares like with like"));
+  row->addWidget(sharedScale_);
   row->addStretch(1);
   progress_ = new QProgressBar(this);
   progress_->setRange(0, 0);
@@ -70,7 +78,7 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   cancel_->setToolTip(tr("Abandon the running placement; the figures shown stay"));
   cancel_->hide();
   row->addWidget(cancel_);
-  auto* save = new QPushButton(tr("Save &placement…"), this);
+  auto* save = new QPushButton(tr("Save pl&acement…"), this);
   save->setToolTip(
       tr("The heat maps' placement as a moeplan placement file (as `moeplan place "
          "--out` writes)"));
@@ -101,6 +109,7 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   connect(&watcher_, &QFutureWatcher<BalanceOutcome>::finished, this, &LoadView::onDone);
   connect(layer_, &QSpinBox::valueChanged, this, &LoadView::redraw);
   connect(policy_, &QComboBox::currentIndexChanged, this, &LoadView::redraw);
+  connect(sharedScale_, &QCheckBox::toggled, this, &LoadView::redraw);
   connect(save, &QPushButton::clicked, this, &LoadView::onSave);
   connect(cancel_, &QPushButton::clicked, this, &LoadView::cancel);
   connect(session_, &Session::layoutSelected, this, &LoadView::recompute);
@@ -229,18 +238,45 @@ void LoadView::redraw() {
   balance_->setData(tr("Balancedness per layer (mean / max GPU load; 1 = perfect)"), lineNames,
                     balance, tr("MoE layer"), tr("balancedness"), std::max(0.0, lo - 0.05), 1.0);
   const auto hp = static_cast<std::size_t>(policy_->currentIndex());
-  const auto& placement = outcome_.placements[hp].placement;
-  const auto& map =
-      placement
-          .physical_to_logical[static_cast<std::size_t>(placement.num_layers() == 1 ? 0 : layer)];
-  expertMap_->setData(tr("Expert × EP rank, layer %1, %2: routed tokens")
+  auto expertLoads = [&](std::size_t policy) {
+    const auto& placement = outcome_.placements[policy].placement;
+    const auto& map =
+        placement
+            .physical_to_logical[static_cast<std::size_t>(placement.num_layers() == 1 ? 0 : layer)];
+    return planner::expert_gpu_loads(load->load.counts[static_cast<std::size_t>(layer)], map,
+                                     outcome_.epSize);
+  };
+  if (sharedScale_->isChecked()) {
+    // One range over every policy: the expert map from 0, the layer map from its smallest
+    // non-zero value (each map's own rule), both up to the largest value of any policy.
+    double expertHi = 0.0, layerLo = std::numeric_limits<double>::infinity(), layerHi = 0.0;
+    for (std::size_t p = 0; p < np; ++p) {
+      for (const auto& row : expertLoads(p)) {
+        for (double v : row) expertHi = std::max(expertHi, v);
+      }
+      for (const auto& row : outcome_.gpuLoads[p]) {
+        for (double v : row) {
+          layerHi = std::max(layerHi, v);
+          if (v > 0.0) layerLo = std::min(layerLo, v);
+        }
+      }
+    }
+    expertMap_->setRange(0.0, expertHi);
+    layerMap_->setRange(std::isfinite(layerLo) ? layerLo : 0.0, layerHi);
+  } else {
+    expertMap_->setRange(1.0, 0.0);
+    layerMap_->setRange(1.0, 0.0);
+  }
+  const QString scale =
+      sharedScale_->isChecked() ? tr(" (scale shared by the policies)") : QString();
+  expertMap_->setData(tr("Expert × EP rank, layer %1, %2: routed tokens%3")
                           .arg(layer)
-                          .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp]))),
-                      planner::expert_gpu_loads(load->load.counts[static_cast<std::size_t>(layer)],
-                                                map, outcome_.epSize),
-                      tr("expert"), tr("EP rank"), tr("tokens"));
-  layerMap_->setData(tr("Layer × EP rank, %1: routed tokens")
-                         .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp]))),
+                          .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp])))
+                          .arg(scale),
+                      expertLoads(hp), tr("expert"), tr("EP rank"), tr("tokens"));
+  layerMap_->setData(tr("Layer × EP rank, %1: routed tokens%2")
+                         .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp])))
+                         .arg(scale),
                      outcome_.gpuLoads[hp], tr("MoE layer"), tr("EP rank"), tr("tokens"));
   const int perNode = outcome_.numNodes > 1 ? outcome_.epSize / outcome_.numNodes : 0;
   expertMap_->setBlocks(0, perNode);
@@ -288,7 +324,7 @@ void LoadView::onSave() {
 TrafficView::TrafficView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
   auto* layout = new QVBoxLayout(this);
   auto* row = new QHBoxLayout();
-  auto* label = new QLabel(tr("&Layer:"), this);
+  auto* label = new QLabel(tr("La&yer:"), this);
   row->addWidget(label);
   layer_ = new QSpinBox(this);
   label->setBuddy(layer_);
@@ -364,7 +400,8 @@ void TrafficView::recompute() {
          "a node (NVLink), the rest cross the network. Flows as the roofline cost model prices "
          "them (all-to-all(-v) and all-gather(-v) of dispatch and combine; TP all-reduces left "
          "out); %2 tokens per GPU, %3. Colours span the smallest to the largest non-zero "
-         "entry; white is no traffic.")
+         "entry (one colour when all are equal); grey is no traffic. Hover a cell for its "
+         "bytes.")
           .arg(gpn)
           .arg(session_->workload().tokens_per_gpu)
           .arg(QString::fromStdString(planner::phase_name(session_->workload().phase))));

@@ -12,6 +12,7 @@
 #include "planner/placement/placement.hpp"
 #include "planner/placement/placement_metrics.hpp"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QProgressBar;
@@ -47,6 +48,8 @@ class LoadView : public QWidget {
   static const std::vector<planner::PlacementPolicy>& comparedPolicies();
   QSpinBox* layerSpin() const { return layer_; }
   QComboBox* policyCombo() const { return policy_; }
+  /// Colours both heat maps on one scale over the compared policies.
+  QCheckBox* sharedScaleCheck() const { return sharedScale_; }
   QLabel* errorLabel() const { return error_; }
   const BalanceOutcome& outcome() const { return outcome_; }
   GroupedBarChart* gpuLoadChart() const { return bars_; }
@@ -70,6 +73,7 @@ class LoadView : public QWidget {
   Session* session_;
   QSpinBox* layer_ = nullptr;
   QComboBox* policy_ = nullptr;
+  QCheckBox* sharedScale_ = nullptr;
   QLabel* header_ = nullptr;
   QLabel* error_ = nullptr;
   QProgressBar* progress_ = nullptr;

@@ -1,10 +1,19 @@
-// moeplan-gui: the Qt6 desktop app. `--screenshot DIR` renders each view to PNG and exits.
+// moeplan-gui: the Qt6 desktop app. `--screenshot DIR` renders each view to PNG and exits;
+// `--walk DIR` (in a real X server, driven by scripts/gui-walk.sh) captures the screen each time
+// the user switches to a view, until every view has been captured.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QGuiApplication>
 #include <QLabel>
+#include <QPixmap>
+#include <QScreen>
+#include <QTabWidget>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <cstdio>
+#include <memory>
+#include <set>
 
 #include "app/gui/main_window.hpp"
 #include "app/gui/profiling_view.hpp"
@@ -60,6 +69,14 @@ int main(int argc, char** argv) {
                      "--screenshot profiles this machine briefly (quick sweep, 2 ranks, "
                      "1/32 widths) and validates against that profile."),
       QStringLiteral("FILE"));
+  const QCommandLineOption walk(
+      QStringLiteral("walk"),
+      QStringLiteral("In a real X server: show the window maximized, print 'walk: ready', and "
+                     "each time a view is shown (e.g. by Alt+N from xdotool) save the whole "
+                     "screen to DIR/<view>.png and print 'walk: captured <view>'; exit when "
+                     "every view has been captured (scripts/gui-walk.sh)."),
+      QStringLiteral("DIR"));
+  parser.addOption(walk);
   parser.addOption(costs);
   parser.addOption(placement);
   parser.addOption(redundant);
@@ -69,7 +86,13 @@ int main(int argc, char** argv) {
   parser.addOption(load);
   parser.process(app);
 
-  const bool shots = parser.isSet(screenshot);
+  const bool walking = parser.isSet(walk);
+  const bool shots = parser.isSet(screenshot) || walking;
+  if (walking && QGuiApplication::platformName() != QStringLiteral("xcb")) {
+    return fail(QStringLiteral("--walk: expected a real X server (platform xcb, e.g. Xvfb with "
+                               "DISPLAY set), got platform '%1'")
+                    .arg(QGuiApplication::platformName()));
+  }
   moeplan::gui::MainWindow window(nullptr, !shots);
   if (parser.isSet(model) && !window.loadModel(parser.value(model)) && shots) {
     return fail(window.errorLabel()->text());
@@ -98,14 +121,53 @@ int main(int argc, char** argv) {
     }
   }
   if (shots) {
-    window.resize(1366, 768);
-    window.show();
     QTemporaryDir tmp;
+    if (walking) {
+      window.showMaximized();
+    } else {
+      window.resize(1366, 768);
+      window.show();
+    }
     if (!parser.isSet(costs)) {
       // A real, small profile and validate, so the profiling view shows measured points.
       const QString err = window.profilingView()->runExample(
           QDir(tmp.path()).filePath(QStringLiteral("profile.db")), 2, 32, QStringLiteral("256"));
       if (!err.isEmpty()) return fail(QStringLiteral("profiling view: ") + err);
+    }
+    if (walking) {
+      const QString dir = parser.value(walk);
+      if (!QDir().mkpath(dir)) return fail(QStringLiteral("--walk: cannot create ") + dir);
+      window.waitForIdle();
+      auto captured = std::make_shared<std::set<QString>>();
+      int status = 0;
+      // Each view the user switches to: once planning and placement are done and the view has
+      // painted, the whole screen as the X server shows it (window manager frame included).
+      auto capture = [&window, dir, captured, &status] {
+        window.waitForIdle();
+        QCoreApplication::processEvents();
+        QWidget* page = window.tabs()->currentWidget();
+        const QString name = page->objectName();
+        const QPixmap shot = window.screen()->grabWindow(0);
+        if (shot.isNull() || !shot.save(QDir(dir).filePath(name + QStringLiteral(".png")))) {
+          status = fail(QStringLiteral("--walk: cannot capture the screen into ") + dir);
+          QApplication::exit(status);
+          return;
+        }
+        captured->insert(name);
+        std::printf("walk: captured %s (%dx%d)\n", name.toLocal8Bit().constData(), shot.width(),
+                    shot.height());
+        std::fflush(stdout);
+        if (static_cast<int>(captured->size()) == window.tabs()->count()) QApplication::exit(0);
+      };
+      QObject::connect(window.tabs(), &QTabWidget::currentChanged, &window,
+                       [capture] { QTimer::singleShot(400, capture); });
+      QTimer::singleShot(800, [capture] {
+        std::printf("walk: ready\n");
+        std::fflush(stdout);
+        capture();
+      });
+      const int rc = QApplication::exec();
+      return status != 0 ? status : rc;
     }
     const int n = window.saveScreenshots(parser.value(screenshot));
     if (n < 0)

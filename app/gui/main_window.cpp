@@ -9,6 +9,7 @@
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QKeySequence>
@@ -18,6 +19,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -53,8 +55,12 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   connect(topology_, &TopologyView::clusterOpened, this, [this](const QString& nameOrPath) {
     if (useSettings_) QSettings().setValue(QStringLiteral("lastCluster"), nameOrPath);
   });
+  connect(topology_, &TopologyView::saved, this,
+          [this](const QString& message) { statusBar()->showMessage(message); });
   layouts_ = new LayoutsView(session_, tabs_);
   add(layouts_, QStringLiteral("layouts"), tr("&Layouts"));
+  connect(layouts_, &LayoutsView::saved, this,
+          [this](const QString& message) { statusBar()->showMessage(message); });
   loadView_ = new LoadView(session_, tabs_);
   add(loadView_, QStringLiteral("load_balance"), tr("Load &balance"));
   traffic_ = new TrafficView(session_, tabs_);
@@ -67,16 +73,16 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   file->addAction(tr("&Open config.json…"), QKeySequence::Open, this, &MainWindow::onOpenConfig);
   file->addAction(tr("Open expert &load…"), this, &MainWindow::onOpenLoad);
   file->addAction(tr("Open &cost DB…"), this, &MainWindow::onOpenCosts);
-  file->addAction(tr("&Export layout…"), this,
-                  [this] { showExportDialog(this, modelCombo_->currentText()); });
+  file->addAction(tr("&Export layout…"), this, &MainWindow::onExport);
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   auto* view = menuBar()->addMenu(tr("&View"));
   for (int i = 0; i < tabs_->count(); ++i) {
-    view->addAction(tabs_->tabText(i)
-                        .remove(QLatin1Char('&'))
-                        .replace(QStringLiteral("&&"), QStringLiteral("&")),
-                    QKeySequence(Qt::ALT | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
+    // The tab's text without its mnemonic: "&&" is a literal "&", a lone "&" marks the letter.
+    QString name = tabs_->tabText(i);
+    name.replace(QStringLiteral("&&"), QStringLiteral("\x01")).remove(QLatin1Char('&'));
+    name.replace(QLatin1Char('\x01'), QStringLiteral("&&"));
+    view->addAction(name, QKeySequence(Qt::ALT | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
                     [this, i] { tabs_->setCurrentIndex(i); });
   }
   view->addSeparator();
@@ -143,6 +149,61 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   if (!loadLoad(load)) loadLoad(QStringLiteral("uniform"));
   // A cost DB that no longer loads (moved, or not for this cluster) says so in the model view.
   if (!costs.isEmpty()) loadCosts(costs);
+  if (useSettings_) {
+    // The plan choices of the last session (each read before any is applied: applying the
+    // phase resets the tokens to the phase's default).
+    QSettings s;
+    const QString phase = s.value(QStringLiteral("phase"), phase_->currentText()).toString();
+    const bool decode = phase == QStringLiteral("decode");
+    const int tokens =
+        s.value(QStringLiteral("tokens"),
+                decode ? planner::kDefaultDecodeBatchPerGpu : planner::kDefaultPrefillTokensPerGpu)
+            .toInt();
+    const QString policy = s.value(QStringLiteral("placement"), policy_->currentText()).toString();
+    const int redundant = s.value(QStringLiteral("redundant"), 0).toInt();
+    restoring_ = true;
+    phase_->setCurrentIndex(decode ? 1 : 0);
+    if (tokens >= tokens_->minimum() && tokens <= tokens_->maximum()) tokens_->setValue(tokens);
+    if (policy_->findText(policy) >= 0) policy_->setCurrentIndex(policy_->findText(policy));
+    if (redundant >= 0 && redundant <= redundant_->maximum()) redundant_->setValue(redundant);
+    restoring_ = false;
+    onWorkloadEdited();
+    fitToScreen();
+  }
+}
+
+void MainWindow::fitToScreen() {
+  // A geometry saved on a larger screen: shrink and move the window so that its frame (title
+  // bar and borders included) lies inside the screen's available area.
+  QScreen* screen = this->screen() != nullptr ? this->screen() : QGuiApplication::primaryScreen();
+  if (screen == nullptr || isMaximized() || isFullScreen()) return;
+  const QRect avail = screen->availableGeometry();
+  QMargins frame(
+      frameGeometry().left() - geometry().left(), geometry().top() - frameGeometry().top(),
+      frameGeometry().right() - geometry().right(), frameGeometry().bottom() - geometry().bottom());
+  // Before the window manager frames the window its margins are unknown: assume a title bar.
+  if (frame.isNull()) frame = QMargins(4, 32, 4, 4);
+  const QSize room(avail.width() - frame.left() - frame.right(),
+                   avail.height() - frame.top() - frame.bottom());
+  const QSize size = this->size().boundedTo(room).expandedTo(minimumSize());
+  if (size != this->size()) resize(size);
+  QRect g(geometry().topLeft(), size);
+  const QRect fg = g.marginsAdded(frame);
+  QPoint shift(0, 0);
+  if (fg.right() > avail.right()) shift.rx() = avail.right() - fg.right();
+  if (fg.bottom() > avail.bottom()) shift.ry() = avail.bottom() - fg.bottom();
+  if (fg.left() + shift.x() < avail.left()) shift.rx() = avail.left() - fg.left();
+  if (fg.top() + shift.y() < avail.top()) shift.ry() = avail.top() - fg.top();
+  if (!shift.isNull()) move(pos() + shift);
+}
+
+void MainWindow::showEvent(QShowEvent* event) {
+  QMainWindow::showEvent(event);
+  // Once shown the frame is known: check again.
+  if (useSettings_ && !shownOnce_) {
+    shownOnce_ = true;
+    fitToScreen();
+  }
 }
 
 QWidget* MainWindow::buildModelView() {
@@ -158,7 +219,7 @@ QWidget* MainWindow::buildModelView() {
     modelCombo_->addItem(QString::fromStdString(name));
   }
   row->addWidget(modelCombo_, 1);
-  auto* open = new QPushButton(tr("Open config.json…"), page);
+  auto* open = new QPushButton(tr("Open confi&g.json…"), page);
   row->addWidget(open);
   left->addLayout(row);
 
@@ -185,7 +246,7 @@ QWidget* MainWindow::buildModelView() {
   tokens_->setValue(planner::kDefaultPrefillTokensPerGpu);
   tokens_->setSuffix(tr(" tokens/GPU"));
   tokens_->setKeyboardTracking(false);
-  form->addRow(tr("P&hase:"), phase_);
+  form->addRow(tr("Ph&ase:"), phase_);
   form->addRow(tr("Tok&ens per GPU:"), tokens_);
   auto* loadRow = new QHBoxLayout();
   loadSpec_ = new QLineEdit(QStringLiteral("uniform"), box);
@@ -193,9 +254,9 @@ QWidget* MainWindow::buildModelView() {
       tr("A load file (.json, .csv, .npy) or a synthetic spec: uniform, powerlaw:alpha=1.2, "
          "hot:n=4,share=0.5 (keys: shuffle=1, layers=, tokens=, seed=). Enter applies."));
   loadRow->addWidget(loadSpec_, 1);
-  auto* openLoad = new QPushButton(tr("File…"), box);
+  auto* openLoad = new QPushButton(tr("Bro&wse…"), box);
   loadRow->addWidget(openLoad);
-  auto* loadLabel = new QLabel(tr("Expert &load:"), box);
+  auto* loadLabel = new QLabel(tr("Expert loa&d:"), box);
   loadLabel->setBuddy(loadSpec_);
   form->addRow(loadLabel, loadRow);
   loadError_ = new QLabel(box);
@@ -210,12 +271,12 @@ QWidget* MainWindow::buildModelView() {
   policy_->addItems({QStringLiteral("contiguous"), QStringLiteral("round_robin"),
                      QStringLiteral("eplb"), QStringLiteral("best")});
   policy_->setToolTip(tr("Expert placement the plan costs each EP size with"));
-  form->addRow(tr("Pl&acement:"), policy_);
+  form->addRow(tr("Pla&cement:"), policy_);
   redundant_ = new QSpinBox(box);
   redundant_->setRange(0, planner::kMaxRedundantPerRank);
   redundant_->setSuffix(tr(" per EP rank"));
   redundant_->setToolTip(tr("Redundant expert slots (replicas of hot experts) for eplb and best"));
-  form->addRow(tr("Re&dundant slots:"), redundant_);
+  form->addRow(tr("Red&undant slots:"), redundant_);
   costSource_ = new QComboBox(box);
   costSource_->addItem(tr("roofline (device spec + topology)"));
   costSource_->addItem(tr("profile DB (measured; as moeplan plan --costs)"));
@@ -223,12 +284,12 @@ QWidget* MainWindow::buildModelView() {
       tr("Roofline: figures from the device spec and topology. Profile DB: measured costs from a "
          "database written by `moeplan profile` or the Profiling view, as `moeplan plan --costs "
          "FILE` uses them (queries it lacks fall back to the roofline and say so)."));
-  form->addRow(tr("&Cost source:"), costSource_);
+  form->addRow(tr("Cost &source:"), costSource_);
   auto* costRow = new QHBoxLayout();
   costFile_ = new QLabel(box);
   costFile_->setWordWrap(true);
   costRow->addWidget(costFile_, 1);
-  auto* openCosts = new QPushButton(tr("DB &file…"), box);
+  auto* openCosts = new QPushButton(tr("DB f&ile…"), box);
   openCosts->setToolTip(tr("Choose the cost database (a profile DB)"));
   costRow->addWidget(openCosts);
   form->addRow(costRow);
@@ -282,7 +343,10 @@ void MainWindow::showCostSource() {
   const QSignalBlocker block(costSource_);
   costSource_->setCurrentIndex(db.isEmpty() ? 0 : 1);
   costFile_->setText(db.isEmpty() ? tr("No cost DB: every figure is a roofline estimate.")
-                                  : tr("Cost DB: %1").arg(db));
+                     : session_->costWarning().isEmpty()
+                         ? tr("Cost DB: %1").arg(db)
+                         : tr("Cost DB: %1<br><span style='color:#7a3e00'>Warning: %2</span>")
+                               .arg(db.toHtmlEscaped(), session_->costWarning().toHtmlEscaped()));
 }
 
 bool MainWindow::loadCosts(const QString& path) {
@@ -303,9 +367,14 @@ void MainWindow::onOpenCosts() {
 bool MainWindow::loadModel(const QString& nameOrPath) {
   auto model = models::load_model(nameOrPath.toStdString());
   if (!model) {
-    errorLabel_->setText(errorText(model.error()));
+    // The figures and the plan stay those of the model still loaded, and say so.
+    const auto& current = session_->model();
+    errorLabel_->setText(
+        current ? tr("%1 — the figures and the plan are still those of %2.")
+                      .arg(errorText(model.error()), QString::fromStdString(current->name))
+                : errorText(model.error()));
     errorLabel_->show();
-    modelTable_->setRowCount(0);
+    if (current) selectModelInCombo(modelText_);
     statusBar()->showMessage(tr("Could not load %1").arg(nameOrPath));
     return false;
   }
@@ -318,14 +387,17 @@ bool MainWindow::loadModel(const QString& nameOrPath) {
     modelTable_->setItem(i, 1, new QTableWidgetItem(QString::fromStdString(value)));
   }
   modelTable_->resizeColumnToContents(0);
-  const int index = modelCombo_->findText(nameOrPath);
-  if (index >= 0) modelCombo_->setCurrentIndex(index);
+  selectModelInCombo(nameOrPath);
+  modelText_ = nameOrPath;
+  const QString loadBefore = loadSpec_->text();
   session_->setModel(nameOrPath);
-  // The load follows the model; say so when it no longer fits.
+  // The load follows the model; say so when it no longer fits (the plan then has no load and
+  // says so; it never falls back to another load).
   loadError_->setVisible(!session_->load());
   if (!session_->load()) {
-    loadError_->setText(
-        tr("The load '%1' does not fit this model; choose another.").arg(loadSpec_->text()));
+    loadError_->setText(tr("The load '%1' does not fit %2; choose another (the plan waits for a "
+                           "load that fits).")
+                            .arg(loadBefore, QString::fromStdString(model->name)));
   }
   if (useSettings_) QSettings().setValue(QStringLiteral("lastModel"), nameOrPath);
   statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(model->source_path)));
@@ -357,6 +429,18 @@ bool MainWindow::setPlacement(const QString& policy, int redundantPerRank) {
   return true;
 }
 
+void MainWindow::selectModelInCombo(const QString& nameOrPath) {
+  // A bundled model by its name; a config.json by its path (added to the list once).
+  int index = modelCombo_->findText(nameOrPath);
+  if (index < 0) {
+    modelCombo_->addItem(nameOrPath);
+    index = modelCombo_->count() - 1;
+  }
+  const QSignalBlocker block(modelCombo_);
+  modelCombo_->setCurrentIndex(index);
+  modelCombo_->setToolTip(modelCombo_->itemText(index));
+}
+
 void MainWindow::onModelChosen(int index) { loadModel(modelCombo_->itemText(index)); }
 
 void MainWindow::onOpenConfig() {
@@ -372,12 +456,45 @@ void MainWindow::onOpenLoad() {
 }
 
 void MainWindow::onWorkloadEdited() {
+  if (restoring_) return;
+  if (useSettings_) {
+    QSettings s;
+    s.setValue(QStringLiteral("phase"), phase_->currentText());
+    s.setValue(QStringLiteral("tokens"), tokens_->value());
+    s.setValue(QStringLiteral("placement"), policy_->currentText());
+    s.setValue(QStringLiteral("redundant"), redundant_->value());
+  }
   planner::Workload w;
   w.phase = phase_->currentIndex() == 0 ? planner::Phase::kPrefill : planner::Phase::kDecode;
   w.tokens_per_gpu = tokens_->value();
   session_->setWorkload(w);
   const auto policy = planner::parse_policy(policy_->currentText().toStdString());
   if (policy) session_->setPolicy(*policy, redundant_->value());
+}
+
+ExportDialog* MainWindow::makeExportDialog() {
+  QString format, folder;
+  if (useSettings_) {
+    QSettings s;
+    format = s.value(QStringLiteral("exportFormat")).toString();
+    folder = s.value(QStringLiteral("exportFolder")).toString();
+  }
+  auto* dialog = new ExportDialog(exportSourceOf(*session_), this, format, folder);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  if (useSettings_) {
+    connect(dialog->formatCombo(), &QComboBox::currentTextChanged, this,
+            [](const QString& f) { QSettings().setValue(QStringLiteral("exportFormat"), f); });
+    connect(dialog->folderEdit(), &QLineEdit::textChanged, this, [](const QString& f) {
+      QSettings().setValue(QStringLiteral("exportFolder"), f.trimmed());
+    });
+  }
+  return dialog;
+}
+
+void MainWindow::onExport() {
+  // The plan on screen: wait for a plan still running so the dialog shows the inputs set now.
+  session_->waitForIdle();
+  makeExportDialog()->open();
 }
 
 void MainWindow::onShowBackends() {

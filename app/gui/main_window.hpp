@@ -16,6 +16,7 @@ class QTableWidget;
 
 namespace moeplan::gui {
 
+class ExportDialog;
 class LayoutsView;
 class LoadView;
 class ProfilingView;
@@ -53,8 +54,17 @@ class MainWindow : public QMainWindow {
   LoadView* loadView() const { return loadView_; }
   TrafficView* trafficView() const { return traffic_; }
   QComboBox* costSourceCombo() const { return costSource_; }
+  QComboBox* modelCombo() const { return modelCombo_; }
+  QComboBox* phaseCombo() const { return phase_; }
+  QSpinBox* tokensSpin() const { return tokens_; }
+  QLineEdit* loadEdit() const { return loadSpec_; }
+  QComboBox* placementCombo() const { return policy_; }
+  QSpinBox* redundantSpin() const { return redundant_; }
   QLabel* costErrorLabel() const { return costError_; }
   ProfilingView* profilingView() const { return profiling_; }
+  /// The export dialog over the plan on screen and its selected layout (deleted on close; the
+  /// format and folder persist with settings).
+  ExportDialog* makeExportDialog();
   /// Waits for planning and placement to finish and their views to update.
   void waitForIdle();
   /// Renders every view to DIR/<view>.png. Returns the number of files written, -1 on error.
@@ -62,6 +72,7 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void showEvent(QShowEvent* event) override;
 
  private slots:
   void onModelChosen(int index);
@@ -70,12 +81,19 @@ class MainWindow : public QMainWindow {
   void onOpenCosts();
   void onWorkloadEdited();
   void onShowBackends();
+  void onExport();
 
  private:
   QWidget* buildModelView();
+  void selectModelInCombo(const QString& nameOrPath);
+  /// Keeps the window (frame included) inside the screen's available area.
+  void fitToScreen();
+  bool restoring_ = false;
+  bool shownOnce_ = false;
   void showCostSource();
 
   bool useSettings_ = false;
+  QString modelText_;  ///< the model loaded, as the user named it
   Session* session_ = nullptr;
   QTabWidget* tabs_ = nullptr;
   QComboBox* modelCombo_ = nullptr;

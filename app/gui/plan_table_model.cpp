@@ -31,23 +31,26 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
                                                     "layout",
                                                     "dispatcher",
                                                     "mapping",
-                                                    "router (ms)",
-                                                    "dispatch (ms)",
-                                                    "experts (ms)",
-                                                    "combine (ms)",
-                                                    "TP (ms)",
-                                                    "shared (ms)",
-                                                    "layer (ms)",
-                                                    "step (ms)",
-                                                    "tokens/s/GPU",
-                                                    "memory (GiB/GPU)",
-                                                    "HBM (GiB)",
-                                                    "imbalance (max/mean)",
+                                                    "router\n(ms)",
+                                                    "dispatch\n(ms)",
+                                                    "experts\n(ms)",
+                                                    "combine\n(ms)",
+                                                    "TP\n(ms)",
+                                                    "shared\n(ms)",
+                                                    "layer\n(ms)",
+                                                    "step\n(ms)",
+                                                    "tokens/s\n/GPU",
+                                                    "memory\n(GiB/GPU)",
+                                                    "HBM\n(GiB)",
+                                                    "imbalance\n(max/mean)",
                                                     "fits"};
   if (role == Qt::DisplayRole) return QString::fromUtf8(kHeaders[section]);
   if (role == Qt::ToolTipRole) {
     switch (section) {
-      case kLayerTime: return tr("Predicted time of one MoE layer (mean over layers), roofline");
+      case kLayerTime:
+        return tr(
+            "Predicted time of one MoE layer (mean over layers), from the cost source the header "
+            "names");
       case kStepTime: return tr("Sum over the model's MoE layers (attention excluded)");
       case kMemory: return tr("Bytes per GPU without the KV cache");
       case kCapacity: return tr("The device's HBM capacity");

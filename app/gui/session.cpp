@@ -24,16 +24,17 @@ QString errorText(const Error& error) {
       {"dtype", "Dtype"},
       {"format", "Format"},
       {"framework_version", "Framework version"},
-      {"gpus", "GPUs"},
+      // No GPU-count field: the count is the Topology view's nodes × GPUs per node.
+      {"gpus", "Nodes × GPUs per node"},
       {"layout", "Layout"},
       {"layouts", "Layouts"},
       {"load", "Expert load"},
       {"max_bytes", "Max bytes"},
-      {"max_seconds", "Seconds per point"},
+      {"max_seconds", "Max seconds"},
       {"max_tokens", "Max tokens"},
       {"model", "Model"},
       {"ops", "Ops"},
-      {"out", "Database"},
+      {"out", "Output"},
       {"phase", "Phase"},
       {"placement", "Placement"},
       {"redundant", "Redundant slots"},
@@ -51,6 +52,20 @@ QString errorText(const Error& error) {
 QString formatMs(double seconds) { return QString::fromStdString(format_ms(seconds)); }
 QString formatGiB(double bytes) { return QString::fromStdString(format_gib(bytes)); }
 QString formatBytes(double bytes) { return QString::fromStdString(format_bytes(bytes)); }
+
+Result<std::optional<planner::PlacementFile>> policyPlacementFile(const PlanInputs& inputs,
+                                                                  int ep_size) {
+  if (!inputs.placement || !inputs.model) return std::optional<planner::PlacementFile>();
+  auto placement = inputs.placement(ep_size);
+  if (!placement) return placement.error();
+  planner::PlacementFile file;
+  file.result.placement = std::move(*placement);
+  planner::fill_logical_maps(file.result);
+  file.config = planner::policy_config(inputs.fit, inputs.model->num_experts, ep_size);
+  file.layer_ids = inputs.layerIds;
+  file.load_source = inputs.loadSource;
+  return std::optional<planner::PlacementFile>(std::move(file));
+}
 
 Session::Session(QObject* parent) : QObject(parent) {
   debounce_.setSingleShot(true);
@@ -104,6 +119,7 @@ QString Session::setClusterName(const QString& nameOrPath) {
   if (!j) return errorText(j.error());
   clusterJson_ = *j;
   cluster_ = std::move(*c);
+  updateCostWarning();
   emit clusterChanged();
   scheduleReplan();
   return {};
@@ -114,6 +130,7 @@ QString Session::setClusterJson(const nlohmann::json& j, const QString& source) 
   if (!c) return errorText(c.error());
   clusterJson_ = j;
   cluster_ = std::move(*c);
+  updateCostWarning();
   emit clusterChanged();
   scheduleReplan();
   return {};
@@ -150,9 +167,28 @@ QString Session::setCostDb(const QString& path) {
     if (!setup) return errorText(setup.error());
   }
   costDb_ = path;
+  updateCostWarning();
   emit costSourceChanged();
   scheduleReplan();
   return {};
+}
+
+void Session::updateCostWarning() {
+  const QString before = costWarning_;
+  costWarning_.clear();
+  if (!costDb_.isEmpty() && cluster_) {
+    auto setup = planner::make_cost_setup(*cluster_, costDb_.toStdString());
+    if (!setup) {
+      costWarning_ = errorText(setup.error());
+    } else if (setup->measured && setup->measured->device() != cluster_->device().name) {
+      costWarning_ = tr("The cost DB measured %1, not this cluster's %2 × %3: its figures describe "
+                        "another device (queries it lacks fall back to the %3 roofline).")
+                         .arg(QString::fromStdString(setup->measured->device()))
+                         .arg(cluster_->num_gpus())
+                         .arg(QString::fromStdString(cluster_->device().name));
+    }
+  }
+  if (costWarning_ != before) emit costSourceChanged();
 }
 
 void Session::selectLayout(int index) {
@@ -167,6 +203,7 @@ void Session::replan() {
   debounce_.stop();
   if (!model_ || !cluster_ || !load_) {
     plan_.reset();
+    planInputs_ = PlanInputs{};
     planError_ = !model_     ? tr("No model: choose one in the Model view.")
                  : !cluster_ ? tr("No cluster: choose one in the Topology view.")
                              : tr("No expert load: the load in the Model view did not load.");
@@ -184,6 +221,7 @@ void Session::replan() {
   auto request = planner::make_plan_request(*model_, *cluster_, choices, load_->load, true);
   if (!request) {
     plan_.reset();
+    planInputs_ = PlanInputs{};
     planError_ = errorText(request.error());
     selected_ = -1;
     emit planFinished();
@@ -192,24 +230,38 @@ void Session::replan() {
   const int generation = ++generation_;
   const planner::PlanRequest req = std::move(*request);
   placementFn_ = req.placement;
-  auto future = QtConcurrent::run(
-      [model = *model_, cluster = *cluster_, req, generation, costs = costDb_.toStdString()]() {
-        PlanOutcome out;
-        out.generation = generation;
-        // The cost source `moeplan plan` sets up: the roofline, or the database's measured costs.
-        auto setup = planner::make_cost_setup(cluster, costs);
-        if (!setup) {
-          out.error = errorText(setup.error());
-          return out;
-        }
-        auto plan = planner::make_plan(model, cluster, setup->costs(), req);
-        if (plan) {
-          out.plan = std::make_shared<const planner::Plan>(std::move(*plan));
-        } else {
-          out.error = errorText(plan.error());
-        }
-        return out;
-      });
+  PlanInputs inputs;
+  inputs.model = std::make_shared<const models::MoeModel>(*model_);
+  inputs.cluster = std::make_shared<const planner::Cluster>(*cluster_);
+  inputs.choices = choices;
+  if (req.placement) {
+    inputs.fit =
+        planner::policy_fit(*model_, *cluster_, planner::parse_policy(choices.placement).value(),
+                            choices.redundant_per_rank, req.workload.tokens_per_gpu);
+  }
+  inputs.placement = req.placement;
+  inputs.layerIds = load_->layer_ids;
+  inputs.loadSource = load_->load.source;
+  inputs.costDb = costDb_;
+  auto future = QtConcurrent::run([model = inputs.model, cluster = inputs.cluster, req, generation,
+                                   inputs, costs = costDb_.toStdString()]() {
+    PlanOutcome out;
+    out.generation = generation;
+    out.inputs = inputs;
+    // The cost source `moeplan plan` sets up: the roofline, or the database's measured costs.
+    auto setup = planner::make_cost_setup(*cluster, costs);
+    if (!setup) {
+      out.error = errorText(setup.error());
+      return out;
+    }
+    auto plan = planner::make_plan(*model, *cluster, setup->costs(), req);
+    if (plan) {
+      out.plan = std::make_shared<const planner::Plan>(std::move(*plan));
+    } else {
+      out.error = errorText(plan.error());
+    }
+    return out;
+  });
   // A plan still running finishes on its own in the pool; the watcher now follows the new one.
   watcher_.setFuture(future);
   running_ = true;
@@ -237,6 +289,7 @@ void Session::onPlanDone() {
   const PlanOutcome out = watcher_.result();
   if (out.generation != generation_) return;  // cancelled
   plan_ = out.plan;
+  planInputs_ = plan_ ? out.inputs : PlanInputs{};
   planError_ = out.error;
   selected_ = plan_ ? (plan_->recommended >= 0 ? plan_->recommended : 0) : -1;
   emit planFinished();

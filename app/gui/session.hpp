@@ -14,17 +14,38 @@
 #include "models/moe_model.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
+#include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
 #include "planner/plan_request.hpp"
 #include "planner/topology/cluster.hpp"
 
 namespace moeplan::gui {
 
+/// What a plan was made from beyond its own record: the model and cluster objects, the
+/// placement choices and the load's layer ids (what an export of that plan needs to turn the
+/// placement policy into a placement file).
+struct PlanInputs {
+  std::shared_ptr<const models::MoeModel> model;
+  std::shared_ptr<const planner::Cluster> cluster;
+  planner::PlanChoices choices;    ///< as planned (contiguous: no redundant slots)
+  planner::PolicyFit fit;          ///< the placement fit of choices.placement
+  planner::PlacementFn placement;  ///< the plan's (null: contiguous)
+  std::vector<int> layerIds;       ///< hidden-layer index of each row of the load
+  std::string loadSource;
+  QString costDb;
+};
+
+/// The placement file the plan's placement policy gives `ep_size` EP ranks (the placement the
+/// plan costed that EP size with); no value for contiguous placement.
+Result<std::optional<planner::PlacementFile>> policyPlacementFile(const PlanInputs& inputs,
+                                                                  int ep_size);
+
 /// One finished planning run.
 struct PlanOutcome {
   std::shared_ptr<const planner::Plan> plan;  ///< null on error
   QString error;
   int generation = 0;
+  PlanInputs inputs;
 };
 
 class Session : public QObject {
@@ -49,6 +70,8 @@ class Session : public QObject {
   /// plan are reused by the views.
   const planner::PlacementFn& placementFn() const { return placementFn_; }
   std::shared_ptr<const planner::Plan> plan() const { return plan_; }
+  /// What plan() was made from (empty pointers when there is no plan).
+  const PlanInputs& planInputs() const { return planInputs_; }
   /// Index into plan()->layouts of the selected layout (the recommended one after each plan).
   int selectedLayout() const { return selected_; }
   const planner::LayoutCost* selectedLayoutCost() const;
@@ -68,6 +91,9 @@ class Session : public QObject {
   QString setCostDb(const QString& path);
   /// The cost database plans use; empty: the roofline.
   const QString& costDb() const { return costDb_; }
+  /// Why the cost database does not describe the cluster (its measured device is not the
+  /// cluster's); empty when it does, or without a database.
+  const QString& costWarning() const { return costWarning_; }
   void selectLayout(int index);
 
   /// Starts planning now in a worker thread (a running plan is abandoned).
@@ -90,6 +116,7 @@ class Session : public QObject {
  private:
   void scheduleReplan();
   void onPlanDone();
+  void updateCostWarning();
 
   std::optional<models::MoeModel> model_;
   std::optional<planner::Cluster> cluster_;
@@ -97,10 +124,12 @@ class Session : public QObject {
   std::optional<planner::LoadData> load_;
   QString loadSpec_ = QStringLiteral("uniform");
   QString costDb_;
+  QString costWarning_;
   planner::Workload workload_;
   planner::PlanChoices choices_;
   planner::PlacementFn placementFn_;
   std::shared_ptr<const planner::Plan> plan_;
+  PlanInputs planInputs_;
   QString planError_;
   int selected_ = -1;
   int generation_ = 0;

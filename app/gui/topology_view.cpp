@@ -13,11 +13,13 @@
 #include <QGraphicsView>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QKeySequence>
 #include <QLabel>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -90,8 +92,9 @@ TopologyView::TopologyView(Session* session, QWidget* parent) : QWidget(parent),
   auto* form = new QFormLayout();
   device_ = new QComboBox(panel);
   for (const auto& n : planner::bundled_device_names()) device_->addItem(QString::fromStdString(n));
-  nodes_ = intSpin(1, 4096);
-  gpusPerNode_ = intSpin(1, 144);
+  // From 0: the parser says why 0 is not a cluster (a spin box would silently revert it).
+  nodes_ = intSpin(0, 4096);
+  gpusPerNode_ = intSpin(0, 144);
   domain_ = intSpin(1, 4096, tr(" GPUs"));
   nvBw_ = doubleSpin(0.1, 100000.0, 1, tr(" GB/s"));
   nvLat_ = doubleSpin(0.0, 1000.0, 2, tr(" µs"));
@@ -101,17 +104,17 @@ TopologyView::TopologyView(Session* session, QWidget* parent) : QWidget(parent),
   network_ = new QComboBox(panel);
   network_->addItems({QStringLiteral("rail_optimized"), QStringLiteral("fat_tree")});
   oversub_ = doubleSpin(1.0, 64.0, 2, QStringLiteral(" : 1"));
-  form->addRow(tr("&Device:"), device_);
+  form->addRow(tr("Devi&ce:"), device_);
   form->addRow(tr("&Nodes:"), nodes_);
   form->addRow(tr("&GPUs per node:"), gpusPerNode_);
   form->addRow(tr("NVLink &domain:"), domain_);
-  form->addRow(tr("NVLink &bandwidth:"), nvBw_);
-  form->addRow(tr("NVLink &latency:"), nvLat_);
+  form->addRow(tr("NVLin&k bandwidth:"), nvBw_);
+  form->addRow(tr("NVLink latenc&y:"), nvLat_);
   form->addRow(tr("N&ICs per node:"), nics_);
-  form->addRow(tr("NI&C bandwidth:"), nicBw_);
-  form->addRow(tr("Network la&tency:"), netLat_);
+  form->addRow(tr("NIC b&andwidth:"), nicBw_);
+  form->addRow(tr("Network lat&ency:"), netLat_);
   form->addRow(tr("Net&work:"), network_);
-  form->addRow(tr("O&versubscription:"), oversub_);
+  form->addRow(tr("Overs&ubscription:"), oversub_);
   pl->addLayout(form);
   editors_ = {device_, nodes_, gpusPerNode_, domain_,  nvBw_,   nvLat_,
               nics_,   nicBw_, netLat_,      network_, oversub_};
@@ -124,6 +127,11 @@ TopologyView::TopologyView(Session* session, QWidget* parent) : QWidget(parent),
   summary_ = new QLabel(panel);
   summary_->setWordWrap(true);
   pl->addWidget(summary_);
+  planError_ = new QLabel(panel);
+  planError_->setStyleSheet(QStringLiteral("color: #b00020;"));
+  planError_->setWordWrap(true);
+  planError_->hide();
+  pl->addWidget(planError_);
   auto* colourRow = new QHBoxLayout();
   colourRow->addWidget(new QLabel(tr("Colour GPUs by:"), panel));
   colourBy_ = new QComboBox(panel);
@@ -138,9 +146,32 @@ TopologyView::TopologyView(Session* session, QWidget* parent) : QWidget(parent),
   panel->setMinimumWidth(300);
   panel->setMaximumWidth(380);
 
+  auto* right = new QWidget(splitter);
+  auto* rl = new QVBoxLayout(right);
+  rl->setContentsMargins(0, 0, 0, 0);
+  auto* zoomRow = new QHBoxLayout();
+  auto* zoomIn = new QPushButton(tr("Zoom in"), right);
+  auto* zoomOut = new QPushButton(tr("Zoom out"), right);
+  auto* fit = new QPushButton(tr("Fit"), right);
+  zoomIn->setShortcut(QKeySequence::ZoomIn);
+  zoomOut->setShortcut(QKeySequence::ZoomOut);
+  fit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_0));
+  zoomIn->setToolTip(tr("Zoom in (Ctrl++, or Ctrl + mouse wheel); drag to pan"));
+  zoomOut->setToolTip(tr("Zoom out (Ctrl+-, or Ctrl + mouse wheel)"));
+  fit->setToolTip(tr("Fit the whole cluster in the view (Ctrl+0)"));
+  zoomRow->addWidget(zoomIn);
+  zoomRow->addWidget(zoomOut);
+  zoomRow->addWidget(fit);
+  zoomRow->addStretch(1);
+  rl->addLayout(zoomRow);
   scene_ = new QGraphicsScene(this);
-  view_ = new QGraphicsView(scene_, splitter);
+  view_ = new QGraphicsView(scene_, right);
+  rl->addWidget(view_, 1);
+  view_->setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
   view_->viewport()->installEventFilter(this);
+  connect(zoomIn, &QPushButton::clicked, this, [this] { zoomBy(1.25); });
+  connect(zoomOut, &QPushButton::clicked, this, [this] { zoomBy(0.8); });
+  connect(fit, &QPushButton::clicked, this, &TopologyView::fitAll);
   view_->setRenderHint(QPainter::Antialiasing);
   view_->setDragMode(QGraphicsView::ScrollHandDrag);
   view_->setFocusPolicy(Qt::StrongFocus);
@@ -164,15 +195,43 @@ TopologyView::TopologyView(Session* session, QWidget* parent) : QWidget(parent),
     redraw();
   });
   connect(session_, &Session::layoutSelected, this, &TopologyView::redraw);
+  // A plan error about the cluster (no legal layout on its GPU count) shows here too.
+  connect(session_, &Session::planFinished, this, [this] {
+    planError_->setText(session_->plan() ? QString()
+                                         : tr("No plan: %1").arg(session_->planError()));
+    planError_->setVisible(!session_->plan() && !session_->planError().isEmpty());
+  });
   loadEditors();
   redraw();
 }
 
 bool TopologyView::eventFilter(QObject* watched, QEvent* event) {
-  if (watched == view_->viewport() && event->type() == QEvent::Resize) {
+  if (watched == view_->viewport() && event->type() == QEvent::Resize && fitted_) {
     view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
   }
+  if (watched == view_->viewport() && event->type() == QEvent::Wheel) {
+    auto* wheel = static_cast<QWheelEvent*>(event);
+    if (wheel->modifiers() & Qt::ControlModifier) {
+      zoomBy(wheel->angleDelta().y() > 0 ? 1.25 : 0.8);
+      return true;
+    }
+  }
   return QWidget::eventFilter(watched, event);
+}
+
+double TopologyView::zoom() const { return view_->transform().m11(); }
+
+void TopologyView::zoomBy(double factor) {
+  // Between a tenth of the fitted scale and 8 × actual size.
+  const double next = zoom() * factor;
+  if ((factor > 1.0 && next > 8.0) || (factor < 1.0 && next < 0.02)) return;
+  fitted_ = false;
+  view_->scale(factor, factor);
+}
+
+void TopologyView::fitAll() {
+  fitted_ = true;
+  view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
 }
 
 void TopologyView::showError(const QString& text) {
@@ -183,14 +242,32 @@ void TopologyView::showError(const QString& text) {
 bool TopologyView::openCluster(const QString& nameOrPath) {
   const QString err = session_->setClusterName(nameOrPath);
   showError(err);
-  if (err.isEmpty()) emit clusterOpened(nameOrPath);
+  if (err.isEmpty()) {
+    editedFrom_ = session_->cluster()->name();
+    openedSource_ = session_->cluster()->info().source;
+    unsaved_ = false;
+    loadEditors();
+    emit clusterOpened(nameOrPath);
+  }
   return err.isEmpty();
 }
 
 bool TopologyView::saveCluster(const QString& path) {
-  const Status s = write_file_atomic(path.toStdString(), session_->clusterJson().dump(2) + "\n");
-  showError(s.ok() ? QString() : errorText(s.error()));
-  return s.ok();
+  QString file = path;
+  if (QFileInfo(file).suffix().isEmpty()) file += QStringLiteral(".json");
+  nlohmann::json j = session_->clusterJson();
+  // An edit is saved under the file's own name; an unedited cluster keeps its name.
+  if (unsaved_) j["name"] = QFileInfo(file).completeBaseName().toStdString();
+  const Status s = write_file_atomic(file.toStdString(), j.dump(2) + "\n");
+  if (!s.ok()) {
+    showError(errorText(s.error()));
+    return false;
+  }
+  showError(QString());
+  // The plan now names the saved file (exports record it and its fingerprint).
+  if (unsaved_ && !openCluster(file)) return false;
+  emit saved(tr("Saved the cluster to %1").arg(file));
+  return true;
 }
 
 void TopologyView::onOpen() {
@@ -228,8 +305,16 @@ void TopologyView::loadEditors() {
     oversub_->setValue(c.oversubscription);
   }
   if (const auto& c = session_->cluster()) {
-    const int i = bundled_->findText(QString::fromStdString(c->name()));
-    if (i >= 0) bundled_->setCurrentIndex(i);
+    // A bundled cluster by its name; an edited or opened file by its name and state.
+    const QString name = QString::fromStdString(c->name());
+    const int i = unsaved_ ? -1 : bundled_->findText(name);
+    {
+      const QSignalBlocker block(bundled_);
+      bundled_->setCurrentIndex(i);
+      bundled_->setPlaceholderText(
+          unsaved_ ? tr("%1 (edited, not saved)").arg(name)
+                   : tr("%1 (%2)").arg(name, QString::fromStdString(c->info().source)));
+    }
     const auto& info = c->info();
     summary_->setText(
         tr("<b>%1</b> (%2): %3 GPUs × %4 (%5 HBM), %6 nodes, NVLink domains of %7 GPUs.%8")
@@ -264,10 +349,25 @@ void TopologyView::onEdited() {
     c.network = network_->currentText().toStdString();
     c.oversubscription = oversub_->value();
   }
-  const nlohmann::json j = planner::compact_cluster_json(c, current);
-  const auto source =
-      session_->cluster() ? session_->cluster()->info().source : std::string("edited");
+  nlohmann::json j = planner::compact_cluster_json(c, current);
+  // An edited cluster is no longer the one opened: it says so in its name, description and
+  // source until it is saved under a name of its own.
+  if (!editedFrom_.empty() && session_->cluster()) {
+    const std::string from = editedFrom_;
+    if (!unsaved_) {
+      unsavedDescription_ = "Edited in moeplan-gui from " + from;
+      const std::string before = session_->cluster()->info().description;
+      if (!before.empty()) unsavedDescription_ += " (" + before + ")";
+    }
+    j["name"] = from + "-edited";
+    j["description"] = unsavedDescription_;
+  }
+  const std::string source = "edited from " + openedSource_ + ", not saved";
   const QString err = session_->setClusterJson(j, QString::fromStdString(source));
+  if (err.isEmpty()) {
+    unsaved_ = true;
+    loadEditors();
+  }
   showError(err.isEmpty() ? QString() : tr("Edit not applied: %1").arg(err));
 }
 
@@ -516,7 +616,7 @@ void TopologyView::redraw() {
   }
   legend_->setText(legend);
   scene_->setSceneRect(scene_->itemsBoundingRect().adjusted(-10, -10, 10, 10));
-  view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
+  if (fitted_) view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
 }
 
 }  // namespace moeplan::gui

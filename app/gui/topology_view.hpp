@@ -4,6 +4,7 @@
 #pragma once
 
 #include <QWidget>
+#include <string>
 
 class QComboBox;
 class QDoubleSpinBox;
@@ -32,8 +33,17 @@ class TopologyView : public QWidget {
   QDoubleSpinBox* nicBandwidthSpin() const { return nicBw_; }
   QDoubleSpinBox* networkLatencySpin() const { return netLat_; }
   QComboBox* networkCombo() const { return network_; }
+  /// The bundled clusters; shows the current cluster's name (and "edited, not saved").
+  QComboBox* clusterCombo() const { return bundled_; }
   QLabel* errorLabel() const { return error_; }
   QGraphicsScene* scene() const { return scene_; }
+  QGraphicsView* graphicsView() const { return view_; }
+  /// The plan's error when there is no plan (e.g. no legal layout on this cluster's GPUs).
+  QLabel* planErrorLabel() const { return planError_; }
+  /// The view's scale (1 = actual size); zoomBy multiplies it, fitAll fits the whole cluster.
+  double zoom() const;
+  void zoomBy(double factor);
+  void fitAll();
   /// Opens a cluster JSON by path or bundled name; errors show in the view.
   bool openCluster(const QString& nameOrPath);
   /// Writes the current cluster JSON; errors show in the view.
@@ -44,6 +54,8 @@ class TopologyView : public QWidget {
  signals:
   /// A cluster was opened by name or path (not emitted for edits).
   void clusterOpened(const QString& nameOrPath);
+  /// A cluster was saved; `message` says where.
+  void saved(const QString& message);
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
@@ -74,11 +86,17 @@ class TopologyView : public QWidget {
   QComboBox* colourBy_ = nullptr;
   QLabel* error_ = nullptr;
   QLabel* summary_ = nullptr;
+  QLabel* planError_ = nullptr;
+  bool fitted_ = true;  ///< the view follows its size (until the user zooms)
   QLabel* legend_ = nullptr;
   QGraphicsScene* scene_ = nullptr;
   QGraphicsView* view_ = nullptr;
   QList<QWidget*> editors_;
   bool loading_ = false;
+  std::string editedFrom_;    ///< the name of the cluster opened
+  std::string openedSource_;  ///< its file
+  std::string unsavedDescription_;
+  bool unsaved_ = false;  ///< edited since it was opened or saved
 };
 
 }  // namespace moeplan::gui

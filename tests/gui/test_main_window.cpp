@@ -39,10 +39,13 @@ TEST(GuiMainWindow, SwitchesModelAndShowsErrorsInPlace) {
   ASSERT_TRUE(w.loadModel(QStringLiteral("deepseek-v3")));
   EXPECT_TRUE(
       valueOf(w.modelTable(), QStringLiteral("Router")).startsWith(QStringLiteral("sigmoid")));
+  const int rows = w.modelTable()->rowCount();
   EXPECT_FALSE(w.loadModel(QStringLiteral("/nonexistent/config.json")));
   EXPECT_FALSE(w.errorLabel()->isHidden());
   EXPECT_TRUE(w.errorLabel()->text().contains(QStringLiteral("file not found")));
-  EXPECT_EQ(w.modelTable()->rowCount(), 0);
+  // The figures stay those of the model the plan still uses, and the error says so.
+  EXPECT_EQ(w.modelTable()->rowCount(), rows);
+  EXPECT_TRUE(w.errorLabel()->text().contains(QStringLiteral("still those of deepseek-v3")));
 }
 
 TEST(GuiMainWindow, ScreenshotsWritePngPerView) {

@@ -37,6 +37,8 @@ std::vector<std::pair<std::string, std::string>> model_summary(const MoeModel& m
                  std::to_string(a.kv_lora_rank) + ")";
   }
   const std::string dt(dtype_name(m.dtype));
+  const std::string wf =
+      m.weights.quantized() ? m.weights.name() + ", scales included" : m.weights.name();
   return {
       {"Model", m.name},
       {"Source", m.source_path},
@@ -53,8 +55,10 @@ std::vector<std::pair<std::string, std::string>> model_summary(const MoeModel& m
       {"Attention", attention},
       {"Vocabulary", std::to_string(m.vocab_size)},
       {"dtype", dt},
-      {"Bytes per expert", format_bytes(m.expert_bytes(m.dtype)) + " (" + dt + ")"},
-      {"Bytes per MoE layer", format_bytes(m.moe_layer_bytes(m.dtype)) + " (" + dt + ")"},
+      {"Weights", m.weights.describe() + " [" + m.weights.name() + ", " + m.weights.source + "]"},
+      {"Activations", m.weights.describe_activations()},
+      {"Bytes per expert", format_bytes(m.expert_weight_bytes()) + " (" + wf + ")"},
+      {"Bytes per MoE layer", format_bytes(m.moe_layer_weight_bytes()) + " (" + wf + ")"},
       {"MoE FLOPs per token",
        format_si(static_cast<double>(m.moe_flops_per_token()), "FLOP") + " per layer (routed " +
            format_si(static_cast<double>(m.routed_flops_per_token()), "FLOP") + ")"},

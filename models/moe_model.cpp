@@ -271,6 +271,11 @@ Result<MoeModel> parse_model_config(const std::string& json_text, const std::str
     return r.error("torch_dtype",
                    "expected \"bfloat16\", \"float16\" or \"float32\", got \"" + dtype + "\"");
   }
+  m.weights.plain = m.dtype;
+  if (r.has("quantization_config")) {
+    MOEPLAN_ASSIGN(m.weights,
+                   parse_quantization_config(j.at("quantization_config"), m.dtype, source));
+  }
 
   Status family_status;
   switch (m.family) {
@@ -415,6 +420,94 @@ std::int64_t MoeModel::total_parameters() const {
 
 std::int64_t MoeModel::active_parameters() const {
   return model_parameters<std::int64_t>(*this, num_experts_per_tok);
+}
+
+double MoeModel::linear_bytes(std::int64_t rows, std::int64_t cols, bool quantized) const {
+  if (quantized) return weights.matrix_bytes(rows, cols);
+  return static_cast<double>(rows) * static_cast<double>(cols) * dtype_bytes(dtype);
+}
+
+double MoeModel::expert_weight_bytes(int tp_size) const {
+  const std::int64_t width = moe_intermediate_size / std::max(1, tp_size);
+  return 2.0 * linear_bytes(width, hidden_size) + linear_bytes(hidden_size, width);
+}
+
+double MoeModel::attention_weight_bytes() const {
+  const auto& a = attention;
+  const bool q = weights.attention_quantized;
+  const double b = dtype_bytes(dtype);
+  const std::int64_t h = hidden_size;
+  const std::int64_t heads = a.num_heads;
+  if (a.mla) {
+    const std::int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    double bytes = 0.0;
+    if (a.q_lora_rank > 0) {
+      bytes += linear_bytes(a.q_lora_rank, h, q) + a.q_lora_rank * b +
+               linear_bytes(heads * qk, a.q_lora_rank, q);
+    } else {
+      bytes += linear_bytes(heads * qk, h, q);
+    }
+    bytes += linear_bytes(a.kv_lora_rank + a.qk_rope_head_dim, h, q) + a.kv_lora_rank * b;
+    bytes += linear_bytes(heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, q);
+    bytes += linear_bytes(h, heads * a.v_head_dim, q);
+    return bytes;
+  }
+  const std::int64_t qd = heads * a.head_dim;
+  const std::int64_t kv = std::int64_t{a.num_kv_heads} * a.head_dim;
+  double bytes = linear_bytes(qd, h, q) + 2.0 * linear_bytes(kv, h, q) + linear_bytes(h, qd, q);
+  if (a.qkv_bias) bytes += static_cast<double>(qd + 2 * kv) * b;
+  if (a.qk_norm) bytes += 2.0 * a.head_dim * b;
+  return bytes;
+}
+
+double MoeModel::moe_block_other_bytes(int tp_size) const {
+  const double b = dtype_bytes(dtype);
+  const double h = static_cast<double>(hidden_size);
+  const std::int64_t width = shared_intermediate_total() / std::max(1, tp_size);
+  double bytes = 0.0;
+  if (width > 0) bytes += 2.0 * linear_bytes(width, hidden_size) + linear_bytes(hidden_size, width);
+  if (shared_expert_gated) bytes += h * b;
+  // NOTE: the router stays in torch_dtype in every quantized checkpoint (DeepSeek-V3's
+  // mlp.gate.weight is bf16, its e_score_correction_bias fp32; gpt-oss and ModelOpt exclude it).
+  bytes += h * num_experts * b;
+  if (router.has_score_correction_bias) bytes += 4.0 * num_experts;
+  return bytes;
+}
+
+double MoeModel::dense_mlp_weight_bytes() const {
+  return 2.0 * linear_bytes(dense_intermediate_size, hidden_size) +
+         linear_bytes(hidden_size, dense_intermediate_size);
+}
+
+double MoeModel::embedding_bytes() const {
+  return static_cast<double>(vocab_size) * static_cast<double>(hidden_size) *
+         (tie_word_embeddings ? 1.0 : 2.0) * dtype_bytes(dtype);
+}
+
+double MoeModel::total_weight_bytes() const {
+  const double b = dtype_bytes(dtype);
+  const double h = static_cast<double>(hidden_size);
+  return embedding_bytes() + h * b + num_hidden_layers * (attention_weight_bytes() + 2.0 * h * b) +
+         num_moe_layers() * moe_layer_weight_bytes() +
+         num_dense_layers() * dense_mlp_weight_bytes();
+}
+
+MoeModel with_weight_format(MoeModel m, WeightFormat format) {
+  if (format.quantized()) {
+    format.plain = m.dtype;
+  } else {
+    m.dtype = format.plain;
+  }
+  m.weights = std::move(format);
+  return m;
+}
+
+Status apply_weights_choice(MoeModel& m, const std::string& name) {
+  if (name.empty()) return Status::Ok();
+  auto f = parse_weight_format(name, m.dtype);
+  if (!f) return f.error();
+  m = with_weight_format(std::move(m), std::move(*f));
+  return Status::Ok();
 }
 
 Status check_model_size(const MoeModel& m, const std::string& source) {

@@ -10,6 +10,7 @@
 
 #include "models/dtype.hpp"
 #include "models/result.hpp"
+#include "models/weight_format.hpp"
 
 namespace moeplan::models {
 
@@ -82,7 +83,10 @@ struct MoeModel {
   AttentionSpec attention;
   std::int64_t vocab_size = 0;
   bool tie_word_embeddings = false;
-  DType dtype = DType::kBf16;        ///< torch_dtype
+  DType dtype = DType::kBf16;  ///< torch_dtype
+  /// The linear weights' storage and GEMM precision: quantization_config, else torch_dtype;
+  /// `--weights` replaces it (with_weight_format).
+  WeightFormat weights;
   int num_nextn_predict_layers = 0;  ///< DeepSeek-V3 MTP (not counted in parameters)
 
   // ---- derived figures -------------------------------------------------------------------
@@ -106,6 +110,31 @@ struct MoeModel {
   double moe_layer_bytes(DType t) const {
     return static_cast<double>(moe_block_parameters()) * dtype_bytes(t);
   }
+  // ---- bytes in the model's weight format (scales included) -----------------------------
+  /// Bytes of one [rows × cols] linear weight: in the weight format when `quantized`, else in
+  /// torch_dtype.
+  double linear_bytes(std::int64_t rows, std::int64_t cols, bool quantized = true) const;
+  /// Bytes of one routed expert's slice on a rank of TP size `tp_size`: gate and up
+  /// [I/tp × H], down [H × I/tp], with their scales.
+  double expert_weight_bytes(int tp_size = 1) const;
+  /// Bytes of one attention block: projections in the weight format (unless it keeps attention
+  /// unquantized), norms and biases in torch_dtype.
+  double attention_weight_bytes() const;
+  /// Bytes of one MoE block besides its routed experts, on a rank of TP size `tp_size`: the
+  /// shared experts' slices and their gate (in the weight format / torch_dtype) and the router
+  /// (torch_dtype, e_score_correction_bias fp32), which every rank holds whole.
+  double moe_block_other_bytes(int tp_size = 1) const;
+  /// Bytes of one dense MLP layer (whole).
+  double dense_mlp_weight_bytes() const;
+  /// Bytes of one MoE block (router, every routed expert, shared experts) whole.
+  double moe_layer_weight_bytes() const {
+    return num_experts * expert_weight_bytes(1) + moe_block_other_bytes(1);
+  }
+  /// Bytes of the token embeddings and the output head (torch_dtype).
+  double embedding_bytes() const;
+  /// Bytes of every weight of the model (MTP layers excluded), as its checkpoint stores them.
+  double total_weight_bytes() const;
+
   /// FLOPs per token of one MoE block (router GEMM, top-k experts, shared experts), 2 per MAC.
   std::int64_t moe_flops_per_token() const;
   /// FLOPs per token of the routed experts alone.
@@ -123,6 +152,14 @@ struct MoeModel {
 /// The largest model moeplan reads: 10^15 parameters (about 1000× the largest published MoE), so
 /// that every derived count fits std::int64_t with room to spare.
 inline constexpr double kMaxModelParameters = 1e15;
+
+/// `m` with its weights in `format` (a what-if plan: --weights), keeping torch_dtype for the
+/// tensors the format leaves unquantized.
+MoeModel with_weight_format(MoeModel m, WeightFormat format);
+
+/// Applies the --weights choice `name` to `m` ("" keeps the model's own format). Errors name
+/// the input "weights".
+Status apply_weights_choice(MoeModel& m, const std::string& name);
 
 /// An error naming `source` when the model's sizes exceed kMaxModelParameters.
 Status check_model_size(const MoeModel& m, const std::string& source);

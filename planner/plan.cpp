@@ -177,6 +177,7 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
   Plan plan;
   plan.model = model.name;
   plan.model_source = model.source_path;
+  plan.weights = model.weights;
   plan.cluster = cluster.name();
   plan.cluster_source = cluster.info().source;
   plan.device = cluster.device().name;
@@ -268,7 +269,8 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
 nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
   nlohmann::json j;
   j["schema_version"] = 1;
-  j["model"] = {{"name", plan.model}, {"source", plan.model_source}};
+  j["model"] = {
+      {"name", plan.model}, {"source", plan.model_source}, {"weights", plan.weights.to_json()}};
   j["cluster"] = {{"name", plan.cluster}, {"source", plan.cluster_source}, {"device", plan.device}};
   j["num_gpus"] = plan.num_gpus;
   j["num_moe_layers"] = plan.num_moe_layers;
@@ -423,6 +425,7 @@ PlanSummary summarize_plan(const Plan& plan) {
   PlanSummary s;
   s.model = plan.model;
   s.model_source = plan.model_source;
+  s.weights = plan.weights.name();
   s.cluster = plan.cluster;
   s.cluster_source = plan.cluster_source;
   s.device = plan.device;
@@ -456,6 +459,14 @@ Result<PlanSummary> parse_plan_json(const nlohmann::json& j, const std::string& 
   if (!msrc) return msrc.error();
   s.model = *mname;
   s.model_source = *msrc;
+  if (mr.has("weights")) {
+    const nlohmann::json& w = model->at("weights");
+    if (!w.is_object()) return mr.error("weights", "expected an object with the format's name");
+    const JsonReader wr(w, source, "model.weights.");
+    auto wname = wr.string("name");
+    if (!wname) return wname.error();
+    s.weights = *wname;
+  }
   auto cluster = object_at(j, r, "cluster", "name, source and device");
   if (!cluster) return cluster.error();
   JsonReader cr(*cluster, source, "cluster.");

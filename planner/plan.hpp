@@ -31,6 +31,7 @@ struct PlanRequest {
 struct Plan {
   std::string model;
   std::string model_source;
+  WeightFormat weights;  ///< the model's weight format the plan was costed at
   std::string cluster;
   std::string cluster_source;
   std::string device;
@@ -104,6 +105,9 @@ struct PlanSummary {
   std::string source;  ///< the plan file, or "" for a plan made in this process
   std::string model;
   std::string model_source;
+  /// The weight format's name (WeightFormat::name(): "bf16", "fp8-block", …); plans written
+  /// before formats were recorded read as "" (the model's own).
+  std::string weights;
   std::string cluster;
   std::string cluster_source;
   std::string device;

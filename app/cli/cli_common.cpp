@@ -2,6 +2,7 @@
 #include "app/cli/cli_common.hpp"
 
 #include "models/file_io.hpp"
+#include "models/weight_format.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -31,6 +32,13 @@ std::string flag_of(const std::string& input) {
   std::string flag = "--" + input;
   std::replace(flag.begin(), flag.end(), '_', '-');
   return flag;
+}
+
+std::string weights_flag_help() {
+  std::string names;
+  for (const auto& n : weight_format_names()) names += (names.empty() ? "" : "|") + n;
+  return "Weight format for a what-if plan: " + names +
+         " (default: the model's own, from its quantization_config or torch_dtype)";
 }
 
 int report_error(const Error& error) {

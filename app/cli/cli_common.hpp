@@ -31,6 +31,9 @@ const std::vector<std::string>& command_line_args();
 /// The command-line flag of a library input name: "max_tokens" → "--max-tokens".
 std::string flag_of(const std::string& input);
 
+/// The help text of --weights (plan, models show, the GUI's choice): the format names.
+std::string weights_flag_help();
+
 /// Prints "moeplan: error: <message>" to stderr, the input it is about named by its flag
 /// (nothing for an empty message: an error another rank reports), and returns kExitBadInput.
 int report_error(const Error& error);

@@ -24,6 +24,7 @@ int run_list(bool json) {
   t.add_column("layers (MoE)", Table::Align::kRight);
   t.add_column("params", Table::Align::kRight);
   t.add_column("active", Table::Align::kRight);
+  t.add_column("weights");
   for (const auto& name : models::bundled_model_names()) {
     auto m = models::load_model(name);
     if (!m) return report_error(m.error());
@@ -36,16 +37,17 @@ int run_list(bool json) {
          std::to_string(m->num_experts_per_tok), std::to_string(m->num_shared_experts),
          std::to_string(m->num_hidden_layers) + " (" + std::to_string(m->num_moe_layers()) + ")",
          format_count(static_cast<double>(m->total_parameters())),
-         format_count(static_cast<double>(m->active_parameters()))});
+         format_count(static_cast<double>(m->active_parameters())), m->weights.name()});
   }
   const std::string text = json ? out.dump(2) + "\n" : t.render();
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
 
-int run_show(const std::string& name, bool json) {
+int run_show(const std::string& name, const std::string& weights, bool json) {
   auto m = models::load_model(name);
   if (!m) return report_error(m.error());
+  if (auto st = models::apply_weights_choice(*m, weights); !st) return report_error(st.error());
   const std::string text = json ? models::model_to_json(*m).dump(2) + "\n"
                                 : render_key_values(models::model_summary(*m));
   std::fputs(text.c_str(), stdout);
@@ -59,6 +61,7 @@ void add_models_command(CLI::App& app, Action& action) {
     std::string name = models::kDefaultModel;
     bool list_json = false;
     bool show_json = false;
+    std::string weights;
   };
   auto opts = std::make_shared<Options>();
   auto* models_cmd = app.add_subcommand("models", "List bundled MoE models or show one's figures");
@@ -72,8 +75,10 @@ void add_models_command(CLI::App& app, Action& action) {
   show->add_option("model", opts->name, "Bundled model name or path to a config.json")
       ->capture_default_str();
   show->add_flag("--json", opts->show_json, "Print JSON");
-  show->callback(
-      [&action, opts] { action = [opts] { return run_show(opts->name, opts->show_json); }; });
+  show->add_option("--weights", opts->weights, weights_flag_help());
+  show->callback([&action, opts] {
+    action = [opts] { return run_show(opts->name, opts->weights, opts->show_json); };
+  });
 }
 
 }  // namespace moeplan::cli

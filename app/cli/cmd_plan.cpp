@@ -49,6 +49,7 @@ struct PlanOptions {
   std::string out_dir;
   std::string layout_file;
   std::string costs;
+  std::string weights;  // --weights: a what-if weight format ("" = the model's own)
 };
 
 std::string ms(double seconds) { return format_fixed(seconds * 1e3, 3); }
@@ -66,6 +67,10 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
          " per GPU, " + std::to_string(plan.num_moe_layers) + " MoE layers\n";
   out += "cost source: " + plan.cost_source + "; expert load: " + plan.load_source +
          "; placement: " + plan.placement_policy + "\n";
+  if (plan.weights.quantized() || plan.weights.source.rfind("--weights", 0) == 0) {
+    out += "weights: " + plan.weights.describe() + " [" + plan.weights.name() + ", " +
+           plan.weights.source + "]; activations: " + plan.weights.describe_activations() + "\n";
+  }
   out +=
       "times in ms per MoE layer (router .. shared), step = all MoE layers; memory excludes "
       "the KV cache\n\n";
@@ -233,6 +238,9 @@ int run_plan(const PlanOptions& o) {
   }
   auto model = models::load_model(o.model);
   if (!model) return report_error(model.error());
+  if (auto st = models::apply_weights_choice(*model, o.weights); !st) {
+    return report_error(st.error());
+  }
   auto setup = planner::make_cost_setup(o.cluster, o.costs);
   if (!setup) return report_error(setup.error());
   const planner::Cluster* cluster = setup->cluster.get();
@@ -350,6 +358,7 @@ void add_plan_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--costs", o->costs,
                   "Cost database written by moeplan profile (default: the roofline)");
+  cmd->add_option("--weights", o->weights, weights_flag_help());
   cmd->add_option("--phase", o->phase, "prefill or decode")->capture_default_str();
   o->tokens_opt = cmd->add_option(
       "--tokens", o->tokens,

@@ -36,6 +36,7 @@
 #include "kernels/backends.hpp"
 #include "models/model_summary.hpp"
 #include "models/registry.hpp"
+#include "models/weight_format.hpp"
 #include "planner/plan_request.hpp"
 
 namespace moeplan::gui {
@@ -246,6 +247,16 @@ QWidget* MainWindow::buildModelView() {
   tokens_->setValue(planner::kDefaultPrefillTokensPerGpu);
   tokens_->setSuffix(tr(" tokens/GPU"));
   tokens_->setKeyboardTracking(false);
+  weights_ = new QComboBox(box);
+  weights_->addItem(tr("model's own"), QString());
+  for (const auto& name : weight_format_names()) {
+    weights_->addItem(QString::fromStdString(name), QString::fromStdString(name));
+  }
+  weights_->setToolTip(
+      tr("Weight format of the plan (as moeplan plan --weights): the model's own, read from its "
+         "quantization_config or torch_dtype, or a what-if format. Memory, expert GEMMs and the "
+         "dispatch payload follow it."));
+  form->addRow(tr("Weight dt&ype:"), weights_);
   form->addRow(tr("Ph&ase:"), phase_);
   form->addRow(tr("Tok&ens per GPU:"), tokens_);
   auto* loadRow = new QHBoxLayout();
@@ -333,6 +344,12 @@ QWidget* MainWindow::buildModelView() {
     onWorkloadEdited();
   });
   connect(tokens_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  connect(weights_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    const QString err = session_->setWeights(weights_->itemData(i).toString());
+    errorLabel_->setText(err);
+    errorLabel_->setVisible(!err.isEmpty());
+    if (session_->model()) showModelTable(*session_->model());
+  });
   connect(policy_, &QComboBox::currentIndexChanged, this, &MainWindow::onWorkloadEdited);
   connect(redundant_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
   return page;
@@ -379,18 +396,11 @@ bool MainWindow::loadModel(const QString& nameOrPath) {
     return false;
   }
   errorLabel_->hide();
-  const auto rows = models::model_summary(*model);
-  modelTable_->setRowCount(static_cast<int>(rows.size()));
-  for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
-    const auto& [label, value] = rows[static_cast<std::size_t>(i)];
-    modelTable_->setItem(i, 0, new QTableWidgetItem(QString::fromStdString(label)));
-    modelTable_->setItem(i, 1, new QTableWidgetItem(QString::fromStdString(value)));
-  }
-  modelTable_->resizeColumnToContents(0);
   selectModelInCombo(nameOrPath);
   modelText_ = nameOrPath;
   const QString loadBefore = loadSpec_->text();
   session_->setModel(nameOrPath);
+  showModelTable(session_->model() ? *session_->model() : *model);
   // The load follows the model; say so when it no longer fits (the plan then has no load and
   // says so; it never falls back to another load).
   loadError_->setVisible(!session_->load());
@@ -402,6 +412,17 @@ bool MainWindow::loadModel(const QString& nameOrPath) {
   if (useSettings_) QSettings().setValue(QStringLiteral("lastModel"), nameOrPath);
   statusBar()->showMessage(tr("Loaded %1").arg(QString::fromStdString(model->source_path)));
   return true;
+}
+
+void MainWindow::showModelTable(const models::MoeModel& model) {
+  const auto rows = models::model_summary(model);
+  modelTable_->setRowCount(static_cast<int>(rows.size()));
+  for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
+    const auto& [label, value] = rows[static_cast<std::size_t>(i)];
+    modelTable_->setItem(i, 0, new QTableWidgetItem(QString::fromStdString(label)));
+    modelTable_->setItem(i, 1, new QTableWidgetItem(QString::fromStdString(value)));
+  }
+  modelTable_->resizeColumnToContents(0);
 }
 
 bool MainWindow::loadCluster(const QString& nameOrPath) {

@@ -14,6 +14,10 @@ class QSpinBox;
 class QTabWidget;
 class QTableWidget;
 
+namespace moeplan::models {
+struct MoeModel;
+}
+
 namespace moeplan::gui {
 
 class ExportDialog;
@@ -45,6 +49,8 @@ class MainWindow : public QMainWindow {
   bool loadCosts(const QString& path);
   /// The model view's (label, value) table and the error line, for tests.
   QTableWidget* modelTable() const { return modelTable_; }
+  /// The weight format choice: "model's own" first, then models::weight_format_names().
+  QComboBox* weightsCombo() const { return weights_; }
   QLabel* errorLabel() const { return errorLabel_; }
   QLabel* loadErrorLabel() const { return loadError_; }
   QTabWidget* tabs() const { return tabs_; }
@@ -91,6 +97,8 @@ class MainWindow : public QMainWindow {
   bool restoring_ = false;
   bool shownOnce_ = false;
   void showCostSource();
+  /// Fills the model table with `model`'s figures (its weight format included).
+  void showModelTable(const models::MoeModel& model);
 
   bool useSettings_ = false;
   QString modelText_;  ///< the model loaded, as the user named it
@@ -100,6 +108,7 @@ class MainWindow : public QMainWindow {
   QTableWidget* modelTable_ = nullptr;
   QLabel* errorLabel_ = nullptr;
   QComboBox* phase_ = nullptr;
+  QComboBox* weights_ = nullptr;
   QSpinBox* tokens_ = nullptr;
   QLineEdit* loadSpec_ = nullptr;
   QLabel* loadError_ = nullptr;

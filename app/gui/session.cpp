@@ -41,7 +41,8 @@ QString errorText(const Error& error) {
       {"resume", "Resume"},
       {"scale", "Scale"},
       {"statistic", "Statistic"},
-      {"tokens", "Tokens"}};
+      {"tokens", "Tokens"},
+      {"weights", "Weight dtype"}};
   return QString::fromStdString(render_error(error, [](const std::string& input) {
     const auto it = kLabels.find(input);
     return it != kLabels.end() ? it->second : input;
@@ -100,6 +101,10 @@ const planner::LayoutCost* Session::selectedLayoutCost() const {
 QString Session::setModel(const QString& nameOrPath) {
   auto m = models::load_model(nameOrPath.toStdString());
   if (!m) return errorText(m.error());
+  loadedModel_ = *m;
+  if (auto st = models::apply_weights_choice(*m, weights_.toStdString()); !st) {
+    return errorText(st.error());
+  }
   model_ = std::move(*m);
   emit modelChanged();
   // The load follows the model (layer and expert counts); a file that does not fit says so.
@@ -108,6 +113,23 @@ QString Session::setModel(const QString& nameOrPath) {
     load_.reset();
     emit loadChanged();
   }
+  scheduleReplan();
+  return {};
+}
+
+QString Session::setWeights(const QString& name) {
+  if (loadedModel_) {
+    models::MoeModel m = *loadedModel_;
+    if (auto st = models::apply_weights_choice(m, name.toStdString()); !st) {
+      return errorText(st.error());
+    }
+    model_ = std::move(m);
+  } else if (auto f = parse_weight_format(name.toStdString(), DType::kBf16);
+             !name.isEmpty() && !f) {
+    return errorText(f.error());
+  }
+  weights_ = name;
+  emit modelChanged();
   scheduleReplan();
   return {};
 }

@@ -80,6 +80,11 @@ class Session : public QObject {
 
   /// Each returns an empty string on success, else the error (the state is left unchanged).
   QString setModel(const QString& nameOrPath);
+  /// A what-if weight format (models::weight_format_names(), as `moeplan plan --weights`); ""
+  /// returns to the model's own (its quantization_config or torch_dtype). Kept across models.
+  QString setWeights(const QString& name);
+  /// The weight format chosen with setWeights; empty: the model's own.
+  const QString& weights() const { return weights_; }
   QString setClusterName(const QString& nameOrPath);
   QString setClusterJson(const nlohmann::json& j, const QString& source);
   /// A file path (".json", ".csv", ".npy" or containing '/') or a synthetic spec.
@@ -119,6 +124,8 @@ class Session : public QObject {
   void updateCostWarning();
 
   std::optional<models::MoeModel> model_;
+  std::optional<models::MoeModel> loadedModel_;  ///< as read, before the weights choice
+  QString weights_;
   std::optional<planner::Cluster> cluster_;
   nlohmann::json clusterJson_;
   std::optional<planner::LoadData> load_;

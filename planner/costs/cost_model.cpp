@@ -9,6 +9,19 @@ namespace moeplan::planner {
 
 std::string phase_name(Phase p) { return p == Phase::kPrefill ? "prefill" : "decode"; }
 
+std::string moe_table_dtype(const WeightFormat& f) {
+  switch (f.scheme) {
+    case WeightScheme::kPlain: return std::string(dtype_name(f.plain));
+    case WeightScheme::kFp8Block: return "fp8_block";
+    case WeightScheme::kFp8Channel:
+    case WeightScheme::kFp8Tensor: return "fp8";
+    case WeightScheme::kMxfp4: return "w4a16_mxfp4";
+    case WeightScheme::kNvfp4: return "nvfp4";
+    case WeightScheme::kW4A16: return "int4_wo";
+  }
+  return "?";
+}
+
 std::optional<Phase> parse_phase(const std::string& name) {
   if (name == "prefill") return Phase::kPrefill;
   if (name == "decode") return Phase::kDecode;
@@ -119,14 +132,22 @@ struct LayerDims {
   int ep_size = 1;
   int slots_per_rank = 1;
   int tp_size = 1;
-  double inter = 0.0;  ///< I, the full expert width
-  DType dtype = DType::kBf16;
+  double inter = 0.0;                ///< I, the full expert width
+  DType dtype = DType::kBf16;        ///< activations between kernels, combine, TP reductions
+  DType gemm_dtype = DType::kBf16;   ///< the expert and shared-expert GEMMs (the weight format's)
+  double expert_weight_bytes = 0.0;  ///< per expert weight element, scales included
+  double shared_weight_bytes = 0.0;  ///< per shared-expert weight element, scales included
+  double dispatch_row = 0.0;         ///< bytes of one row a dispatcher sends (values + scales)
+  std::string table_dtype;           ///< the fused-MoE table dtype of the weight format
   /// The cost source prices a rank's fused MoE kernel (permute, experts, unpermute): the
   /// dispatchers then book no permute (counted once, in experts).
   bool fused = false;
   bool gathers_tokens = false;  ///< the all-gather dispatcher: every token reaches every rank
   /// Bytes of `rows` hidden-state rows.
   double row_bytes(double rows) const { return rows * hidden * activation_bytes; }
+  /// Bytes of `rows` rows in the dispatch payload (fp8 with scales when the format quantizes
+  /// activations, as DeepEP dispatches; combine returns row_bytes).
+  double dispatch_bytes(double rows) const { return rows * dispatch_row; }
 };
 
 /// How the routed pairs of one layer are spread over the EP ranks.
@@ -170,7 +191,9 @@ Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
                                  const std::vector<std::vector<int>>& ep_groups,
                                  const std::vector<double>& slots, LayerCost& c) {
   const double capacity = padded_capacity(slots, d.ep_size);
-  const double send_bytes = d.row_bytes(static_cast<double>(slots.size()) * capacity);
+  const double padded_rows = static_cast<double>(slots.size()) * capacity;
+  const double send_bytes = d.dispatch_bytes(padded_rows);
+  const double return_bytes = d.row_bytes(padded_rows);
   const double routed_bytes = d.row_bytes(d.group_tokens * d.top_k);
   MOEPLAN_TRY_STATUS(
       add(c.dispatch,
@@ -184,15 +207,15 @@ Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
   MOEPLAN_TRY_STATUS(add(
       c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
   // Expert outputs staged in, the returned buffer received and staged out.
-  MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 3.0 * send_bytes, d.dtype})));
-  MOEPLAN_TRY_STATUS(
-      add(c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(c.combine, cs.elementwise({"stage", 3.0 * return_bytes, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(
+      c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, return_bytes, {}, d.dtype})));
   Exchange x;
   // Every slot computes its padded rows: capacity from each of the ep source ranks.
   x.rows.assign(static_cast<std::size_t>(d.ep_size),
                 std::vector<double>(static_cast<std::size_t>(d.slots_per_rank),
                                     static_cast<double>(d.ep_size) * capacity));
-  x.buffers = 2.0 * send_bytes;
+  x.buffers = send_bytes + return_bytes;
   return x;
 }
 
@@ -203,15 +226,16 @@ Result<Exchange> allgather_cost(const CostSource& cs, const LayerDims& d,
                                 const std::vector<double>& slots, const RankLoad& load,
                                 LayerCost& c) {
   const double ep = static_cast<double>(d.ep_size);
-  MOEPLAN_TRY_STATUS(add(
-      c.dispatch,
-      cs.collective(
-          {CollectiveOp::kAllGather, ep_groups, d.row_bytes(ep * d.group_tokens), {}, d.dtype})));
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.collective({CollectiveOp::kAllGather,
+                                                    ep_groups,
+                                                    d.dispatch_bytes(ep * d.group_tokens),
+                                                    {},
+                                                    d.dtype})));
   // Own tokens staged into the wire format, the gathered ones received and staged out; the local
   // filter gathers the rows routed here.
   MOEPLAN_TRY_STATUS(
       add(c.dispatch,
-          cs.elementwise({"stage", d.row_bytes((1.0 + 2.0 * ep) * d.group_tokens), d.dtype})));
+          cs.elementwise({"stage", d.dispatch_bytes((1.0 + 2.0 * ep) * d.group_tokens), d.dtype})));
   if (!d.fused) {
     MOEPLAN_TRY_STATUS(
         add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(load.max), d.dtype})));
@@ -236,7 +260,7 @@ Result<Exchange> allgather_cost(const CostSource& cs, const LayerDims& d,
   }
   Exchange x;
   x.rows = rows_per_rank(slots, d);
-  x.buffers = d.row_bytes(ep * d.group_tokens) + d.row_bytes(load.total);
+  x.buffers = d.dispatch_bytes(ep * d.group_tokens) + d.row_bytes(load.total);
   return x;
 }
 
@@ -260,31 +284,33 @@ Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
   for (std::size_t i = 0; i < ranks; ++i) {
     for (std::size_t j = 0; j < ranks; ++j) {
       // Rank i's pairs split over destinations in proportion to their load; combine reverses it.
-      dispatch_traffic[i][j] =
-          load.total > 0.0 ? d.row_bytes(pairs_sent * load.pairs[j] / load.total) : 0.0;
-      combine_traffic[j][i] = dispatch_traffic[i][j];
+      const double rows = load.total > 0.0 ? pairs_sent * load.pairs[j] / load.total : 0.0;
+      dispatch_traffic[i][j] = d.dispatch_bytes(rows);
+      combine_traffic[j][i] = d.row_bytes(rows);
     }
   }
-  const double send_bytes = d.row_bytes(pairs_sent);
+  const double send_bytes = d.dispatch_bytes(pairs_sent);
+  const double returned_bytes = d.row_bytes(pairs_sent);
   const double most_received =
       d.row_bytes(ep * (load.total > 0.0 ? pairs_sent * load.max / load.total : 0.0));
   // Received rows staged out of the wire format; expert outputs staged back in and the returned
   // rows received and staged out again.
-  const double staged_bytes = d.row_bytes(load.max);
   if (send_bytes > 0.0) {
     MOEPLAN_TRY_STATUS(
         add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups, send_bytes,
                                        std::move(dispatch_traffic), d.dtype})));
-    MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * staged_bytes, d.dtype})));
     MOEPLAN_TRY_STATUS(
-        add(c.combine, cs.elementwise({"stage", staged_bytes + 2.0 * send_bytes, d.dtype})));
+        add(c.dispatch, cs.elementwise({"stage", 2.0 * d.dispatch_bytes(load.max), d.dtype})));
+    MOEPLAN_TRY_STATUS(
+        add(c.combine,
+            cs.elementwise({"stage", d.row_bytes(load.max) + 2.0 * returned_bytes, d.dtype})));
     MOEPLAN_TRY_STATUS(
         add(c.combine, cs.collective({CollectiveOp::kAllToAllV, ep_groups, most_received,
                                       std::move(combine_traffic), d.dtype})));
   }
   Exchange x;
   x.rows = rows_per_rank(slots, d);
-  x.buffers = send_bytes + most_received;
+  x.buffers = d.dispatch_bytes(pairs_sent) + most_received;
   return x;
 }
 
@@ -309,16 +335,18 @@ Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
       q.rows = x.rows[r];
       // An all-to-all dispatch hands the kernel only its own rows; all-gather every token.
       q.rows_in = d.gathers_tokens ? 0.0 : rows;
-      q.dtype = d.dtype;
+      q.dtype = d.gemm_dtype;
+      q.format = d.table_dtype;
+      q.weight_bytes = d.expert_weight_bytes;
       MOEPLAN_TRY_STATUS(add(item, cs.moe_fused(q)));
     } else {
-      MOEPLAN_TRY_STATUS(
-          add(item, cs.grouped_gemm({x.rows[r], 2.0 * d.expert_width, d.hidden, d.dtype})));
+      MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({x.rows[r], 2.0 * d.expert_width, d.hidden,
+                                                    d.gemm_dtype, d.expert_weight_bytes})));
       MOEPLAN_TRY_STATUS(add(
           item,
           cs.elementwise({"silu_mul", 3.0 * rows * d.expert_width * d.activation_bytes, d.dtype})));
-      MOEPLAN_TRY_STATUS(
-          add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width, d.dtype})));
+      MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width,
+                                                    d.gemm_dtype, d.expert_weight_bytes})));
     }
     if (item.seconds > slowest) {
       slowest = item.seconds;
@@ -347,11 +375,13 @@ Status tp_and_shared_cost(const CostSource& cs, const LayerDims& d, const Layout
     }
   }
   if (d.shared_width > 0.0) {
-    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({tokens, 2.0 * d.shared_width, d.hidden, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({tokens, 2.0 * d.shared_width, d.hidden, d.gemm_dtype,
+                                              d.shared_weight_bytes})));
     MOEPLAN_TRY_STATUS(add(
         c.shared,
         cs.elementwise({"silu_mul", 3.0 * tokens * d.shared_width * d.activation_bytes, d.dtype})));
-    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({tokens, d.hidden, d.shared_width, d.dtype})));
+    MOEPLAN_TRY_STATUS(add(c.shared, cs.gemm({tokens, d.hidden, d.shared_width, d.gemm_dtype,
+                                              d.shared_weight_bytes})));
     if (shared_gated) {
       MOEPLAN_TRY_STATUS(
           add(c.shared, cs.elementwise({"sigmoid_gate", d.row_bytes(3.0 * tokens), d.dtype})));
@@ -374,6 +404,13 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
   f.imbalance = mean > 0.0 ? load.max / mean : 1.0;
 
   MOEPLAN_TRY_STATUS(router_cost(cs, d, c.router));
+  if (d.dispatch_row != d.row_bytes(1.0)) {
+    // Each token quantized once before it is sent (values and scales written).
+    MOEPLAN_TRY_STATUS(add(
+        c.dispatch,
+        cs.elementwise({"quantize", d.row_bytes(d.group_tokens) + d.dispatch_bytes(d.group_tokens),
+                        d.dtype})));
+  }
   const auto ep_groups = layout.ep_groups();
   Result<Exchange> exchange = Error{"no dispatcher"};
   switch (layout.dispatcher) {
@@ -459,7 +496,20 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   d.slots_per_rank = placement->slots_per_rank();
   d.tp_size = layout.tp_size;
   d.inter = static_cast<double>(m.moe_intermediate_size);
-  d.fused = ctx.costs.has_fused_moe(std::string(dtype_name(m.dtype)));
+  const WeightFormat& wf = m.weights;
+  d.gemm_dtype = wf.compute_dtype();
+  d.expert_weight_bytes = d.expert_width > 0.0 ? m.expert_weight_bytes(layout.tp_size) /
+                                                     (3.0 * d.hidden * d.expert_width)
+                                               : 0.0;
+  d.shared_weight_bytes =
+      d.shared_width > 0.0
+          ? (2.0 * m.linear_bytes(static_cast<std::int64_t>(d.shared_width), m.hidden_size) +
+             m.linear_bytes(m.hidden_size, static_cast<std::int64_t>(d.shared_width))) /
+                (3.0 * d.hidden * d.shared_width)
+          : 0.0;
+  d.dispatch_row = wf.dispatch_row_bytes(m.hidden_size);
+  d.table_dtype = moe_table_dtype(wf);
+  d.fused = ctx.costs.has_fused_moe(d.table_dtype);
   d.gathers_tokens = layout.dispatcher == Dispatcher::kAllGather;
   const double routed_pairs = layout.ep_size * d.group_tokens * d.top_k;
   auto slots = slot_tokens(ctx.load, *placement, routed_pairs);
@@ -505,23 +555,17 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   out.expert_rows = rows / num_moe;
   out.useful_rows = useful / num_moe;
 
-  // Memory per GPU.
-  const double weight_bytes = dtype_bytes(m.dtype);
+  // Memory per GPU: weights as the checkpoint stores them (the weight format's values and
+  // scales; torch_dtype for norms, router and embeddings).
+  const double plain_bytes = dtype_bytes(m.dtype);
   const double hidden = d.hidden;
   const double tp = layout.tp_size;
   MemoryPerGpu& mem = out.memory;
-  mem.experts = num_moe * d.slots_per_rank * 3.0 * hidden * d.expert_width * weight_bytes;
-  mem.shared = num_moe *
-               (3.0 * hidden * d.shared_width + (m.shared_expert_gated ? hidden : 0.0) +
-                hidden * m.num_experts) *
-               weight_bytes;
-  const double attention = static_cast<double>(m.attention.parameters(m.hidden_size)) / tp;
-  const double dense_mlp =
-      m.num_dense_layers() * static_cast<double>(m.dense_mlp_parameters()) / tp;
-  const double embed =
-      static_cast<double>(m.vocab_size) * hidden * (m.tie_word_embeddings ? 1.0 : 2.0) / tp;
-  mem.dense = (m.num_hidden_layers * (attention + 2.0 * hidden) + dense_mlp + embed + hidden) *
-              weight_bytes;
+  mem.experts = num_moe * d.slots_per_rank * m.expert_weight_bytes(layout.tp_size);
+  mem.shared = num_moe * m.moe_block_other_bytes(layout.tp_size);
+  mem.dense = m.num_hidden_layers * (m.attention_weight_bytes() / tp + 2.0 * hidden * plain_bytes) +
+              m.num_dense_layers() * m.dense_mlp_weight_bytes() / tp + m.embedding_bytes() / tp +
+              hidden * plain_bytes;
   mem.buffers = buffers;
   mem.activations = activations;
   out.memory_capacity = ctx.cluster.device().hbm_bytes;

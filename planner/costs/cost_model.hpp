@@ -20,6 +20,10 @@ enum class Phase : std::uint8_t { kPrefill, kDecode };
 std::string phase_name(Phase p);  ///< "prefill", "decode"
 std::optional<Phase> parse_phase(const std::string& name);
 
+/// The dtype name a fused-MoE cost table keys a weight format under (aiconfigurator's
+/// moe_dtype: "bf16", "fp8", "fp8_block", "w4a16_mxfp4", "int4_wo"; "nvfp4").
+std::string moe_table_dtype(const WeightFormat& f);
+
 inline constexpr int kDefaultPrefillTokensPerGpu = 4096;
 inline constexpr int kDefaultDecodeBatchPerGpu = 128;
 

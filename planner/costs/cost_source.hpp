@@ -23,6 +23,9 @@ struct GemmQuery {
   double n = 0.0;
   double k = 0.0;
   DType dtype = DType::kBf16;
+  /// Bytes per weight element read, scales included (a quantized format: fp8 with block
+  /// scales 1 + 4/128², int4 with group scales ≈ 0.5); 0: dtype's size.
+  double weight_bytes = 0.0;
 };
 
 /// One grouped GEMM launch: group g multiplies m[g] rows by its own [k, n] weight. Groups with
@@ -32,6 +35,7 @@ struct GroupedGemmQuery {
   double n = 0.0;
   double k = 0.0;
   DType dtype = DType::kBf16;
+  double weight_bytes = 0.0;  ///< as GemmQuery::weight_bytes
 };
 
 /// A memory-bound kernel (softmax/top-k, SiLU·mul, permute, weighted sum): bytes it reads and
@@ -88,6 +92,7 @@ struct MoeFusedQuery {
   /// The table dtype when it is not dtype_name(dtype) (e.g. "fp8_block": fp8 with 128×128
   /// block scales); empty: dtype_name(dtype).
   std::string format;
+  double weight_bytes = 0.0;  ///< as GemmQuery::weight_bytes (0: the table dtype's size)
 
   std::string table_dtype() const {
     return format.empty() ? std::string(dtype_name(dtype)) : format;

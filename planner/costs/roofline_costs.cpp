@@ -136,11 +136,11 @@ double RooflineCosts::peak_flops(DType dtype) const {
 }
 
 namespace {
-double gemm_body_seconds(double m, double n, double k, double bytes_per_elem, double peak,
-                         double hbm) {
+double gemm_body_seconds(double m, double n, double k, double bytes_per_elem, double weight_bytes,
+                         double peak, double hbm) {
   if (!(m > 0.0) || !(n > 0.0) || !(k > 0.0)) return 0.0;
   const double flops = 2.0 * m * n * k;
-  const double bytes = (m * k + k * n + m * n) * bytes_per_elem;
+  const double bytes = (m * k + m * n) * bytes_per_elem + k * n * weight_bytes;
   return std::max(flops / (peak * gemm_efficiency(m)), bytes / (hbm * kHbmEfficiency));
 }
 
@@ -159,7 +159,8 @@ double table_dtype_bytes(const std::string& table_dtype) {
 
 /// One grouped GEMM of the fused MoE form over groups of `rows` (docs/GPU_COSTS.md).
 double calibrated_grouped(const MoeCalibration& c, const std::vector<double>& rows, double n,
-                          double k, double elem_bytes, double peak, double hbm) {
+                          double k, double elem_bytes, double weight_bytes, double peak,
+                          double hbm) {
   double pairs = 0.0, active = 0.0;
   for (const double m : rows) {
     pairs += m;
@@ -169,7 +170,7 @@ double calibrated_grouped(const MoeCalibration& c, const std::vector<double>& ro
   const double mbar = pairs / active;
   const double compute = 2.0 * pairs * n * k / (peak * c.efficiency(mbar, n, k));
   const double memory =
-      (active * n * k * elem_bytes + pairs * (n + k) * elem_bytes) / (hbm * c.hbm_efficiency);
+      (active * n * k * weight_bytes + pairs * (n + k) * elem_bytes) / (hbm * c.hbm_efficiency);
   return blend(compute, memory, c.blend_exponent) + active * c.per_group_s;
 }
 }  // namespace
@@ -185,13 +186,15 @@ Result<CostEstimate> RooflineCosts::gemm(const GemmQuery& q) const {
       const double b = table_dtype_bytes(dt);
       const double compute =
           2.0 * q.m * q.n * q.k / (calibration_->peak_flops(dt) * c.efficiency(q.m, q.n, q.k));
-      const double memory = (q.m * q.k * b + q.k * q.n * b + q.m * q.n * 2.0) /
+      const double wb = q.weight_bytes > 0.0 ? q.weight_bytes : b;
+      const double memory = (q.m * q.k * b + q.k * q.n * wb + q.m * q.n * 2.0) /
                             (calibration_->hbm_bandwidth * c.hbm_efficiency);
       return CostEstimate{c.fixed_s + blend(compute, memory, c.blend_exponent), kSourceCalibrated};
     }
   }
-  const double t = gemm_body_seconds(q.m, q.n, q.k, dtype_bytes(q.dtype), peak_flops(q.dtype),
-                                     cluster_.device().hbm_bandwidth);
+  const double t = gemm_body_seconds(q.m, q.n, q.k, dtype_bytes(q.dtype),
+                                     q.weight_bytes > 0.0 ? q.weight_bytes : dtype_bytes(q.dtype),
+                                     peak_flops(q.dtype), cluster_.device().hbm_bandwidth);
   return CostEstimate{t + kKernelLaunchSeconds, kSourceRoofline};
 }
 
@@ -215,11 +218,12 @@ Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
     const double hbm = calibration_->hbm_bandwidth * c->hbm_efficiency;
     const double peak = calibration_->peak_flops(dt);
     const double b = table_dtype_bytes(dt);
+    const double wb = q.weight_bytes > 0.0 ? q.weight_bytes : b;
     const double t =
         c->fixed_s +
-        calibrated_grouped(*c, q.rows, 2.0 * width, q.hidden, b, peak,
+        calibrated_grouped(*c, q.rows, 2.0 * width, q.hidden, b, wb, peak,
                            calibration_->hbm_bandwidth) +
-        calibrated_grouped(*c, q.rows, q.hidden, width, b, peak, calibration_->hbm_bandwidth) +
+        calibrated_grouped(*c, q.rows, q.hidden, width, b, wb, peak, calibration_->hbm_bandwidth) +
         3.0 * pairs * width * 2.0 / hbm +
         c->permute_factor * 2.0 * (pairs + (q.rows_in > 0.0 ? q.rows_in : q.tokens)) * q.hidden *
             2.0 / hbm;
@@ -229,9 +233,9 @@ Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
   // and the permute of its pairs).
   const double b = dtype_bytes(q.dtype);
   CostEstimate out{0.0, kSourceRoofline};
-  for (const auto& part : {grouped_gemm({q.rows, 2.0 * width, q.hidden, q.dtype}),
+  for (const auto& part : {grouped_gemm({q.rows, 2.0 * width, q.hidden, q.dtype, q.weight_bytes}),
                            elementwise({"silu_mul", 3.0 * pairs * width * b, q.dtype}),
-                           grouped_gemm({q.rows, q.hidden, width, q.dtype}),
+                           grouped_gemm({q.rows, q.hidden, width, q.dtype, q.weight_bytes}),
                            elementwise({"permute", 2.0 * pairs * q.hidden * b, q.dtype})}) {
     if (!part) return part.error();
     out.seconds += part->seconds;
@@ -245,11 +249,12 @@ Result<CostEstimate> RooflineCosts::grouped_gemm(const GroupedGemmQuery& q) cons
   const double peak = peak_flops(q.dtype);
   const double hbm = cluster_.device().hbm_bandwidth;
   const double b = dtype_bytes(q.dtype);
+  const double wb = q.weight_bytes > 0.0 ? q.weight_bytes : b;
   for (const double m : q.m) {
     if (m < 0.0) return Error{"grouped_gemm: expected non-negative rows per group"};
     if (m == 0.0) continue;
     any = true;
-    t += gemm_body_seconds(m, q.n, q.k, b, peak, hbm);
+    t += gemm_body_seconds(m, q.n, q.k, b, wb, peak, hbm);
   }
   return CostEstimate{any ? t + kKernelLaunchSeconds : 0.0, kSourceRoofline};
 }

@@ -50,6 +50,45 @@ TEST(CliPlan, LoadAndPlacement) {
   expect_one_line_error(run_cli("plan --load /nonexistent/load.csv"), "/nonexistent/load.csv");
 }
 
+TEST(CliPlan, WeightFormatsAndTheirWhatIf) {
+  // DeepSeek-V3 as published: fp8 with 128×128 block scales, on 8 H200s it fits.
+  const auto r = run_cli("plan --model deepseek-v3 --cluster 1x-hgx-h200 --top 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& w = j.at("model").at("weights");
+  EXPECT_EQ(w.at("name").get<std::string>(), "fp8-block");
+  EXPECT_EQ(w.at("source").get<std::string>(), "quantization_config (fp8)");
+  EXPECT_EQ(w.at("weight_block_size"), nlohmann::json({128, 128}));
+  EXPECT_EQ(w.at("activations").get<std::string>(), "fp8 e4m3 dynamic, 1×128 groups, fp32 scales");
+  EXPECT_TRUE(j.at("layouts").at(0).at("feasible").get<bool>());
+  const double fp8_gib = j.at("layouts").at(0).at("memory_gib").at("experts").get<double>();
+  // The same plan in bf16: twice the expert bytes, and nothing fits on 8 GPUs.
+  const auto b =
+      run_cli("plan --model deepseek-v3 --cluster 1x-hgx-h200 --top 1 --json --weights bf16");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto bj = nlohmann::json::parse(b.out);
+  EXPECT_EQ(bj.at("model").at("weights").at("source").get<std::string>(), "--weights bf16");
+  EXPECT_FALSE(bj.at("layouts").at(0).at("feasible").get<bool>());
+  EXPECT_NEAR(bj.at("layouts").at(0).at("memory_gib").at("experts").get<double>() / fp8_gib, 2.0,
+              0.002);
+  // The table says which format it costed.
+  const auto t = run_cli("plan --model deepseek-v3 --cluster 1x-hgx-h200 --top 1");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("weights: fp8 e4m3, 128×128 blocks, fp32 scales [fp8-block, "
+                       "quantization_config (fp8)]; activations: fp8 e4m3 dynamic"),
+            std::string::npos)
+      << t.out;
+  expect_one_line_error(run_cli("plan --weights int3"),
+                        "--weights: expected one of fp8-block, fp8-channel, fp8-tensor, bf16");
+  const auto show = run_cli("models show qwen3-30b-a3b --weights nvfp4");
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("Weights              nvfp4 (e2m1, e4m3 scale per 16, fp32 per "
+                          "tensor) [nvfp4, --weights nvfp4]"),
+            std::string::npos)
+      << show.out;
+  expect_one_line_error(run_cli("models show deepseek-v3 --weights fp4"), "--weights");
+}
+
 TEST(CliPlan, JsonHasTheDocumentedFields) {
   const auto r = run_cli("plan --model mixtral-8x7b --cluster 2x-hgx-h200 --json --explain");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
+#include <QComboBox>
 #include <QDir>
 #include <QFileInfo>
 #include <QLabel>
@@ -46,6 +47,35 @@ TEST(GuiMainWindow, SwitchesModelAndShowsErrorsInPlace) {
   // The figures stay those of the model the plan still uses, and the error says so.
   EXPECT_EQ(w.modelTable()->rowCount(), rows);
   EXPECT_TRUE(w.errorLabel()->text().contains(QStringLiteral("still those of deepseek-v3")));
+}
+
+TEST(GuiMainWindow, WeightsChoiceChangesTheModelsFormat) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadModel(QStringLiteral("deepseek-v3")));
+  EXPECT_EQ(valueOf(w.modelTable(), QStringLiteral("Weights")),
+            QStringLiteral("fp8 e4m3, 128×128 blocks, fp32 scales [fp8-block, "
+                           "quantization_config (fp8)]"));
+  EXPECT_EQ(valueOf(w.modelTable(), QStringLiteral("Bytes per expert")),
+            QStringLiteral("42.01 MiB (fp8-block, scales included)"));
+  QComboBox* weights = w.weightsCombo();
+  ASSERT_NE(weights, nullptr);
+  EXPECT_EQ(weights->count(), 9);  // the model's own and the eight named formats
+  weights->setCurrentIndex(weights->findData(QStringLiteral("bf16")));
+  EXPECT_EQ(valueOf(w.modelTable(), QStringLiteral("Bytes per expert")),
+            QStringLiteral("84.00 MiB (bf16)"));
+  EXPECT_TRUE(valueOf(w.modelTable(), QStringLiteral("Weights")).endsWith("--weights bf16]"));
+  // The choice stays when the model changes, as a what-if over models.
+  ASSERT_TRUE(w.loadModel(QStringLiteral("qwen3-30b-a3b")));
+  weights->setCurrentIndex(weights->findData(QStringLiteral("fp8-block")));
+  EXPECT_TRUE(valueOf(w.modelTable(), QStringLiteral("Activations"))
+                  .startsWith(QStringLiteral("fp8 e4m3 dynamic, 1×128 groups")));
+  ASSERT_TRUE(w.loadModel(QStringLiteral("deepseek-v3")));
+  EXPECT_TRUE(valueOf(w.modelTable(), QStringLiteral("Weights"))
+                  .endsWith(QStringLiteral("--weights fp8-block]")));
+  weights->setCurrentIndex(0);
+  EXPECT_TRUE(valueOf(w.modelTable(), QStringLiteral("Weights"))
+                  .endsWith(QStringLiteral("quantization_config (fp8)]")));
 }
 
 TEST(GuiMainWindow, ScreenshotsWritePngPerView) {

@@ -161,9 +161,14 @@ TEST(CostModel, MemoryPerGpu) {
   const auto tp2 = cost(f, rc, layout(8, 2, Dispatcher::kA2av), 4096, ExpertLoad::uniform(1, 64));
   EXPECT_DOUBLE_EQ(tp2.memory.experts, c.memory.experts);  // 8 experts at half width
   EXPECT_LT(tp2.memory.dense, c.memory.dense);             // attention split over tp
-  // DeepSeek-V3 in bf16 (1.3 TB) cannot fit on 8 H200s.
-  const auto ds = load("deepseek-v3", "1x-hgx-h200");
+  // DeepSeek-V3 in bf16 (1.3 TB) cannot fit on 8 H200s; as published (fp8 with 128×128 block
+  // scales, 673 GB) it does, as it is served.
+  auto ds = load("deepseek-v3", "1x-hgx-h200");
   const RooflineCosts rc8(ds.cluster);
+  const auto fp8 =
+      cost(ds, rc8, layout(8, 1, Dispatcher::kA2av), 4096, ExpertLoad::uniform(1, 256));
+  EXPECT_TRUE(fp8.feasible);
+  ASSERT_TRUE(models::apply_weights_choice(ds.model, "bf16").ok());
   const auto d = cost(ds, rc8, layout(8, 1, Dispatcher::kA2av), 4096, ExpertLoad::uniform(1, 256));
   EXPECT_FALSE(d.feasible);
   EXPECT_GT(d.memory.total(), d.memory_capacity);
@@ -322,9 +327,11 @@ TEST(Plan, Errors) {
   req.num_gpus = 8;
   req.workload.tokens_per_gpu = 0;
   EXPECT_FALSE(make_plan(ds.model, ds.cluster, rc, req).ok());
-  // On 8 GPUs nothing fits: a plan with no recommendation and the reason.
+  // In bf16, nothing fits on 8 GPUs: a plan with no recommendation and the reason.
   req.workload.tokens_per_gpu = 4096;
-  const auto nofit = make_plan(ds.model, ds.cluster, rc, req);
+  auto bf16 = ds.model;
+  ASSERT_TRUE(models::apply_weights_choice(bf16, "bf16").ok());
+  const auto nofit = make_plan(bf16, ds.cluster, rc, req);
   ASSERT_TRUE(nofit.ok());
   EXPECT_EQ(nofit->recommended, -1);
   EXPECT_EQ(nofit->reasons.front().rfind("no layout fits in the h200's", 0), 0U);

@@ -213,9 +213,17 @@ QWidget* MainWindow::buildModelView() {
   form->addRow(tr("Pl&acement:"), policy_);
   redundant_ = new QSpinBox(box);
   redundant_->setRange(0, planner::kMaxRedundantPerRank);
-  redundant_->setSuffix(tr(" per EP rank"));
   redundant_->setToolTip(tr("Redundant expert slots (replicas of hot experts) for eplb and best"));
-  form->addRow(tr("Re&dundant slots:"), redundant_);
+  redundantKind_ = new QComboBox(box);
+  redundantKind_->addItems({tr("per EP rank"), tr("in all"), tr("auto")});
+  redundantKind_->setToolTip(
+      tr("Per EP rank: every EP size with experts % ep == 0 gets N per rank. In all: R slots at "
+         "every EP size, legal when (experts + R) % ep == 0 (DeepSeek-V3 on 144 GPUs: 256 + 32). "
+         "Auto: per EP size the fewest that make it legal (as moeplan plan --redundant)."));
+  auto* redundantRow = new QHBoxLayout;
+  redundantRow->addWidget(redundant_);
+  redundantRow->addWidget(redundantKind_);
+  form->addRow(tr("Re&dundant slots:"), redundantRow);
   costSource_ = new QComboBox(box);
   costSource_->addItem(tr("roofline (device spec + topology)"));
   costSource_->addItem(tr("profile DB (measured; as moeplan plan --costs)"));
@@ -274,6 +282,11 @@ QWidget* MainWindow::buildModelView() {
   connect(tokens_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
   connect(policy_, &QComboBox::currentIndexChanged, this, &MainWindow::onWorkloadEdited);
   connect(redundant_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  connect(redundantKind_, &QComboBox::currentIndexChanged, this, [this](int kind) {
+    redundant_->setEnabled(kind != 2);
+    redundant_->setMaximum(kind == 1 ? planner::kMaxRedundantTotal : planner::kMaxRedundantPerRank);
+    onWorkloadEdited();
+  });
   return page;
 }
 
@@ -352,7 +365,19 @@ bool MainWindow::setPlacement(const QString& policy, int redundantPerRank) {
     return false;
   }
   policy_->setCurrentIndex(i);
+  redundantKind_->setCurrentIndex(0);
   redundant_->setValue(redundantPerRank);
+  onWorkloadEdited();
+  return true;
+}
+
+bool MainWindow::setPlacement(const QString& policy, const QString& redundant) {
+  const int i = policy_->findText(policy);
+  const auto r = planner::parse_plan_redundancy(redundant.toStdString());
+  if (i < 0 || !r) return false;
+  policy_->setCurrentIndex(i);
+  redundantKind_->setCurrentIndex(static_cast<int>(r->kind));
+  redundant_->setValue(r->count);
   onWorkloadEdited();
   return true;
 }
@@ -377,7 +402,10 @@ void MainWindow::onWorkloadEdited() {
   w.tokens_per_gpu = tokens_->value();
   session_->setWorkload(w);
   const auto policy = planner::parse_policy(policy_->currentText().toStdString());
-  if (policy) session_->setPolicy(*policy, redundant_->value());
+  planner::Redundancy redundancy;
+  redundancy.kind = static_cast<planner::Redundancy::Kind>(redundantKind_->currentIndex());
+  redundancy.count = redundancy.kind == planner::Redundancy::Kind::kAuto ? 0 : redundant_->value();
+  if (policy) session_->setPolicy(*policy, redundancy);
 }
 
 void MainWindow::onShowBackends() {

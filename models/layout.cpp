@@ -112,12 +112,60 @@ Result<Layout> parse_layout(const std::string& text) {
   return Layout::of(ep, tp);
 }
 
+std::int64_t Redundancy::redundant_at(std::int64_t num_experts, int ep_size) const {
+  switch (kind) {
+    case Kind::kPerRank: return static_cast<std::int64_t>(count) * ep_size;
+    case Kind::kTotal: return count;
+    case Kind::kAuto: return ep_size > 0 ? (ep_size - num_experts % ep_size) % ep_size : 0;
+  }
+  return 0;
+}
+
+std::string Redundancy::text() const {
+  switch (kind) {
+    case Kind::kPerRank: return std::to_string(count);
+    case Kind::kTotal: return "total:" + std::to_string(count);
+    case Kind::kAuto: return "auto";
+  }
+  return "?";
+}
+
+std::string Redundancy::describe() const {
+  switch (kind) {
+    case Kind::kPerRank: return std::to_string(count) + " per EP rank";
+    case Kind::kTotal: return std::to_string(count) + " in all";
+    case Kind::kAuto: return "auto (the fewest that make each EP size legal)";
+  }
+  return "?";
+}
+
+Result<Redundancy> parse_redundancy(const std::string& text, int max_per_rank, int max_total) {
+  if (text == "auto") return Redundancy::automatic();
+  const bool total = text.rfind("total:", 0) == 0;
+  const std::string digits = total ? text.substr(6) : text;
+  const auto bad = Error{"'" + text + "': expected N (0.." + std::to_string(max_per_rank) +
+                         " redundant slots per EP rank), total:R (0.." + std::to_string(max_total) +
+                         " redundant slots in all) or auto"};
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return bad;
+  }
+  const long long n = std::stoll(digits);
+  if (n > (total ? max_total : max_per_rank)) return bad;
+  return total ? Redundancy::total(static_cast<int>(n)) : Redundancy::per_rank(static_cast<int>(n));
+}
+
 std::string LayoutViolation::rule_text() const {
   const std::string v = std::to_string(value);
   const std::string d = std::to_string(divisor);
   const std::string rem = std::to_string(value % divisor);
   switch (rule) {
-    case Rule::kExperts: return "num_experts % ep_size == 0: " + v + " % " + d + " = " + rem;
+    case Rule::kExperts:
+      if (redundant > 0) {
+        return "(num_experts + redundant) % ep_size == 0: (" + std::to_string(value - redundant) +
+               " + " + std::to_string(redundant) + ") % " + d + " = " + rem;
+      }
+      return "num_experts % ep_size == 0: " + v + " % " + d + " = " + rem;
     case Rule::kExpertWidth:
       return "moe_intermediate_size % tp_size == 0: " + v + " % " + d + " = " + rem;
     case Rule::kSharedWidth:
@@ -128,8 +176,8 @@ std::string LayoutViolation::rule_text() const {
 
 std::optional<LayoutViolation> layout_violation(const LayoutDims& dims, int ep_size, int tp_size) {
   using Rule = LayoutViolation::Rule;
-  if (dims.num_experts % ep_size != 0)
-    return LayoutViolation{Rule::kExperts, dims.num_experts, ep_size};
+  const std::int64_t slots = dims.num_experts + dims.redundant;
+  if (slots % ep_size != 0) return LayoutViolation{Rule::kExperts, slots, ep_size, dims.redundant};
   if (dims.expert_width % tp_size != 0) {
     return LayoutViolation{Rule::kExpertWidth, dims.expert_width, tp_size};
   }

@@ -79,20 +79,53 @@ struct LayoutDims {
   std::int64_t num_experts = 0;
   std::int64_t expert_width = 0;  ///< moe_intermediate_size
   std::int64_t shared_width = 0;  ///< total shared-expert width (0: none)
+  std::int64_t redundant = 0;     ///< redundant expert slots (replicas of hot experts) in all
 };
+
+/// How many redundant expert slots (replicas of hot experts, placed by eplb or best) each EP
+/// size gets. With R redundant slots an EP size is legal when (E + R) % ep == 0: every EP rank
+/// holds (E + R) / ep slots.
+struct Redundancy {
+  enum class Kind : std::uint8_t {
+    kPerRank,  ///< `count` slots per EP rank: R = count · ep (every EP size with E % ep == 0)
+    kTotal,    ///< R = `count` at every EP size (DeepSeek's decode deployment: 256 + 32 on 144)
+    kAuto,     ///< per EP size, the smallest R ≥ 0 with (E + R) % ep == 0 (under one per rank)
+  };
+  Kind kind = Kind::kPerRank;
+  int count = 0;
+
+  static Redundancy per_rank(int n) { return {Kind::kPerRank, n}; }
+  static Redundancy total(int r) { return {Kind::kTotal, r}; }
+  static Redundancy automatic() { return {Kind::kAuto, 0}; }
+  /// No redundant slots at any EP size.
+  bool none() const { return kind != Kind::kAuto && count == 0; }
+  /// R for `num_experts` experts on `ep_size` EP ranks.
+  std::int64_t redundant_at(std::int64_t num_experts, int ep_size) const;
+  /// As --redundant takes it: "2", "total:32", "auto".
+  std::string text() const;
+  /// For tables: "2 per EP rank", "32 in all", "auto (smallest legal)".
+  std::string describe() const;
+};
+
+/// Parses --redundant: "N" (per EP rank, N ≤ max_per_rank), "total:R" (R in all at every EP
+/// size, R ≤ max_total) or "auto". The error says what was expected (the caller names the input).
+Result<Redundancy> parse_redundancy(const std::string& text, int max_per_rank, int max_total);
 
 /// The first rule ep × tp breaks.
 struct LayoutViolation {
   enum class Rule : std::uint8_t { kExperts, kExpertWidth, kSharedWidth };
   Rule rule = Rule::kExperts;
-  std::int64_t value = 0;  ///< the count or width that does not divide
-  int divisor = 1;         ///< ep_size or tp_size
+  std::int64_t value = 0;      ///< the count or width that does not divide (experts: E + R)
+  int divisor = 1;             ///< ep_size or tp_size
+  std::int64_t redundant = 0;  ///< kExperts: the R in value = E + R
 
-  /// "num_experts % ep_size == 0: 60 % 8 = 4" (how --explain lists excluded layouts).
+  /// "num_experts % ep_size == 0: 60 % 8 = 4", with redundant slots
+  /// "(num_experts + redundant) % ep_size == 0: (256 + 30) % 144 = 142" (how --explain lists
+  /// excluded layouts).
   std::string rule_text() const;
 };
 
-/// The first rule (ep, tp) breaks for these widths, or nothing when legal: E % ep == 0,
+/// The first rule (ep, tp) breaks for these widths, or nothing when legal: (E + R) % ep == 0,
 /// expert width % tp == 0, shared expert width % tp == 0.
 std::optional<LayoutViolation> layout_violation(const LayoutDims& dims, int ep_size, int tp_size);
 

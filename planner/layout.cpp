@@ -8,8 +8,10 @@ models::LayoutDims layout_dims(const models::MoeModel& model) {
 }
 
 std::optional<std::string> layout_rule_violation(const models::MoeModel& model, int ep_size,
-                                                 int tp_size) {
-  if (auto v = models::layout_violation(layout_dims(model), ep_size, tp_size)) {
+                                                 int tp_size, std::int64_t redundant) {
+  models::LayoutDims dims = layout_dims(model);
+  dims.redundant = redundant;
+  if (auto v = models::layout_violation(dims, ep_size, tp_size)) {
     return v->rule_text();
   }
   return std::nullopt;
@@ -24,7 +26,8 @@ Enumeration enumerate_layouts(const models::MoeModel& model, const EnumerateOpti
     for (int ep = 1; ep <= group; ++ep) {
       if (group % ep != 0) continue;
       const int tp = group / ep;
-      if (auto rule = layout_rule_violation(model, ep, tp)) {
+      const std::int64_t redundant = options.redundancy.redundant_at(model.num_experts, ep);
+      if (auto rule = layout_rule_violation(model, ep, tp, redundant)) {
         out.excluded.push_back({n, dp, ep, tp, *rule});
         continue;
       }

@@ -3,6 +3,7 @@
 // the legality rules) is models/layout.hpp, shared with the kernels, profiler and exporters.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ using models::Layout;
 using models::mapping_name;
 using models::parse_dispatcher;
 using models::RankMapping;
+using models::Redundancy;
 
 /// A combination excluded by a rule (shown with --explain).
 struct ExcludedLayout {
@@ -34,6 +36,8 @@ struct EnumerateOptions {
   bool attention_dp = false;  ///< also enumerate dp_size > 1 (dp · ep · tp = num_gpus)
   std::vector<Dispatcher> dispatchers = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
                                          Dispatcher::kA2av};
+  /// Redundant expert slots per EP size: an EP size is legal when (E + R) % ep == 0.
+  Redundancy redundancy;
 };
 
 struct Enumeration {
@@ -44,9 +48,10 @@ struct Enumeration {
 /// The widths of `model` the legality rules look at.
 models::LayoutDims layout_dims(const models::MoeModel& model);
 
-/// The first rule (ep, tp) breaks for `model` as --explain words it, or nothing when legal.
+/// The first rule (ep, tp) breaks for `model` with `redundant` redundant expert slots in all, as
+/// --explain words it, or nothing when legal.
 std::optional<std::string> layout_rule_violation(const models::MoeModel& model, int ep_size,
-                                                 int tp_size);
+                                                 int tp_size, std::int64_t redundant = 0);
 
 /// Every legal layout with dp·ep·tp = num_gpus (dp = 1 unless attention_dp), each dispatcher,
 /// and both rank mappings where they differ (ep = 1 or tp = 1 gives one mapping).

@@ -21,7 +21,9 @@ PlacementConfig policy_config(const PolicyFit& fit, int num_experts, int ep_size
           : 1;
   const bool replicates =
       fit.policy == PlacementPolicy::kEplb || fit.policy == PlacementPolicy::kBest;
-  c.num_slots = num_experts + (replicates ? fit.redundant_per_rank * ep_size : 0);
+  c.num_slots =
+      num_experts +
+      (replicates ? static_cast<int>(fit.redundancy.redundant_at(num_experts, ep_size)) : 0);
   c.num_groups = fit.num_groups > 0 ? fit.num_groups : 1;
   return c;
 }

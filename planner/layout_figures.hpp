@@ -17,7 +17,7 @@ struct PolicyFit {
   PlacementPolicy policy = PlacementPolicy::kContiguous;
   int gpus_per_node = 8;            ///< EP rank r lies on node r / gpus_per_node (tp = 1)
   int num_groups = 1;               ///< the model's expert groups (DeepSeek's n_group)
-  int redundant_per_rank = 0;       ///< extra slots per EP rank (replicas of hot experts)
+  Redundancy redundancy;            ///< redundant slots per EP size (replicas of hot experts)
   std::int64_t pairs_per_step = 0;  ///< routed pairs per step for `best`'s samples (0: 65536)
   std::uint64_t seed = 0;           ///< `best`'s sample seed
 };
@@ -26,8 +26,8 @@ struct PolicyFit {
 inline constexpr int kBestSampleSteps = 512;
 
 /// The placement config of `fit` for `ep_size` EP ranks: ep_size / gpus_per_node nodes when
-/// the ranks fill whole nodes, else one; E + redundant_per_rank · ep_size slots for eplb and
-/// best, E for contiguous and round_robin (they place no replicas).
+/// the ranks fill whole nodes, else one; E + R slots for eplb and best (R from `fit.redundancy`),
+/// E for contiguous and round_robin (they place no replicas).
 PlacementConfig policy_config(const PolicyFit& fit, int num_experts, int ep_size);
 
 /// Places `load` on `ep_size` ranks with `fit`'s policy (contiguous needs no load).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 
 #include "models/json_reader.hpp"
 #include "models/units.hpp"
@@ -110,6 +111,45 @@ nlohmann::json cost_item_json(const LayerCost& c) {
   return {{"ms", ms_obj}, {"source", src}};
 }
 
+/// When no layout fits in memory only because of the redundant slots asked for (some layout would
+/// fit with the fewest slots its EP size allows, ⌈E / ep⌉ per rank): the error naming the most
+/// redundancy that fits on the layout with the most room. Nothing otherwise.
+std::optional<Error> redundancy_over_memory(const Plan& plan, const models::MoeModel& model) {
+  const Redundancy& red = plan.redundancy;
+  if (red.none() || red.kind == Redundancy::Kind::kAuto) return std::nullopt;
+  // Per layout: the most redundancy (in the user's units) whose slots fit next to the rest.
+  const LayoutCost* roomiest = nullptr;
+  std::int64_t most = -1;
+  for (const LayoutCost& c : plan.layouts) {
+    const int ep = c.layout.ep_size;
+    const int per_rank = c.num_slots / ep;
+    if (per_rank <= 0 || !(c.memory.experts > 0.0)) continue;
+    const double per_slot = c.memory.experts / per_rank;
+    const auto fit_slots = static_cast<std::int64_t>(
+        std::floor((c.memory_capacity - (c.memory.total() - c.memory.experts)) / per_slot));
+    const std::int64_t allowed = red.kind == Redundancy::Kind::kPerRank
+                                     ? fit_slots - (model.num_experts + ep - 1) / ep
+                                     : fit_slots * ep - model.num_experts;
+    if (allowed > most) {
+      most = allowed;
+      roomiest = &c;
+    }
+  }
+  if (roomiest == nullptr || most < 0) return std::nullopt;  // too big even without replicas
+  const int ep = roomiest->layout.ep_size;
+  const std::string limit = red.kind == Redundancy::Kind::kPerRank
+                                ? std::to_string(most) + " per EP rank"
+                                : "total:" + std::to_string(most);
+  return input_error(
+      "redundant",
+      " " + red.text() + ": " + std::to_string(roomiest->num_slots - model.num_experts) +
+          " redundant expert slots (" + std::to_string(roomiest->num_slots / ep) +
+          " slots per GPU) need " + format_bytes(roomiest->memory.total()) + " per GPU on " +
+          roomiest->layout.shape_name() + " (" + format_bytes(roomiest->memory.experts) +
+          " of it expert weights), more than the " + plan.device + "'s " +
+          format_bytes(roomiest->memory_capacity) + "; expected at most " + limit + " there");
+}
+
 PlannedLayout planned_from(const LayoutCost& c, int rank) {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   PlannedLayout p;
@@ -121,6 +161,7 @@ PlannedLayout planned_from(const LayoutCost& c, int rank) {
   p.tokens_per_s_per_gpu = c.tokens_per_s_per_gpu;
   p.memory_gib = c.memory.total() / kGiB;
   p.capacity_gib = c.memory_capacity / kGiB;
+  p.num_slots = c.num_slots;
   return p;
 }
 
@@ -147,6 +188,14 @@ Result<PlannedLayout> parse_planned(const nlohmann::json& l, const std::string& 
   p.per_layer = std::move(figures->per_layer);
   p.step_seconds = figures->step_seconds;
   p.tokens_per_s_per_gpu = figures->tokens_per_s_per_gpu;
+  auto slots = r.integer_or("num_slots", 0, 0, 1 << 24);
+  if (!slots) return slots.error();
+  p.num_slots = static_cast<int>(*slots);
+  if (p.num_slots > 0 && p.num_slots % p.layout.ep_size != 0) {
+    return r.error("num_slots", "expected a multiple of ep_size (" +
+                                    std::to_string(p.layout.ep_size) + "), got " +
+                                    std::to_string(p.num_slots));
+  }
   if (r.has("memory_gib")) {
     if (!l.at("memory_gib").is_object()) return r.error("memory_gib", "expected an object");
     JsonReader mr(l.at("memory_gib"), source, prefix + "memory_gib.");
@@ -186,11 +235,13 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
   plan.num_gpus = n;
   plan.num_moe_layers = model.num_moe_layers();
   plan.attention_dp = request.attention_dp;
+  plan.redundancy = request.redundancy;
 
   EnumerateOptions opt;
   opt.num_gpus = n;
   opt.attention_dp = request.attention_dp;
   opt.dispatchers = request.dispatchers;
+  opt.redundancy = request.redundancy;
   Enumeration en = enumerate_layouts(model, opt);
   plan.excluded = std::move(en.excluded);
   if (en.layouts.empty()) {
@@ -262,6 +313,9 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
                      return a.memory.total() < b.memory.total();
                    });
   plan.recommended = plan.layouts.front().feasible ? 0 : -1;
+  if (plan.recommended < 0) {
+    if (auto too_many = redundancy_over_memory(plan, model)) return *too_many;
+  }
   plan.reasons = recommend_reasons(plan);
   return plan;
 }
@@ -280,6 +334,7 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
   j["cost_source"] = plan.cost_source;
   j["expert_load"] = plan.load_source;
   j["placement"] = plan.placement_policy;
+  if (!plan.redundancy.none()) j["redundant"] = plan.redundancy.text();
   nlohmann::json layouts = nlohmann::json::array();
   const std::size_t count =
       top > 0 ? std::min(plan.layouts.size(), static_cast<std::size_t>(top)) : plan.layouts.size();
@@ -293,6 +348,7 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
     l["tp_size"] = c.layout.tp_size;
     l["dispatcher"] = dispatcher_name(c.layout.dispatcher);
     l["mapping"] = mapping_name(c.layout.mapping);
+    if (!plan.redundancy.none()) l["num_slots"] = c.num_slots;
     l["feasible"] = c.feasible;
     const auto items = cost_item_json(c.per_layer);
     l["layer_ms"] = items.at("ms");

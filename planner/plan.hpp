@@ -22,6 +22,9 @@ struct PlanRequest {
                                          Dispatcher::kA2av};
   ExpertLoad load;        ///< empty (no layers): uniform over the model's MoE layers
   PlacementFn placement;  ///< null: contiguous
+  /// Redundant expert slots per EP size: an EP size is legal when (E + R) % ep == 0; the
+  /// placement fills them (eplb, best or a placement file).
+  Redundancy redundancy;
   /// > 0: only layouts with this EP size are costed (a placement file fits one EP size); the
   /// others are listed as excluded with `only_ep_rule`.
   int only_ep_size = 0;
@@ -38,6 +41,7 @@ struct Plan {
   std::string cost_source;
   std::string load_source;
   std::string placement_policy;
+  Redundancy redundancy;  ///< the redundant slots the layouts were enumerated with
   Workload workload;
   int num_gpus = 0;
   int num_moe_layers = 0;
@@ -95,6 +99,7 @@ struct PlannedLayout {
   double tokens_per_s_per_gpu = 0.0;
   double memory_gib = 0.0;    ///< per GPU, KV cache excluded
   double capacity_gib = 0.0;  ///< device HBM
+  int num_slots = 0;          ///< expert slots per MoE layer (E + redundant); 0: not recorded (E)
 
   /// "rank 3: ep8×tp2 a2av tp_innermost, 1.234 ms per step".
   std::string describe() const;

@@ -25,6 +25,7 @@ Result<PlacementFn> placement_file_fn(const std::string& path, const models::Moe
                  " MoE layers of " + model.name};
   }
   req.only_ep_size = p.ep_size;
+  req.redundancy = Redundancy::total(p.num_slots - p.num_experts);
   req.only_ep_rule = "placement file " + path + " is for ep_size " + std::to_string(p.ep_size);
   Placement placement = p;
   placement.policy = path;
@@ -38,13 +39,19 @@ bool is_placement_file(const std::string& placement) {
          (placement.size() > 5 && placement.compare(placement.size() - 5, 5, ".json") == 0);
 }
 
+Result<Redundancy> parse_plan_redundancy(const std::string& text) {
+  auto r = models::parse_redundancy(text, kMaxRedundantPerRank, kMaxRedundantTotal);
+  if (!r) return input_error("redundant", " " + r.error().message);
+  return r;
+}
+
 PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, PlacementPolicy policy,
-                     int redundant_per_rank, int tokens_per_gpu) {
+                     Redundancy redundancy, int tokens_per_gpu) {
   PolicyFit fit;
   fit.policy = policy;
   fit.gpus_per_node = cluster.info().gpus_per_node;
   fit.num_groups = model.router.num_groups;
-  fit.redundant_per_rank = redundant_per_rank;
+  fit.redundancy = redundancy;
   fit.pairs_per_step = static_cast<std::int64_t>(tokens_per_gpu) * model.num_experts_per_tok;
   return fit;
 }
@@ -86,10 +93,15 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
     }
   }
   req.attention_dp = c.attention_dp;
-  if (c.redundant_per_rank < 0 || c.redundant_per_rank > kMaxRedundantPerRank) {
-    return input_error("redundant", ": expected 0.." + std::to_string(kMaxRedundantPerRank) +
-                                        " slots per EP rank, got " +
-                                        std::to_string(c.redundant_per_rank));
+  const Redundancy& red = c.redundancy;
+  const int max_count =
+      red.kind == Redundancy::Kind::kTotal ? kMaxRedundantTotal : kMaxRedundantPerRank;
+  if (red.count < 0 || red.count > max_count) {
+    return input_error("redundant",
+                       ": expected 0.." + std::to_string(max_count) +
+                           (red.kind == Redundancy::Kind::kTotal ? " redundant slots in all"
+                                                                 : " redundant slots per EP rank") +
+                           ", got " + std::to_string(red.count));
   }
   req.load = std::move(load);
   if (is_placement_file(c.placement)) {
@@ -102,20 +114,21 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
   if (!policy) {
     return input_error("placement", ": " + policy.error().message + ", or a placement file");
   }
-  if (!load_given && (*policy != PlacementPolicy::kContiguous || c.redundant_per_rank > 0)) {
+  if (!load_given && (*policy != PlacementPolicy::kContiguous || !red.none())) {
     return input_error(
         "placement", " " + c.placement + " and {redundant} need an expert load ({load} FILE|SPEC)");
   }
-  if (*policy == PlacementPolicy::kContiguous && c.redundant_per_rank > 0) {
-    return input_error("redundant", " " + std::to_string(c.redundant_per_rank) +
-                                        ": contiguous placement has no replicas; expected "
-                                        "{placement} round_robin, eplb or best");
+  if ((*policy == PlacementPolicy::kContiguous || *policy == PlacementPolicy::kRoundRobin) &&
+      !red.none()) {
+    return input_error("redundant", " " + red.text() + ": " + c.placement +
+                                        " placement has no replicas; expected {placement} eplb "
+                                        "or best");
   }
+  req.redundancy = red;
   if (*policy != PlacementPolicy::kContiguous) {
     // The same fit everywhere: EP ranks on nodes of the cluster, the model's groups.
     req.placement = policy_placement_fn(
-        req.load,
-        policy_fit(model, cluster, *policy, c.redundant_per_rank, req.workload.tokens_per_gpu));
+        req.load, policy_fit(model, cluster, *policy, red, req.workload.tokens_per_gpu));
   }
   return req;
 }

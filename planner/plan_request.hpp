@@ -16,6 +16,8 @@ namespace moeplan::planner {
 
 /// The most redundant expert slots per EP rank a plan takes.
 inline constexpr int kMaxRedundantPerRank = 1024;
+/// The most redundant expert slots in all (--redundant total:R) a plan takes.
+inline constexpr int kMaxRedundantTotal = 1 << 20;
 
 /// What a user chooses besides the model, cluster, cost source and expert load.
 struct PlanChoices {
@@ -25,7 +27,7 @@ struct PlanChoices {
   std::vector<std::string> dispatchers;  ///< empty: all
   bool attention_dp = false;
   std::string placement = "contiguous";  ///< a policy name, or a placement file's path
-  int redundant_per_rank = 0;            ///< for eplb and best
+  Redundancy redundancy;  ///< for eplb and best; also decides which EP sizes are legal
 };
 
 /// Whether `placement` names a placement file (a path or a .json name) rather than a policy.
@@ -34,12 +36,16 @@ bool is_placement_file(const std::string& placement);
 /// The placement fit of a policy on `cluster` for `model` at `tokens_per_gpu` (EP ranks on the
 /// cluster's nodes, the model's expert groups, best's samples sized by the routed pairs).
 PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, PlacementPolicy policy,
-                     int redundant_per_rank, int tokens_per_gpu);
+                     Redundancy redundancy, int tokens_per_gpu);
+
+/// Parses --redundant (N per EP rank, total:R, auto) within the plan's limits; errors name
+/// "redundant".
+Result<Redundancy> parse_plan_redundancy(const std::string& text);
 
 /// The request for `choices` with `load` (no layers: uniform). Errors name the input (phase,
 /// tokens, gpus, dispatcher, redundant, placement) and what it expects: a policy other than
-/// contiguous, or redundant slots, need a load (`load_given`); a placement file must fit the
-/// model and fixes the EP size.
+/// contiguous, or redundant slots, need a load (`load_given`); redundant slots need eplb or best;
+/// a placement file must fit the model and fixes the EP size and the slots.
 Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Cluster& cluster,
                                       const PlanChoices& choices, ExpertLoad load, bool load_given);
 

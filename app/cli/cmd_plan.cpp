@@ -15,6 +15,7 @@
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/placement.hpp"
+#include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
 #include "planner/plan_request.hpp"
 #include "profiler/routed_load.hpp"
@@ -39,7 +40,7 @@ struct PlanOptions {
   bool attention_dp = false;
   std::string load;                      // --load FILE|SPEC
   std::string placement = "contiguous";  // a policy, or a placement file
-  int redundant = 0;                     // redundant slots per EP rank
+  std::string redundant = "0";           // N per EP rank, total:R or auto
   int traffic = -1;
   std::string output;
   bool per_layer = false;
@@ -66,7 +67,10 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
          (plan.workload.phase == planner::Phase::kPrefill ? " tokens" : " sequences") +
          " per GPU, " + std::to_string(plan.num_moe_layers) + " MoE layers\n";
   out += "cost source: " + plan.cost_source + "; expert load: " + plan.load_source +
-         "; placement: " + plan.placement_policy + "\n";
+         "; placement: " + plan.placement_policy +
+         (plan.redundancy.none() ? std::string()
+                                 : "; redundant slots: " + plan.redundancy.describe()) +
+         "\n";
   if (plan.weights.quantized() || plan.weights.source.rfind("--weights", 0) == 0) {
     out += "weights: " + plan.weights.describe() + " [" + plan.weights.name() + ", " +
            plan.weights.source + "]; activations: " + plan.weights.describe_activations() + "\n";
@@ -83,19 +87,35 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
                         "step ms", "tokens/s/GPU", "GiB/GPU"}) {
     t.add_column(h, Table::Align::kRight);
   }
+  // With redundant slots each EP size has its own: slots per layer (slots per GPU).
+  const bool slots = !plan.redundancy.none();
+  if (slots) t.add_column("slots (/GPU)", Table::Align::kRight);
   t.add_column("fits");
   const std::size_t n =
       top > 0 ? std::min(plan.layouts.size(), static_cast<std::size_t>(top)) : plan.layouts.size();
   for (std::size_t i = 0; i < n; ++i) {
     const LayoutCost& c = plan.layouts[i];
     const auto& p = c.per_layer;
-    t.add_row({std::to_string(i + 1), c.layout.shape_name(),
-               planner::dispatcher_name(c.layout.dispatcher),
-               planner::mapping_name(c.layout.mapping), ms(p.router.seconds),
-               ms(p.dispatch.seconds), ms(p.experts.seconds), ms(p.combine.seconds),
-               ms(p.tp.seconds), ms(p.shared.seconds), ms(p.total()), ms(c.step_seconds),
-               format_fixed(c.tokens_per_s_per_gpu, 0), gib(c.memory.total()),
-               c.feasible ? "yes" : "no"});
+    std::vector<std::string> row = {std::to_string(i + 1),
+                                    c.layout.shape_name(),
+                                    planner::dispatcher_name(c.layout.dispatcher),
+                                    planner::mapping_name(c.layout.mapping),
+                                    ms(p.router.seconds),
+                                    ms(p.dispatch.seconds),
+                                    ms(p.experts.seconds),
+                                    ms(p.combine.seconds),
+                                    ms(p.tp.seconds),
+                                    ms(p.shared.seconds),
+                                    ms(p.total()),
+                                    ms(c.step_seconds),
+                                    format_fixed(c.tokens_per_s_per_gpu, 0),
+                                    gib(c.memory.total())};
+    if (slots) {
+      row.push_back(std::to_string(c.num_slots) + " (" +
+                    std::to_string(c.num_slots / c.layout.ep_size) + ")");
+    }
+    row.push_back(c.feasible ? "yes" : "no");
+    t.add_row(row);
   }
   out += t.render();
   if (n < plan.layouts.size()) {
@@ -261,7 +281,9 @@ int run_plan(const PlanOptions& o) {
   choices.dispatchers = o.dispatchers;
   choices.attention_dp = o.attention_dp;
   choices.placement = o.placement;
-  choices.redundant_per_rank = o.redundant;
+  auto redundancy = planner::parse_plan_redundancy(o.redundant);
+  if (!redundancy) return report_error(redundancy.error());
+  choices.redundancy = *redundancy;
   auto request =
       planner::make_plan_request(*model, *cluster, choices, std::move(given_load), !o.load.empty());
   if (!request) return report_error(request.error());
@@ -273,7 +295,16 @@ int run_plan(const PlanOptions& o) {
     const auto summary = planner::summarize_plan(*plan);
     auto chosen = planner::select_layout(summary, o.export_layout);
     if (!chosen) return report_error(chosen.error());
-    auto spec = planner::make_export_spec(summary, *chosen, *model, *cluster, nullptr, "");
+    // A layout planned with redundant slots exports the placement the plan costed it with.
+    std::optional<planner::PlacementFile> placement;
+    if (req.placement && chosen->num_slots > model->num_experts) {
+      auto p = req.placement(chosen->layout.ep_size);
+      if (!p) return report_error(p.error());
+      placement = planner::placement_file_of(*p, cluster->info().gpus_per_node, plan->load_source);
+    }
+    auto spec = planner::make_export_spec(
+        summary, *chosen, *model, *cluster, placement ? &*placement : nullptr,
+        placement ? "plan placement " + plan->placement_policy : std::string());
     if (!spec) return report_error(spec.error());
     return emit_export(*spec, *export_format, o.framework_version, o.out_dir);
   }
@@ -380,7 +411,9 @@ void add_plan_command(CLI::App& app, Action& action) {
                   "or a placement file from `moeplan place --out` (its EP size only)")
       ->capture_default_str();
   cmd->add_option("--redundant", o->redundant,
-                  "Redundant expert slots per EP rank for eplb and best")
+                  "Redundant expert slots for eplb and best: N per EP rank, total:R (R in all; "
+                  "an EP size is legal when (experts + R) % ep == 0) or auto (per EP size the "
+                  "fewest that make it legal)")
       ->capture_default_str();
   cmd->add_option("--traffic", o->traffic,
                   "Also give MoE layer N's GPU × GPU dispatch and combine bytes of the "

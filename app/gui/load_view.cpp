@@ -283,7 +283,7 @@ void LoadView::redraw() {
   layerMap_->setBlocks(0, perNode);
   header_->setText(
       tr("Load <b>%1</b> (%2 layers × %3 experts) placed on the %4 EP ranks of %5 (%6 node%7, "
-         "%8 redundant slot(s) per rank for eplb and best). Token counts are routed (token, "
+         "redundant slots for eplb and best: %8). Token counts are routed (token, "
          "expert) pairs of the load. Best's search took %9 s.")
           .arg(QString::fromStdString(load->load.source))
           .arg(load->load.num_layers())
@@ -292,7 +292,7 @@ void LoadView::redraw() {
           .arg(lc != nullptr ? QString::fromStdString(lc->layout.shape_name()) : QString())
           .arg(outcome_.numNodes)
           .arg(outcome_.numNodes == 1 ? QString() : QStringLiteral("s"))
-          .arg(session_->policyFit().redundant_per_rank)
+          .arg(QString::fromStdString(session_->policyFit().redundancy.describe()))
           .arg(QString::number(outcome_.placements.back().seconds, 'f', 2)));
 }
 

@@ -60,8 +60,9 @@ int main(int argc, char** argv) {
       QStringLiteral("POLICY"), QStringLiteral("contiguous"));
   const QCommandLineOption redundant(
       QStringLiteral("redundant"),
-      QStringLiteral("Redundant expert slots per EP rank for eplb and best (0-16)."),
-      QStringLiteral("N"), QStringLiteral("0"));
+      QStringLiteral("Redundant expert slots for eplb and best: N per EP rank, total:R (R in "
+                     "all) or auto, as moeplan plan --redundant."),
+      QStringLiteral("N|total:R|auto"), QStringLiteral("0"));
   const QCommandLineOption costs(
       QStringLiteral("costs"),
       QStringLiteral("Cost database (profile DB) to plan with, as moeplan plan --costs. With "
@@ -104,11 +105,9 @@ int main(int argc, char** argv) {
     return fail(window.loadErrorLabel()->text());
   }
   if (parser.isSet(placement) || parser.isSet(redundant)) {
-    bool ok = false;
-    const int n = parser.value(redundant).toInt(&ok);
-    if (!ok || !window.setPlacement(parser.value(placement), n)) {
+    if (!window.setPlacement(parser.value(placement), parser.value(redundant))) {
       return fail(QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
-                                 "--redundant: expected 0-%1")
+                                 "--redundant: expected N (0-%1 per EP rank), total:R or auto")
                       .arg(moeplan::planner::kMaxRedundantPerRank));
     }
   }

@@ -162,10 +162,14 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
             .toInt();
     const QString policy = s.value(QStringLiteral("placement"), policy_->currentText()).toString();
     const int redundant = s.value(QStringLiteral("redundant"), 0).toInt();
+    const int redundantKind = s.value(QStringLiteral("redundantKind"), 0).toInt();
     restoring_ = true;
     phase_->setCurrentIndex(decode ? 1 : 0);
     if (tokens >= tokens_->minimum() && tokens <= tokens_->maximum()) tokens_->setValue(tokens);
     if (policy_->findText(policy) >= 0) policy_->setCurrentIndex(policy_->findText(policy));
+    if (redundantKind >= 0 && redundantKind < redundantKind_->count()) {
+      redundantKind_->setCurrentIndex(redundantKind);  // sets the count's range first
+    }
     if (redundant >= 0 && redundant <= redundant_->maximum()) redundant_->setValue(redundant);
     restoring_ = false;
     onWorkloadEdited();
@@ -285,9 +289,17 @@ QWidget* MainWindow::buildModelView() {
   form->addRow(tr("Pla&cement:"), policy_);
   redundant_ = new QSpinBox(box);
   redundant_->setRange(0, planner::kMaxRedundantPerRank);
-  redundant_->setSuffix(tr(" per EP rank"));
   redundant_->setToolTip(tr("Redundant expert slots (replicas of hot experts) for eplb and best"));
-  form->addRow(tr("Red&undant slots:"), redundant_);
+  redundantKind_ = new QComboBox(box);
+  redundantKind_->addItems({tr("per EP rank"), tr("in all"), tr("auto")});
+  redundantKind_->setToolTip(
+      tr("Per EP rank: every EP size with experts % ep == 0 gets N per rank. In all: R slots at "
+         "every EP size, legal when (experts + R) % ep == 0 (DeepSeek-V3 on 144 GPUs: 256 + 32). "
+         "Auto: per EP size the fewest that make it legal (as moeplan plan --redundant)."));
+  auto* redundantRow = new QHBoxLayout;
+  redundantRow->addWidget(redundant_);
+  redundantRow->addWidget(redundantKind_);
+  form->addRow(tr("Red&undant slots:"), redundantRow);
   costSource_ = new QComboBox(box);
   costSource_->addItem(tr("roofline (device spec + topology)"));
   costSource_->addItem(tr("profile DB (measured; as moeplan plan --costs)"));
@@ -352,6 +364,11 @@ QWidget* MainWindow::buildModelView() {
   });
   connect(policy_, &QComboBox::currentIndexChanged, this, &MainWindow::onWorkloadEdited);
   connect(redundant_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  connect(redundantKind_, &QComboBox::currentIndexChanged, this, [this](int kind) {
+    redundant_->setEnabled(kind != 2);
+    redundant_->setMaximum(kind == 1 ? planner::kMaxRedundantTotal : planner::kMaxRedundantPerRank);
+    onWorkloadEdited();
+  });
   return page;
 }
 
@@ -445,6 +462,7 @@ bool MainWindow::setPlacement(const QString& policy, int redundantPerRank) {
     return false;
   }
   policy_->setCurrentIndex(i);
+  redundantKind_->setCurrentIndex(0);
   redundant_->setValue(redundantPerRank);
   onWorkloadEdited();
   return true;
@@ -460,6 +478,17 @@ void MainWindow::selectModelInCombo(const QString& nameOrPath) {
   const QSignalBlocker block(modelCombo_);
   modelCombo_->setCurrentIndex(index);
   modelCombo_->setToolTip(modelCombo_->itemText(index));
+}
+
+bool MainWindow::setPlacement(const QString& policy, const QString& redundant) {
+  const int i = policy_->findText(policy);
+  const auto r = planner::parse_plan_redundancy(redundant.toStdString());
+  if (i < 0 || !r) return false;
+  policy_->setCurrentIndex(i);
+  redundantKind_->setCurrentIndex(static_cast<int>(r->kind));
+  redundant_->setValue(r->count);
+  onWorkloadEdited();
+  return true;
 }
 
 void MainWindow::onModelChosen(int index) { loadModel(modelCombo_->itemText(index)); }
@@ -484,13 +513,17 @@ void MainWindow::onWorkloadEdited() {
     s.setValue(QStringLiteral("tokens"), tokens_->value());
     s.setValue(QStringLiteral("placement"), policy_->currentText());
     s.setValue(QStringLiteral("redundant"), redundant_->value());
+    s.setValue(QStringLiteral("redundantKind"), redundantKind_->currentIndex());
   }
   planner::Workload w;
   w.phase = phase_->currentIndex() == 0 ? planner::Phase::kPrefill : planner::Phase::kDecode;
   w.tokens_per_gpu = tokens_->value();
   session_->setWorkload(w);
   const auto policy = planner::parse_policy(policy_->currentText().toStdString());
-  if (policy) session_->setPolicy(*policy, redundant_->value());
+  planner::Redundancy redundancy;
+  redundancy.kind = static_cast<planner::Redundancy::Kind>(redundantKind_->currentIndex());
+  redundancy.count = redundancy.kind == planner::Redundancy::Kind::kAuto ? 0 : redundant_->value();
+  if (policy) session_->setPolicy(*policy, redundancy);
 }
 
 ExportDialog* MainWindow::makeExportDialog() {

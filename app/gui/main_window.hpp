@@ -44,6 +44,9 @@ class MainWindow : public QMainWindow {
   /// Sets the placement policy the plan costs with ("contiguous", "round_robin", "eplb",
   /// "best") and the redundant slots per EP rank; false for an unknown policy.
   bool setPlacement(const QString& policy, int redundantPerRank);
+  /// The same with the redundant slots as --redundant takes them: "N" per EP rank, "total:R"
+  /// (R in all; they decide which EP sizes are legal) or "auto"; false for bad input.
+  bool setPlacement(const QString& policy, const QString& redundant);
   /// Plans with a cost database's measured costs (as `moeplan plan --costs FILE`); "" returns
   /// to the roofline. On failure the model view shows the error and the source is unchanged.
   bool loadCosts(const QString& path);
@@ -115,6 +118,7 @@ class MainWindow : public QMainWindow {
   QLabel* loadSummary_ = nullptr;
   QComboBox* policy_ = nullptr;
   QSpinBox* redundant_ = nullptr;
+  QComboBox* redundantKind_ = nullptr;  ///< per EP rank, in all, auto
   QComboBox* costSource_ = nullptr;
   QLabel* costFile_ = nullptr;
   QLabel* costError_ = nullptr;

@@ -1,6 +1,8 @@
 // The plan table model and its filter.
 #include "app/gui/plan_table_model.hpp"
 
+#include <algorithm>
+
 #include <QBrush>
 #include <QColor>
 #include <QFont>
@@ -43,6 +45,7 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
                                                     "memory\n(GiB/GPU)",
                                                     "HBM\n(GiB)",
                                                     "imbalance\n(max/mean)",
+                                                    "expert slots\n(/GPU)",
                                                     "fits"};
   if (role == Qt::DisplayRole) return QString::fromUtf8(kHeaders[section]);
   if (role == Qt::ToolTipRole) {
@@ -55,6 +58,10 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
       case kMemory: return tr("Bytes per GPU without the KV cache");
       case kCapacity: return tr("The device's HBM capacity");
       case kImbalance: return tr("Max / mean routed pairs per EP rank (mean over layers)");
+      case kSlots:
+        return tr(
+            "Expert slots per MoE layer, experts plus redundant replicas (per GPU): with "
+            "redundant slots an EP size is legal when the slots divide evenly");
       default: break;
     }
   }
@@ -109,6 +116,11 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
                        : QVariant(c.memory_capacity);
       case kImbalance:
         return display ? QVariant(QString::number(c.imbalance, 'f', 3)) : QVariant(c.imbalance);
+      case kSlots:
+        return display ? QVariant(QStringLiteral("%1 (%2)")
+                                      .arg(c.num_slots)
+                                      .arg(c.num_slots / std::max(1, c.layout.ep_size)))
+                       : QVariant(c.num_slots);
       case kFits:
         return display ? QVariant(c.feasible ? tr("yes") : tr("no")) : QVariant(c.feasible);
       default: return {};

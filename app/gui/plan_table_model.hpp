@@ -32,6 +32,7 @@ class PlanTableModel : public QAbstractTableModel {
     kMemory,
     kCapacity,
     kImbalance,
+    kSlots,
     kFits,
     kNumColumns
   };

@@ -84,10 +84,10 @@ planner::PolicyFit Session::policyFit() const {
   if (!model_ || !cluster_) {
     planner::PolicyFit f;
     f.policy = policy;
-    f.redundant_per_rank = choices_.redundant_per_rank;
+    f.redundancy = choices_.redundancy;
     return f;
   }
-  return planner::policy_fit(*model_, *cluster_, policy, choices_.redundant_per_rank,
+  return planner::policy_fit(*model_, *cluster_, policy, choices_.redundancy,
                              workload_.tokens_per_gpu);
 }
 
@@ -176,9 +176,9 @@ void Session::setWorkload(const planner::Workload& w) {
   scheduleReplan();
 }
 
-void Session::setPolicy(planner::PlacementPolicy policy, int redundantPerRank) {
+void Session::setPolicy(planner::PlacementPolicy policy, planner::Redundancy redundancy) {
   choices_.placement = planner::policy_name(policy);
-  choices_.redundant_per_rank = redundantPerRank;
+  choices_.redundancy = redundancy;
   scheduleReplan();
 }
 
@@ -235,10 +235,12 @@ void Session::replan() {
   }
   // The request moeplan plan builds from the same choices (the load field always holds a load).
   // The redundant-slot field keeps its value for the Load balance view's eplb and best; a
-  // contiguous plan has no replicas, so it plans with none (the CLI asks the user to drop them).
+  // contiguous or round_robin plan has no replicas, so it plans with none (the CLI asks the user
+  // to drop them). With eplb or best the redundant slots also decide which EP sizes are legal.
   planner::PlanChoices choices = choices_;
-  if (choices.placement == planner::policy_name(planner::PlacementPolicy::kContiguous)) {
-    choices.redundant_per_rank = 0;
+  if (choices.placement == planner::policy_name(planner::PlacementPolicy::kContiguous) ||
+      choices.placement == planner::policy_name(planner::PlacementPolicy::kRoundRobin)) {
+    choices.redundancy = {};
   }
   auto request = planner::make_plan_request(*model_, *cluster_, choices, load_->load, true);
   if (!request) {

@@ -90,7 +90,7 @@ class Session : public QObject {
   /// A file path (".json", ".csv", ".npy" or containing '/') or a synthetic spec.
   QString setLoad(const QString& fileOrSpec);
   void setWorkload(const planner::Workload& w);
-  void setPolicy(planner::PlacementPolicy policy, int redundantPerRank);
+  void setPolicy(planner::PlacementPolicy policy, planner::Redundancy redundancy);
   /// Plans with the measured costs of a cost database (as `moeplan plan --costs FILE`) on the
   /// current cluster; "" returns to the roofline. The database is read now to check it.
   QString setCostDb(const QString& path);

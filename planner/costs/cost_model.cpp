@@ -460,9 +460,6 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
     return Error{"layout " + layout.shape_name() +
                  ": expected dp·ep·tp = " + std::to_string(layout.num_gpus)};
   }
-  if (auto rule = layout_rule_violation(m, layout.ep_size, layout.tp_size)) {
-    return Error{"layout " + layout.shape_name() + " is illegal for '" + m.name + "': " + *rule};
-  }
   if (ctx.workload.tokens_per_gpu <= 0) {
     return Error{"tokens per GPU: expected a positive count, got " +
                  std::to_string(ctx.workload.tokens_per_gpu)};
@@ -473,6 +470,11 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
                  " layers, expected 1 or the " + std::to_string(num_moe) + " MoE layers of '" +
                  m.name + "'"};
   }
+  if (!ctx.placement) {  // contiguous: E slots
+    if (auto rule = layout_rule_violation(m, layout.ep_size, layout.tp_size)) {
+      return Error{"layout " + layout.shape_name() + " is illegal for '" + m.name + "': " + *rule};
+    }
+  }
   auto placement = ctx.placement
                        ? ctx.placement(layout.ep_size)
                        : Result<Placement>(contiguous_placement(1, m.num_experts, layout.ep_size));
@@ -481,6 +483,11 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
     return Error{"placement '" + placement->policy + "' is for ep_size " +
                  std::to_string(placement->ep_size) + ", expected " +
                  std::to_string(layout.ep_size)};
+  }
+  // Redundant slots make an EP size legal when every rank holds the same number of slots.
+  if (auto rule = layout_rule_violation(m, layout.ep_size, layout.tp_size,
+                                        placement->num_slots - m.num_experts)) {
+    return Error{"layout " + layout.shape_name() + " is illegal for '" + m.name + "': " + *rule};
   }
 
   LayerDims d;
@@ -517,6 +524,7 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
 
   LayoutCost out;
   out.layout = layout;
+  out.num_slots = placement->num_slots;
   const double layer_weight = static_cast<double>(num_moe) / static_cast<double>(slots->size());
   LayerCost step;
   double buffers = 0.0, activations = 0.0, imbalance = 0.0, rows = 0.0, useful = 0.0;

@@ -18,6 +18,12 @@ std::vector<std::string> cannot_run(const ExportSpec& spec, const Layout& l, std
     out.push_back("Megatron-Core orders expert ranks tp-ep-dp (expert TP innermost), so " +
                   l.shape_name() + " ep_innermost cannot be reproduced");
   }
+  if (spec.num_experts % l.ep_size != 0) {
+    out.push_back("Megatron-Core has no redundant experts: --num-experts " +
+                  std::to_string(spec.num_experts) +
+                  " must be a multiple of --expert-model-parallel-size " +
+                  std::to_string(l.ep_size) + " (validate_args)");
+  }
   if (auto e =
           attention_split_error(spec, l, l.tp_size, "Megatron-Core",
                                 "TransformerConfig.__post_init__", KvHeads::kMultipleOrDivisor);

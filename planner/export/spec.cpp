@@ -49,9 +49,24 @@ Result<ExportSpec> make_export_spec(const PlanSummary& plan, const PlannedLayout
                  std::to_string(cluster.num_gpus()) + " GPUs, the plan needs " +
                  std::to_string(plan.num_gpus)};
   }
-  if (auto rule = layout_rule_violation(model, chosen.layout.ep_size, chosen.layout.tp_size)) {
+  // The slots the layout holds: its placement's, else those the plan costed it with.
+  const int planned_slots = chosen.num_slots > 0 ? chosen.num_slots : model.num_experts;
+  const bool placement_fits =
+      placement != nullptr && placement->result.placement.num_experts == model.num_experts;
+  const int slots = placement_fits ? placement->result.placement.num_slots : planned_slots;
+  if (auto rule = layout_rule_violation(model, chosen.layout.ep_size, chosen.layout.tp_size,
+                                        slots - model.num_experts)) {
     return input_error("layout", " " + chosen.layout.shape_name() + " is illegal for '" +
                                      model.name + "': " + *rule);
+  }
+  if (placement == nullptr && planned_slots != model.num_experts) {
+    return input_error("placement",
+                       ": layout " + chosen.layout.shape_name() + " was planned with " +
+                           std::to_string(planned_slots) + " expert slots (" +
+                           std::to_string(planned_slots - model.num_experts) +
+                           " redundant); expected its placement file (moeplan place --gpus " +
+                           std::to_string(chosen.layout.ep_size) + " --slots " +
+                           std::to_string(planned_slots) + " --out FILE)");
   }
   ExportSpec s;
   s.model = model.name;

@@ -20,14 +20,16 @@ std::size_t uz(int v) { return static_cast<std::size_t>(v); }
 // ---- best: local search ------------------------------------------------------------------
 
 // Per-sample GPU loads with the three largest, so a swap between two GPUs is scored in O(1)
-// per sample.
+// per sample. Stored sample-innermost ([G][S], [E][S]) so a swap's score reads contiguous rows.
 struct SampleSet {
-  const std::vector<std::vector<double>>* rows = nullptr;  // [S][E]
-  std::vector<std::vector<double>> gpu;                    // [S][G]
-  std::vector<double> mean;                                // [S] total / G
-  std::vector<std::array<int, 3>> top;                     // [S] GPU indices, descending
+  int num_samples = 0;
+  std::vector<double> rows;                 // [E·S]: rows[e·S + s] = tokens of expert e in s
+  std::vector<double> gpu;                  // [G·S]
+  std::vector<double> mean;                 // [S] total / G
+  std::array<std::vector<int>, 3> top;      // [3][S] GPU indices, descending (−1: none)
+  std::array<std::vector<double>, 3> topv;  // [3][S] their loads
 
-  int size() const { return rows == nullptr ? 0 : static_cast<int>(rows->size()); }
+  int size() const { return num_samples; }
 };
 
 class LayerSearch {
@@ -66,9 +68,8 @@ class LayerSearch {
   // minus `lambda` times the split co-activated pairs, while no GPU's fitted load rises above
   // `fit_cap` (unless it falls).
   void optimise_samples(const std::vector<std::vector<double>>& rows, int max_evals) {
-    samples_.rows = &rows;
     fit_cap_ = fitted_max() * (1.0 - kMargin);
-    init_samples();
+    init_samples(rows);
     int evals = 0;
     // Swaps that unload the GPUs most often at the maximum, best swap per GPU.
     bool improved = true;
@@ -91,9 +92,8 @@ class LayerSearch {
                          const std::vector<double>& pairs, double lambda, int max_evals,
                          std::uint64_t seed, double fit_cap) {
     if (num_nodes_ < 2 || gpus_per_domain_ != num_gpus_) return;
-    samples_.rows = &rows;
     fit_cap_ = fit_cap * (1.0 - kMargin);
-    init_samples();
+    init_samples(rows);
     init_pairs(pairs);
     std::mt19937_64 rng(seed);
     std::vector<int> order(uz(num_slots_));
@@ -139,15 +139,44 @@ class LayerSearch {
     return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
   }
 
+  // Replica counts, each expert's slots and the fitted GPU loads, from scratch (reusing storage).
   void recount() {
     cnt_.assign(uz(num_experts_), 0);
-    where_.assign(uz(num_experts_), {});
+    where_.resize(uz(num_experts_));
+    for (auto& w : where_) w.clear();
     for (int s = 0; s < num_slots_; ++s) {
       ++cnt_[uz(slot_[uz(s)])];
       where_[uz(slot_[uz(s)])].push_back(s);
     }
     fit_.assign(uz(num_gpus_), 0.0);
     for (int s = 0; s < num_slots_; ++s) fit_[uz(gpu_of(s))] += fit_slot(s);
+  }
+
+  // One GPU's fitted load summed in slot order (what recount gives it).
+  void refit_gpu(int g) {
+    double sum = 0.0;
+    for (int s = g * spg_; s < (g + 1) * spg_; ++s) sum += fit_slot(s);
+    fit_[uz(g)] = sum;
+  }
+
+  // An expert's slots in slot order (what recount gives it).
+  void relist(int e) {
+    auto& list = where_[uz(e)];
+    list.clear();
+    for (int s = 0; s < num_slots_; ++s) {
+      if (slot_[uz(s)] == e) list.push_back(s);
+    }
+  }
+
+  // Swaps the experts of slots i and j: replica counts stay, two GPUs' loads change.
+  void swap_slots(int i, int j) {
+    const int a = slot_[uz(i)];
+    const int b = slot_[uz(j)];
+    std::swap(slot_[uz(i)], slot_[uz(j)]);
+    relist(a);
+    relist(b);
+    refit_gpu(gpu_of(i));
+    refit_gpu(gpu_of(j));
   }
 
   bool improve_by_swap(int g, double limit) {
@@ -169,8 +198,7 @@ class LayerSearch {
       }
     }
     if (best_i < 0) return false;
-    std::swap(slot_[uz(best_i)], slot_[uz(best_j)]);
-    recount();
+    swap_slots(best_i, best_j);
     return true;
   }
 
@@ -180,7 +208,8 @@ class LayerSearch {
     const int d = domain_of(g);
     int best_i = -1, best_b = -1;
     double best_peak = limit;
-    std::vector<double> trial(fit_);
+    trial_ = fit_;
+    std::vector<double>& trial = trial_;
     for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
       const int a = slot_[uz(i)];
       if (cnt_[uz(a)] < 2) continue;
@@ -212,42 +241,63 @@ class LayerSearch {
     return true;
   }
 
-  void init_samples() {
-    const int num_samples = samples_.size();
-    samples_.gpu.assign(uz(num_samples), std::vector<double>(uz(num_gpus_), 0.0));
-    samples_.mean.assign(uz(num_samples), 0.0);
-    samples_.top.assign(uz(num_samples), {-1, -1, -1});
-    for (int s = 0; s < num_samples; ++s) refresh_sample(s);
+  void init_samples(const std::vector<std::vector<double>>& rows) {
+    const int n = static_cast<int>(rows.size());
+    const auto S = uz(n);
+    samples_.num_samples = n;
+    samples_.rows.assign(uz(num_experts_) * S, 0.0);
+    for (std::size_t s = 0; s < S; ++s) {
+      for (std::size_t e = 0; e < uz(num_experts_); ++e) samples_.rows[e * S + s] = rows[s][e];
+    }
+    samples_.gpu.assign(uz(num_gpus_) * S, 0.0);
+    samples_.mean.assign(S, 0.0);
+    for (auto& t : samples_.top) t.assign(S, -1);
+    for (auto& t : samples_.topv) t.assign(S, 0.0);
+    for (int g = 0; g < num_gpus_; ++g) refresh_gpu(g);
+    for (int s = 0; s < n; ++s) refresh_stats(s);
   }
 
-  void refresh_sample(int s) {
-    const auto& row = (*samples_.rows)[uz(s)];
-    auto& gpu = samples_.gpu[uz(s)];
-    std::fill(gpu.begin(), gpu.end(), 0.0);
-    double total = 0.0;
-    for (int k = 0; k < num_slots_; ++k) {
+  // GPU g's load in every sample, its slots summed in slot order.
+  void refresh_gpu(int g) {
+    const auto S = uz(samples_.size());
+    double* out = &samples_.gpu[uz(g) * S];
+    std::fill(out, out + S, 0.0);
+    for (int k = g * spg_; k < (g + 1) * spg_; ++k) {
       const int e = slot_[uz(k)];
-      gpu[uz(gpu_of(k))] += row[uz(e)] / cnt_[uz(e)];
+      const double c = cnt_[uz(e)];
+      const double* row = &samples_.rows[uz(e) * S];
+      for (std::size_t s = 0; s < S; ++s) out[s] += row[s] / c;
     }
-    for (const double x : gpu) total += x;
-    samples_.mean[uz(s)] = total / num_gpus_;
-    auto& top = samples_.top[uz(s)];
-    top = {-1, -1, -1};
+  }
+
+  // Sample s's mean and three largest GPU loads.
+  void refresh_stats(int s) {
+    const auto S = uz(samples_.size());
+    const auto su = uz(s);
+    double total = 0.0;
+    for (int g = 0; g < num_gpus_; ++g) total += samples_.gpu[uz(g) * S + su];
+    samples_.mean[su] = total / num_gpus_;
+    std::array<int, 3> top = {-1, -1, -1};
     for (int g = 0; g < num_gpus_; ++g) {
+      const double x = samples_.gpu[uz(g) * S + su];
       for (int r = 0; r < 3; ++r) {
-        if (top[uz(r)] < 0 || gpu[uz(g)] > gpu[uz(top[uz(r)])]) {
+        if (top[uz(r)] < 0 || x > samples_.gpu[uz(top[uz(r)]) * S + su]) {
           for (int q = 2; q > r; --q) top[uz(q)] = top[uz(q - 1)];
           top[uz(r)] = g;
           break;
         }
       }
     }
+    for (std::size_t r = 0; r < 3; ++r) {
+      samples_.top[r][su] = top[r];
+      samples_.topv[r][su] = top[r] < 0 ? 0.0 : samples_.gpu[uz(top[r]) * S + su];
+    }
   }
 
   // GPUs that are the maximum in at least one sample, most frequent first.
   std::vector<int> hot_gpus() const {
     std::vector<int> hits(uz(num_gpus_), 0);
-    for (const auto& t : samples_.top) ++hits[uz(t[0])];
+    for (const int t : samples_.top[0]) ++hits[uz(t)];
     std::vector<int> order;
     for (int g = 0; g < num_gpus_; ++g) {
       if (hits[uz(g)] > 0) order.push_back(g);
@@ -275,21 +325,34 @@ class LayerSearch {
     }
     double gain = 0.0;
     const int num_samples = samples_.size();
-    for (int s = 0; s < num_samples; ++s) {
-      const auto& row = (*samples_.rows)[uz(s)];
-      const auto& gpu = samples_.gpu[uz(s)];
-      const auto& top = samples_.top[uz(s)];
-      const double old_max = gpu[uz(top[0])];
+    const auto S = uz(num_samples);
+    const double* ra = &samples_.rows[uz(a) * S];
+    const double* rb = &samples_.rows[uz(b) * S];
+    const double ca = cnt_[uz(a)];
+    const double cb = cnt_[uz(b)];
+    const double* l1 = &samples_.gpu[uz(g1) * S];
+    const double* l2 = &samples_.gpu[uz(g2) * S];
+    const int* t0 = samples_.top[0].data();
+    const int* t1 = samples_.top[1].data();
+    const int* t2 = samples_.top[2].data();
+    const double* v0 = samples_.topv[0].data();
+    const double* v1 = samples_.topv[1].data();
+    const double* v2 = samples_.topv[2].data();
+    const double* mean = samples_.mean.data();
+    for (std::size_t s = 0; s < S; ++s) {
+      const double old_max = v0[s];
       if (!(old_max > 0.0)) continue;
-      const double delta = row[uz(a)] / cnt_[uz(a)] - row[uz(b)] / cnt_[uz(b)];
-      double new_max = std::max(gpu[uz(g1)] - delta, gpu[uz(g2)] + delta);
-      for (const int t : top) {
-        if (t >= 0 && t != g1 && t != g2) {
-          new_max = std::max(new_max, gpu[uz(t)]);
-          break;
-        }
+      const double delta = ra[s] / ca - rb[s] / cb;
+      double new_max = std::max(l1[s] - delta, l2[s] + delta);
+      // The largest load of a GPU other than g1 and g2.
+      if (t0[s] != g1 && t0[s] != g2) {
+        new_max = std::max(new_max, v0[s]);
+      } else if (t1[s] >= 0 && t1[s] != g1 && t1[s] != g2) {
+        new_max = std::max(new_max, v1[s]);
+      } else if (t2[s] >= 0 && t2[s] != g1 && t2[s] != g2) {
+        new_max = std::max(new_max, v2[s]);
       }
-      gain += samples_.mean[uz(s)] * (1.0 / new_max - 1.0 / old_max);
+      gain += mean[s] * (1.0 / new_max - 1.0 / old_max);
     }
     if (num_samples > 0) gain /= num_samples;
     if (lambda > 0.0 && node_of_slot(i) != node_of_slot(j)) gain -= lambda * cut_delta(i, j);
@@ -318,6 +381,8 @@ class LayerSearch {
     return true;
   }
 
+  // Swaps slots i and j and updates what depends on them: the two GPUs' fitted and sampled
+  // loads, each sample's mean and top three, the node counts of a locality search.
   void apply_swap(int i, int j) {
     if (!pairs_.empty()) {
       const int a = slot_[uz(i)];
@@ -327,9 +392,10 @@ class LayerSearch {
       --node_cnt_[uz(b * num_nodes_ + node_of_slot(j))];
       ++node_cnt_[uz(b * num_nodes_ + node_of_slot(i))];
     }
-    std::swap(slot_[uz(i)], slot_[uz(j)]);
-    recount();
-    for (int s = 0; s < samples_.size(); ++s) refresh_sample(s);
+    swap_slots(i, j);
+    refresh_gpu(gpu_of(i));
+    refresh_gpu(gpu_of(j));
+    for (int s = 0; s < samples_.size(); ++s) refresh_stats(s);
   }
 
   void init_pairs(const std::vector<double>& pairs) {
@@ -392,6 +458,7 @@ class LayerSearch {
   double total_pairs_ = 0.0;
   std::vector<int> node_cnt_;  // [E·nodes]
   std::vector<int> scratch_cnt_;
+  std::vector<double> trial_;  // improve_by_replica's scratch loads
 };
 
 // Each sample's mean GPU load / max GPU load (1 for samples with no tokens).

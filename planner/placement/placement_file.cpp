@@ -10,6 +10,22 @@ namespace {
 std::size_t uz(int v) { return static_cast<std::size_t>(v); }
 }  // namespace
 
+PlacementFile placement_file_of(const Placement& placement, int gpus_per_node,
+                                const std::string& load_source) {
+  PlacementFile f;
+  f.result.placement = placement;
+  fill_logical_maps(f.result);
+  const int ep = placement.ep_size;
+  f.config.num_gpus = ep;
+  f.config.num_nodes =
+      gpus_per_node > 0 && ep >= gpus_per_node && ep % gpus_per_node == 0 ? ep / gpus_per_node : 1;
+  f.config.num_slots = placement.num_slots;
+  f.config.num_groups = 1;
+  for (int l = 0; l < placement.num_layers(); ++l) f.layer_ids.push_back(l);
+  f.load_source = load_source;
+  return f;
+}
+
 nlohmann::json placement_to_json(const PlacementFile& f) {
   const auto& p = f.result.placement;
   nlohmann::json j;

@@ -25,6 +25,11 @@ struct PlacementFile {
   std::string load_source;     ///< the load it was fit to
 };
 
+/// The file of a placement made in this process (a plan's policy for one EP size): EP rank r on
+/// node r / gpus_per_node when the ranks fill whole nodes (else one node), layers numbered from 0.
+PlacementFile placement_file_of(const Placement& placement, int gpus_per_node,
+                                const std::string& load_source);
+
 /// The file's JSON: {"format", "version", "policy", "load", "num_experts", "num_gpus",
 /// "num_nodes", "num_slots", "num_groups", "layer_ids", "physical_to_logical_map",
 /// "logical_to_physical_map", "logical_count"}.

@@ -288,7 +288,12 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
     jobs = []  # (plan file, model, layout arg, placement, label)
     steps = [("qwen2", "qwen2-57b-a14b", "2x-hgx-h200", []),
              ("qwen2-decode", "qwen2-57b-a14b", "2x-hgx-h200", ["--phase", "decode"]),
-             ("dsv3", "deepseek-v3", "16x-hgx-h200", [])]
+             ("dsv3", "deepseek-v3", "16x-hgx-h200", []),
+             # DeepSeek's published decode deployment: EP144 on 18 nodes, 256 + 32 slots.
+             ("dsv3-ep144", "deepseek-v3", "128x-hgx-h200",
+              ["--gpus", "144", "--phase", "decode", "--dispatcher", "a2av", "--load",
+               "powerlaw:alpha=1.2,shuffle=1,layers=1", "--placement", "eplb", "--redundant",
+               "total:32"])]
     for label, model, cluster, extra in steps:
         p = plans / f"{label}.json"
         r = mp("plan", "--model", model, "--cluster", cluster, *extra, "--json", "-o", str(p))
@@ -299,6 +304,12 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
            "128", "--nodes", "16", "--slots", "384", "--policy", "eplb", "--out", str(place))
     if r.returncode:
         raise RuntimeError(f"moeplan place: {r.stderr.strip()}")
+    place144 = plans / "dsv3-ep144-place.json"
+    r = mp("place", "--synthetic", "powerlaw:alpha=1.2,shuffle=1", "--model", "deepseek-v3",
+           "--gpus", "144", "--nodes", "18", "--slots", "288", "--policy", "eplb", "--out",
+           str(place144))
+    if r.returncode:
+        raise RuntimeError(f"moeplan place (EP144): {r.stderr.strip()}")
 
     qwen_layouts = ["", "8x2", "4x4"]
     if not slim:
@@ -308,6 +319,8 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
         jobs.append((plans / "qwen2.json", "qwen2-57b-a14b", lay, None, f"qwen2 {lay or 'rec'}"))
     jobs.append((plans / "qwen2-decode.json", "qwen2-57b-a14b", "", None, "qwen2 decode rec"))
     jobs.append((plans / "dsv3.json", "deepseek-v3", "128x1", place, "dsv3 128x1 +eplb384"))
+    jobs.append((plans / "dsv3-ep144.json", "deepseek-v3", "144x1", place144,
+                 "dsv3 decode 144x1 +eplb288"))
     if not slim:
         jobs.append((plans / "dsv3.json", "deepseek-v3", "", None, "dsv3 rec"))
 

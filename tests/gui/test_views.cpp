@@ -112,7 +112,7 @@ TEST(GuiLayouts, SkewedLoadWithEplbMatchesThePlanner) {
   app();
   MainWindow w;
   ASSERT_TRUE(w.loadLoad(QString::fromLatin1(kSkewed)));
-  w.session()->setPolicy(planner::PlacementPolicy::kEplb, 0);
+  w.session()->setPolicy(planner::PlacementPolicy::kEplb, planner::Redundancy{});
   w.waitForIdle();
   expectModelHoldsPlan(*w.layoutsView()->model(),
                        libraryPlan(QString::fromLatin1(kSkewed), planner::PlacementPolicy::kEplb));
@@ -268,7 +268,7 @@ TEST(GuiLoadBalance, FiguresEqualThePlacementMetrics) {
   app();
   MainWindow w;
   ASSERT_TRUE(w.loadLoad(QString::fromLatin1(kSkewed)));
-  w.session()->setPolicy(planner::PlacementPolicy::kContiguous, 1);
+  w.session()->setPolicy(planner::PlacementPolicy::kContiguous, planner::Redundancy::per_rank(1));
   w.waitForIdle();
   LoadView* v = w.loadView();
   const BalanceOutcome& out = v->outcome();

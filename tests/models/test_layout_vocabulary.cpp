@@ -72,6 +72,45 @@ TEST(LayoutVocabulary, FirstBrokenRule) {
   EXPECT_EQ(v->rule_text(), "shared expert width % tp_size == 0: 5630 % 4 = 2");
 }
 
+TEST(LayoutVocabulary, RedundantSlotsMakeEpSizesLegal) {
+  // DeepSeek-V3's published decode deployment: 256 experts + 32 redundant on EP144.
+  LayoutDims dsv3{256, 2048, 2048};
+  auto v = layout_violation(dsv3, 144, 1);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rule_text(), "num_experts % ep_size == 0: 256 % 144 = 112");
+  dsv3.redundant = 32;
+  EXPECT_FALSE(layout_violation(dsv3, 144, 1).has_value());
+  EXPECT_FALSE(layout_violation(dsv3, 32, 1).has_value());  // prefill: EP32, 9 per GPU
+  dsv3.redundant = 30;
+  v = layout_violation(dsv3, 144, 1);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rule_text(), "(num_experts + redundant) % ep_size == 0: (256 + 30) % 144 = 142");
+
+  EXPECT_EQ(Redundancy::per_rank(2).redundant_at(256, 16), 32);
+  EXPECT_EQ(Redundancy::total(32).redundant_at(256, 144), 32);
+  EXPECT_EQ(Redundancy::total(32).redundant_at(256, 16), 32);
+  // auto: the fewest slots that make the EP size legal (fewer than one per rank).
+  EXPECT_EQ(Redundancy::automatic().redundant_at(256, 144), 32);
+  EXPECT_EQ(Redundancy::automatic().redundant_at(256, 16), 0);
+  EXPECT_EQ(Redundancy::automatic().redundant_at(256, 9), 5);
+  EXPECT_EQ(Redundancy::automatic().redundant_at(60, 8), 4);
+  EXPECT_TRUE(Redundancy{}.none());
+  EXPECT_TRUE(Redundancy::total(0).none());
+  EXPECT_FALSE(Redundancy::automatic().none());
+
+  EXPECT_EQ(parse_redundancy("3", 16, 100).value().text(), "3");
+  EXPECT_EQ(parse_redundancy("total:32", 16, 100).value().describe(), "32 in all");
+  EXPECT_EQ(parse_redundancy("auto", 16, 100).value().kind, Redundancy::Kind::kAuto);
+  EXPECT_EQ(parse_redundancy("17", 16, 100).error().message,
+            "'17': expected N (0..16 redundant slots per EP rank), total:R (0..100 redundant "
+            "slots in all) or auto");
+  EXPECT_FALSE(parse_redundancy("total:101", 16, 100).ok());
+  EXPECT_TRUE(parse_redundancy("total:100", 16, 100).ok());
+  for (const char* bad : {"", "-1", "total:", "total:x", "2.5", "Auto", "1e3", "9999999999"}) {
+    EXPECT_FALSE(parse_redundancy(bad, 16, 100).ok()) << bad;
+  }
+}
+
 TEST(ErrorInput, FrontEndsNameTheInputTheirWay) {
   const Error e = input_error("max_tokens", ": expected at most 1048576, got 2");
   EXPECT_EQ(e.input, "max_tokens");

@@ -137,6 +137,42 @@ TEST(Layout, AttentionDpOnlyWhenAsked) {
   EXPECT_EQ(dps, (std::set<int>{1, 2, 4, 8}));
 }
 
+TEST(Layout, RedundantSlotsOnDeepSeekV3With144Gpus) {
+  const auto m = model("deepseek-v3");  // E = 256, I = 2048 (tp must divide it)
+  EnumerateOptions opt;
+  opt.num_gpus = 144;
+  opt.dispatchers = {Dispatcher::kA2av};
+  // Without redundant slots only ep16 divides 256, and tp 9 does not divide 2048.
+  const auto plain = enumerate_layouts(m, opt);
+  EXPECT_TRUE(plain.layouts.empty());
+  // DeepSeek's deployment: 256 + 32 = 288 slots; 288 % ep == 0 and 2048 % tp == 0.
+  opt.redundancy = Redundancy::total(32);
+  const auto dsv3 = enumerate_layouts(m, opt);
+  EXPECT_EQ(legal_shapes(dsv3),
+            (std::set<std::pair<int, int>>{{9, 16}, {18, 8}, {36, 4}, {72, 2}, {144, 1}}));
+  bool named = false;
+  for (const auto& x : dsv3.excluded) {
+    if (x.ep_size == 16) {
+      named = true;
+      EXPECT_EQ(x.rule, "moe_intermediate_size % tp_size == 0: 2048 % 9 = 5");
+    }
+  }
+  EXPECT_TRUE(named);
+  // total:30 leaves ep144 illegal, and the rule says why.
+  opt.redundancy = Redundancy::total(30);
+  const auto off = enumerate_layouts(m, opt);
+  for (const auto& l : off.layouts) EXPECT_NE(l.ep_size, 144);
+  EXPECT_EQ(layout_rule_violation(m, 144, 1, 30).value(),
+            "(num_experts + redundant) % ep_size == 0: (256 + 30) % 144 = 142");
+  // auto: each EP size its own fewest slots; every EP size whose tp divides 2048 is legal.
+  opt.redundancy = Redundancy::automatic();
+  EXPECT_EQ(legal_shapes(enumerate_layouts(m, opt)),
+            (std::set<std::pair<int, int>>{{9, 16}, {18, 8}, {36, 4}, {72, 2}, {144, 1}}));
+  // One per EP rank keeps the old rule: E % ep == 0.
+  opt.redundancy = Redundancy::per_rank(1);
+  EXPECT_TRUE(enumerate_layouts(m, opt).layouts.empty());
+}
+
 TEST(Layout, DispatcherNames) {
   for (const Dispatcher d : kAllDispatchers) {
     EXPECT_EQ(*parse_dispatcher(dispatcher_name(d)), d);

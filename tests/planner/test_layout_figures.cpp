@@ -34,7 +34,7 @@ TEST(LayoutFigures, PolicyConfigNodesAndSlots) {
   PolicyFit fit;
   fit.policy = PlacementPolicy::kEplb;
   fit.gpus_per_node = 8;
-  fit.redundant_per_rank = 1;
+  fit.redundancy = Redundancy::per_rank(1);
   const auto c16 = policy_config(fit, 64, 16);
   EXPECT_EQ(c16.num_nodes, 2);
   EXPECT_EQ(c16.num_slots, 80);
@@ -48,7 +48,7 @@ TEST(LayoutFigures, PlacementFnMatchesPlaceForEp) {
   ASSERT_TRUE(load) << load.error().message;
   PolicyFit fit;
   fit.policy = PlacementPolicy::kEplb;
-  fit.redundant_per_rank = 1;
+  fit.redundancy = Redundancy::per_rank(1);
   const auto fn = policy_placement_fn(load->load, fit);
   auto a = fn(8);
   auto b = place_for_ep(load->load, fit, 8);

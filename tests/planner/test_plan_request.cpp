@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "models/json_reader.hpp"
 #include "models/registry.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/place_run.hpp"
@@ -61,14 +63,14 @@ TEST(PlanRequest, ErrorsNameTheInput) {
   ch.dispatchers = {"deepep"};
   EXPECT_EQ(error_of(ch).input, "dispatcher");
   ch = {};
-  ch.redundant_per_rank = kMaxRedundantPerRank + 1;
+  ch.redundancy = Redundancy::per_rank(kMaxRedundantPerRank + 1);
   EXPECT_EQ(error_of(ch).input, "redundant");
   ch = {};
   ch.placement = "eplb";
   const Error no_load = error_of(ch);
   EXPECT_EQ(no_load.message,
             "placement eplb and {redundant} need an expert load ({load} FILE|SPEC)");
-  ch.redundant_per_rank = 1;
+  ch.redundancy = Redundancy::per_rank(1);
   ch.placement = "contiguous";
   EXPECT_EQ(error_of(ch, true).input, "redundant");
   ch = {};
@@ -79,17 +81,107 @@ TEST(PlanRequest, ErrorsNameTheInput) {
   EXPECT_NE(error_of(ch).message.find("/no/such/placement.json"), std::string::npos);
 }
 
+/// A plan of `m` on `c` with eplb and `redundancy` for a one-row power-law load.
+Result<Plan> redundant_plan(const models::MoeModel& m, const Cluster& c, Redundancy redundancy,
+                            const std::string& phase, std::optional<int> gpus) {
+  PlanChoices ch;
+  ch.phase = phase;
+  ch.num_gpus = gpus;
+  ch.dispatchers = {"a2av"};
+  ch.placement = "eplb";
+  ch.redundancy = redundancy;
+  auto load = synthetic_load("powerlaw:alpha=1.2,shuffle=1,seed=1,layers=1", &m);
+  if (!load) return load.error();
+  auto req = make_plan_request(m, c, ch, load->load, true);
+  if (!req) return req.error();
+  const RooflineCosts costs(c);
+  return make_plan(m, c, costs, *req);
+}
+
+const LayoutCost* find_layout(const Plan& p, int ep, int tp) {
+  for (const auto& l : p.layouts) {
+    if (l.layout.ep_size == ep && l.layout.tp_size == tp) return &l;
+  }
+  return nullptr;
+}
+
+TEST(PlanRequest, DeepSeekV3DecodeOnEp144WithRedundantSlots) {
+  // DeepSeek's published decode deployment: EP144 over 18 nodes, 256 + 32 = 288 slots.
+  const auto m = model("deepseek-v3");
+  const auto c = load_cluster("128x-hgx-h200").value();
+  const auto none = redundant_plan(m, c, Redundancy{}, "decode", 144);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("has no legal layout on 144 GPUs"), std::string::npos);
+  const auto plan = redundant_plan(m, c, Redundancy::total(32), "decode", 144);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const LayoutCost* ep144 = find_layout(*plan, 144, 1);
+  ASSERT_NE(ep144, nullptr);
+  EXPECT_EQ(ep144->num_slots, 288);
+  EXPECT_TRUE(ep144->feasible);
+  EXPECT_EQ(find_layout(*plan, 72, 2)->num_slots, 288);  // 4 per GPU
+  // Each slot costs its expert's bytes: 3 slots per GPU hold 3/2 the expert weights of 2.
+  const auto more = redundant_plan(m, c, Redundancy::total(3 * 144 - 256), "decode", 144);
+  ASSERT_TRUE(more.ok()) << more.error().message;
+  const LayoutCost* three = find_layout(*more, 144, 1);
+  ASSERT_NE(three, nullptr);
+  EXPECT_EQ(three->num_slots, 432);
+  EXPECT_DOUBLE_EQ(three->memory.experts, 1.5 * ep144->memory.experts);
+  // In balance: the placement fills the redundant slots, so the busiest rank serves less.
+  EXPECT_LE(three->imbalance, ep144->imbalance);
+  // auto: the fewest that make EP144 legal are DeepSeek's 32.
+  const auto autop = redundant_plan(m, c, Redundancy::automatic(), "decode", 144);
+  ASSERT_TRUE(autop.ok()) << autop.error().message;
+  EXPECT_EQ(find_layout(*autop, 144, 1)->num_slots, 288);
+  EXPECT_EQ(find_layout(*autop, 9, 16)->num_slots, 261);  // 256 + 5: 29 per GPU
+  // Slots that cannot divide: total:30 makes nothing legal on 144 GPUs, and the error says why.
+  const auto off = redundant_plan(m, c, Redundancy::total(30), "decode", 144);
+  ASSERT_FALSE(off.ok());
+  EXPECT_NE(
+      off.error().message.find("(num_experts + redundant) % ep_size == 0: (256 + 30) % 3 = 1"),
+      std::string::npos)
+      << off.error().message;
+}
+
+TEST(PlanRequest, MoreRedundancyThanMemoryAllowsIsOneError) {
+  const auto m = model("qwen2-57b-a14b");
+  const auto c = load_cluster("2x-hgx-h200").value();
+  // On 2 GPUs 1000 replicas per rank fit on neither ep1×tp2 nor ep2×tp1 (on 16, ep1×tp16 holds
+  // them: the others are then shown as not fitting, costed in memory like any layout).
+  const auto r = redundant_plan(m, c, Redundancy::per_rank(1000), "prefill", 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().input, "redundant");
+  const std::string& msg = r.error().message;
+  EXPECT_EQ(msg.rfind("redundant 1000: ", 0), 0U) << msg;
+  const auto at = msg.find("expected at most ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  const int most = std::stoi(msg.substr(at + 17));
+  ASSERT_GE(most, 1);
+  // The most it names fits on some layout; one more per rank fits on none of the same shape.
+  const auto fits = redundant_plan(m, c, Redundancy::per_rank(most), "prefill", 2);
+  ASSERT_TRUE(fits.ok()) << fits.error().message;
+  EXPECT_GE(fits->recommended, 0);
+  const auto over = redundant_plan(m, c, Redundancy::per_rank(most + 1), "prefill", 2);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().input, "redundant");
+  // total:R names its limit in the same units.
+  const auto total = redundant_plan(m, c, Redundancy::total(1 << 16), "prefill", 2);
+  ASSERT_FALSE(total.ok());
+  EXPECT_NE(total.error().message.find("expected at most total:"), std::string::npos)
+      << total.error().message;
+}
+
 TEST(PlanRequest, PolicyFitFollowsTheClusterAndModel) {
   const auto m = model("deepseek-v3");
   const auto c = load_cluster("16x-hgx-h200").value();
-  const PolicyFit f = policy_fit(m, c, PlacementPolicy::kEplb, 2, 256);
+  const PolicyFit f = policy_fit(m, c, PlacementPolicy::kEplb, Redundancy::per_rank(2), 256);
   EXPECT_EQ(f.gpus_per_node, 8);
   EXPECT_EQ(f.num_groups, 8);
-  EXPECT_EQ(f.redundant_per_rank, 2);
+  EXPECT_EQ(f.redundancy.kind, Redundancy::Kind::kPerRank);
+  EXPECT_EQ(f.redundancy.count, 2);
   EXPECT_EQ(f.pairs_per_step, 256 * 8);
   PlanChoices ch;
   ch.placement = "eplb";
-  ch.redundant_per_rank = 2;
+  ch.redundancy = Redundancy::per_rank(2);
   auto r =
       make_plan_request(m, c, ch, ExpertLoad::uniform(m.num_moe_layers(), m.num_experts), true);
   ASSERT_TRUE(r.ok()) << r.error().message;

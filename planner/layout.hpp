@@ -3,6 +3,7 @@
 // the legality rules) is models/layout.hpp, shared with the kernels, profiler and exporters.
 #pragma once
 
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,8 +33,13 @@ struct ExcludedLayout {
 struct EnumerateOptions {
   int num_gpus = 1;
   bool attention_dp = false;  ///< also enumerate dp_size > 1 (dp · ep · tp = num_gpus)
-  std::vector<Dispatcher> dispatchers = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
-                                         Dispatcher::kA2av};
+  std::vector<Dispatcher> dispatchers = {std::begin(models::kAllDispatchers),
+                                         std::end(models::kAllDispatchers)};
+  /// GPUs per node of the cluster (deepep_normal needs whole nodes, at least two); 0: one node.
+  int gpus_per_node = 0;
+  /// Two-batch overlap settings to enumerate each layout with ({false}: none; {false, true}:
+  /// both).
+  std::vector<bool> tbo = {false};
 };
 
 struct Enumeration {
@@ -48,8 +54,9 @@ models::LayoutDims layout_dims(const models::MoeModel& model);
 std::optional<std::string> layout_rule_violation(const models::MoeModel& model, int ep_size,
                                                  int tp_size);
 
-/// Every legal layout with dp·ep·tp = num_gpus (dp = 1 unless attention_dp), each dispatcher,
-/// and both rank mappings where they differ (ep = 1 or tp = 1 gives one mapping).
+/// Every legal layout with dp·ep·tp = num_gpus (dp = 1 unless attention_dp), each dispatcher
+/// that can run it (models::dispatcher_violation), both rank mappings where they differ (ep = 1
+/// or tp = 1 gives one mapping), and each two-batch-overlap setting.
 Enumeration enumerate_layouts(const models::MoeModel& model, const EnumerateOptions& options);
 
 }  // namespace moeplan::planner

@@ -287,7 +287,12 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
     jobs = []  # (plan file, model, layout arg, placement, label)
     steps = [("qwen2", "qwen2-57b-a14b", "2x-hgx-h200", []),
              ("qwen2-decode", "qwen2-57b-a14b", "2x-hgx-h200", ["--phase", "decode"]),
-             ("dsv3", "deepseek-v3", "16x-hgx-h200", [])]
+             ("dsv3", "deepseek-v3", "16x-hgx-h200", []),
+             # The DeepEP dispatchers with two-batch overlap (ep16×tp1 on two nodes).
+             ("qwen2-deepep", "qwen2-57b-a14b", "2x-hgx-h200",
+              ["--dispatcher", "deepep_normal", "--tbo", "on"]),
+             ("qwen2-deepep-ll", "qwen2-57b-a14b", "2x-hgx-h200",
+              ["--phase", "decode", "--dispatcher", "deepep_ll", "--tbo", "on"])]
     for label, model, cluster, extra in steps:
         p = plans / f"{label}.json"
         r = mp("plan", "--model", model, "--cluster", cluster, *extra, "--json", "-o", str(p))
@@ -306,6 +311,10 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
     for lay in dict.fromkeys(qwen_layouts):
         jobs.append((plans / "qwen2.json", "qwen2-57b-a14b", lay, None, f"qwen2 {lay or 'rec'}"))
     jobs.append((plans / "qwen2-decode.json", "qwen2-57b-a14b", "", None, "qwen2 decode rec"))
+    jobs.append((plans / "qwen2-deepep.json", "qwen2-57b-a14b", "", None,
+                 "qwen2 deepep_normal tbo"))
+    jobs.append((plans / "qwen2-deepep-ll.json", "qwen2-57b-a14b", "", None,
+                 "qwen2 decode deepep_ll tbo"))
     jobs.append((plans / "dsv3.json", "deepseek-v3", "128x1", place, "dsv3 128x1 +eplb384"))
     if not slim:
         jobs.append((plans / "dsv3.json", "deepseek-v3", "", None, "dsv3 rec"))

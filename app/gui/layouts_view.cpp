@@ -40,6 +40,13 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   mapping_ = new QComboBox(this);
   mapping_->addItems({tr("all"), QStringLiteral("tp_innermost"), QStringLiteral("ep_innermost")});
   filters->addWidget(mapping_);
+  filters->addWidget(new QLabel(tr("Two-batch overlap:"), this));
+  overlap_ = new QComboBox(this);
+  overlap_->addItems({QStringLiteral("off"), QStringLiteral("on"), QStringLiteral("both")});
+  overlap_->setToolTip(
+      tr("Plan every layout as two overlapped micro-batches (on), or with and without (both); "
+         "as moeplan plan --tbo"));
+  filters->addWidget(overlap_);
   filters->addStretch(1);
   auto* save = new QPushButton(tr("Save plan &JSON…"), this);
   save->setToolTip(tr("Every layout as JSON, as `moeplan plan --json` writes it"));
@@ -98,6 +105,8 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   connect(dispatcher_, &QComboBox::currentIndexChanged, this, &LayoutsView::onFilterChanged);
   connect(mapping_, &QComboBox::currentIndexChanged, this, &LayoutsView::onFilterChanged);
   connect(save, &QPushButton::clicked, this, &LayoutsView::onSave);
+  connect(overlap_, &QComboBox::currentTextChanged, this,
+          [this](const QString& mode) { session_->setTwoBatchOverlap(mode.toStdString()); });
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
             if (current.isValid()) {

@@ -143,6 +143,11 @@ void Session::setPolicy(planner::PlacementPolicy policy, int redundantPerRank) {
   scheduleReplan();
 }
 
+void Session::setTwoBatchOverlap(const std::string& mode) {
+  choices_.tbo = mode;
+  scheduleReplan();
+}
+
 QString Session::setCostDb(const QString& path) {
   if (!path.isEmpty()) {
     if (!cluster_) return tr("No cluster: choose one in the Topology view.");

@@ -380,6 +380,11 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
     case Dispatcher::kPaddedA2a: d = padded_a2a(be, g, s, w, x, r, t); break;
     case Dispatcher::kAllGather: d = allgather(be, g, s, w, x, r, num_tokens, t); break;
     case Dispatcher::kA2av: d = a2av(be, g, s, w, x, r, t); break;
+    case Dispatcher::kDeepEpNormal:
+    case Dispatcher::kDeepEpLl:
+      // parse_dispatcher_list and check_layout refuse them before a layer is built.
+      MOEPLAN_ASSERT(false, "the DeepEP dispatchers are not implemented in the kernels");
+      break;
   }
 
   UninitVector<float> shared;

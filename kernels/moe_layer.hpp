@@ -18,6 +18,10 @@ namespace moeplan::kernels {
 using models::Dispatcher;
 using models::dispatcher_name;
 using models::kAllDispatchers;
+/// The dispatchers the sharded layer implements (the DeepEP ones are costed by the planner
+/// only).
+inline constexpr Dispatcher kKernelDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
+                                                    Dispatcher::kA2av};
 using models::Layout;
 using models::parse_dispatcher;
 using models::parse_layout;

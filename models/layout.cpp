@@ -1,6 +1,7 @@
 // The layout vocabulary: names, parsing, rank arithmetic and legality rules.
 #include "models/layout.hpp"
 
+#include <algorithm>
 #include <exception>
 
 namespace moeplan::models {
@@ -10,8 +11,14 @@ std::string dispatcher_name(Dispatcher d) {
     case Dispatcher::kPaddedA2a: return "padded_a2a";
     case Dispatcher::kAllGather: return "allgather";
     case Dispatcher::kA2av: return "a2av";
+    case Dispatcher::kDeepEpNormal: return "deepep_normal";
+    case Dispatcher::kDeepEpLl: return "deepep_ll";
   }
   return "?";
+}
+
+bool is_deepep(Dispatcher d) {
+  return d == Dispatcher::kDeepEpNormal || d == Dispatcher::kDeepEpLl;
 }
 
 std::string mapping_name(RankMapping m) {
@@ -22,7 +29,8 @@ Result<Dispatcher> parse_dispatcher(const std::string& name) {
   for (const Dispatcher d : kAllDispatchers) {
     if (dispatcher_name(d) == name) return d;
   }
-  return Error{"unknown dispatcher '" + name + "': expected padded_a2a, allgather or a2av"};
+  return Error{"unknown dispatcher '" + name +
+               "': expected padded_a2a, allgather, a2av, deepep_normal or deepep_ll"};
 }
 
 Result<RankMapping> parse_mapping(const std::string& name) {
@@ -90,7 +98,8 @@ std::string Layout::short_name() const {
 }
 
 std::string Layout::full_name() const {
-  return shape_name() + " " + dispatcher_name(dispatcher) + " " + mapping_name(mapping);
+  return shape_name() + " " + dispatcher_name(dispatcher) + " " + mapping_name(mapping) +
+         (tbo ? " tbo" : "");
 }
 
 Result<Layout> parse_layout(const std::string& text) {
@@ -183,6 +192,23 @@ std::optional<LayoutViolation> layout_violation(const LayoutDims& dims, int ep_s
   }
   if (dims.shared_width > 0 && dims.shared_width % tp_size != 0) {
     return LayoutViolation{Rule::kSharedWidth, dims.shared_width, tp_size};
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> dispatcher_violation(Dispatcher d, int ep_size, int tp_size,
+                                                int ranks_per_node) {
+  if (!is_deepep(d)) return std::nullopt;
+  if (tp_size != 1) {
+    return dispatcher_name(d) + " sends whole tokens to EP ranks: expected tp_size 1, got " +
+           std::to_string(tp_size);
+  }
+  if (d == Dispatcher::kDeepEpNormal) {
+    if (ranks_per_node <= 0 || ep_size <= ranks_per_node || ep_size % ranks_per_node != 0) {
+      return "deepep_normal spans whole nodes: expected ep_size a multiple of the " +
+             std::to_string(std::max(ranks_per_node, 1)) +
+             " ranks per node and at least two nodes, got ep_size " + std::to_string(ep_size);
+    }
   }
   return std::nullopt;
 }

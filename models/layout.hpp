@@ -19,9 +19,19 @@ enum class Dispatcher : std::uint8_t {
   kPaddedA2a,  ///< PaddleNLP #9368: capacity = global max, equal-split all-to-all, padded compute
   kAllGather,  ///< sglang-jax #349: all-gather tokens, local filter, TP all-reduce, all-gather-v
   kA2av,       ///< dropless variable all-to-all after a count exchange (DeepEP-style)
+  /// DeepEP normal mode: each token once per destination node (fp8 values + one fp32 scale per
+  /// 128 + metadata) over RDMA to the same-rail GPU, which forwards it over NVLink to the GPUs
+  /// holding its experts; combine (bf16) reversed, reduced before the inter-node hop. Whole nodes
+  /// only (ep_size a multiple of the ranks per node, at least two nodes), tp_size 1.
+  kDeepEpNormal,
+  /// DeepEP low-latency mode: every (token, expert) pair sent directly as fp8 values + one fp32
+  /// scale per 128 + metadata into a fixed per-rank buffer (max tokens per rank); bf16 combine.
+  /// tp_size 1.
+  kDeepEpLl,
 };
 inline constexpr Dispatcher kAllDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
-                                                 Dispatcher::kA2av};
+                                                 Dispatcher::kA2av, Dispatcher::kDeepEpNormal,
+                                                 Dispatcher::kDeepEpLl};
 
 /// Which GPU (rank) holds which (ep_rank, tp_rank) inside one replica.
 enum class RankMapping : std::uint8_t {
@@ -31,8 +41,11 @@ enum class RankMapping : std::uint8_t {
 inline constexpr RankMapping kAllMappings[] = {RankMapping::kTpInnermost,
                                                RankMapping::kEpInnermost};
 
-std::string dispatcher_name(Dispatcher d);  ///< "padded_a2a", "allgather", "a2av"
-std::string mapping_name(RankMapping m);    ///< "tp_innermost", "ep_innermost"
+/// "padded_a2a", "allgather", "a2av", "deepep_normal", "deepep_ll".
+std::string dispatcher_name(Dispatcher d);
+/// True for the two DeepEP dispatchers (tokens of whole EP ranks, tp_size 1).
+bool is_deepep(Dispatcher d);
+std::string mapping_name(RankMapping m);  ///< "tp_innermost", "ep_innermost"
 /// Parses a dispatcher name; the error lists the names.
 Result<Dispatcher> parse_dispatcher(const std::string& name);
 /// Parses a mapping name; the error lists the names.
@@ -46,6 +59,9 @@ struct Layout {
   int tp_size = 1;
   Dispatcher dispatcher = Dispatcher::kA2av;
   RankMapping mapping = RankMapping::kTpInnermost;
+  /// Two-batch overlap (SGLang --enable-two-batch-overlap, DeepSeek's pipeline): the step runs
+  /// as two micro-batches, the dispatch and combine of one under the compute of the other.
+  bool tbo = false;
 
   /// A single replica of ep × tp on ep · tp ranks.
   static Layout of(int ep_size, int tp_size, RankMapping mapping = RankMapping::kTpInnermost,
@@ -67,7 +83,8 @@ struct Layout {
   std::string shape_name() const;
   /// "8x2": ep × tp as the command lines take it (--layouts, --layout).
   std::string short_name() const;
-  /// "ep8×tp2 a2av tp_innermost": shape, dispatcher and mapping.
+  /// "ep8×tp2 a2av tp_innermost": shape, dispatcher and mapping (and " tbo" with two-batch
+  /// overlap).
   std::string full_name() const;
 };
 
@@ -128,5 +145,11 @@ struct LayoutViolation {
 /// The first rule (ep, tp) breaks for these widths, or nothing when legal: (E + R) % ep == 0,
 /// expert width % tp == 0, shared expert width % tp == 0.
 std::optional<LayoutViolation> layout_violation(const LayoutDims& dims, int ep_size, int tp_size);
+
+/// Why dispatcher `d` cannot run ep × tp with `ranks_per_node` ranks per node (0: one node), or
+/// nothing when it can: the DeepEP dispatchers need tp_size 1; deepep_normal needs whole nodes,
+/// at least two (ep_size a multiple of ranks_per_node, > ranks_per_node).
+std::optional<std::string> dispatcher_violation(Dispatcher d, int ep_size, int tp_size,
+                                                int ranks_per_node);
 
 }  // namespace moeplan::models

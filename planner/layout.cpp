@@ -32,9 +32,10 @@ Enumeration enumerate_layouts(const models::MoeModel& model, const EnumerateOpti
         continue;
       }
       for (const Dispatcher d : options.dispatchers) {
+        if (models::dispatcher_violation(d, ep, tp, options.gpus_per_node)) continue;
         for (const RankMapping m : models::kAllMappings) {
           if (m == RankMapping::kEpInnermost && (ep == 1 || tp == 1)) continue;
-          out.layouts.push_back({n, dp, ep, tp, d, m});
+          for (const bool tbo : options.tbo) out.layouts.push_back({n, dp, ep, tp, d, m, tbo});
         }
       }
     }

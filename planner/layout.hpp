@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,8 +35,13 @@ struct ExcludedLayout {
 struct EnumerateOptions {
   int num_gpus = 1;
   bool attention_dp = false;  ///< also enumerate dp_size > 1 (dp · ep · tp = num_gpus)
-  std::vector<Dispatcher> dispatchers = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
-                                         Dispatcher::kA2av};
+  std::vector<Dispatcher> dispatchers = {std::begin(models::kAllDispatchers),
+                                         std::end(models::kAllDispatchers)};
+  /// GPUs per node of the cluster (deepep_normal needs whole nodes, at least two); 0: one node.
+  int gpus_per_node = 0;
+  /// Two-batch overlap settings to enumerate each layout with ({false}: none; {false, true}:
+  /// both).
+  std::vector<bool> tbo = {false};
   /// Redundant expert slots per EP size: an EP size is legal when (E + R) % ep == 0.
   Redundancy redundancy;
 };
@@ -53,8 +59,9 @@ models::LayoutDims layout_dims(const models::MoeModel& model);
 std::optional<std::string> layout_rule_violation(const models::MoeModel& model, int ep_size,
                                                  int tp_size, std::int64_t redundant = 0);
 
-/// Every legal layout with dp·ep·tp = num_gpus (dp = 1 unless attention_dp), each dispatcher,
-/// and both rank mappings where they differ (ep = 1 or tp = 1 gives one mapping).
+/// Every legal layout with dp·ep·tp = num_gpus (dp = 1 unless attention_dp), each dispatcher
+/// that can run it (models::dispatcher_violation), both rank mappings where they differ (ep = 1
+/// or tp = 1 gives one mapping), and each two-batch-overlap setting.
 Enumeration enumerate_layouts(const models::MoeModel& model, const EnumerateOptions& options);
 
 }  // namespace moeplan::planner

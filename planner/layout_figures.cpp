@@ -93,6 +93,18 @@ class RecordingCosts final : public CostSource {
     if (q.op != CollectiveOp::kAllReduce) queries.push_back(q);
     return inner_.collective(q);
   }
+  bool has_fused_moe(const std::string& table_dtype) const override {
+    return inner_.has_fused_moe(table_dtype);
+  }
+  Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override {
+    return inner_.moe_fused(q);
+  }
+  Result<CostEstimate> ep_kernel(const EpKernelQuery& q) const override {
+    // DeepEP's count exchange and both hops carry bytes between GPUs.
+    for (const auto& n : q.notify) queries.push_back(n);
+    for (const auto& h : q.hops) queries.push_back(h);
+    return inner_.ep_kernel(q);
+  }
   mutable std::vector<CollectiveQuery> queries;
 
  private:

@@ -60,9 +60,9 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
   for (const auto& l : layouts) {
     if (l.layout.ep_size == best.layout.ep_size && l.layout.tp_size == best.layout.tp_size &&
         l.layout.dp_size == best.layout.dp_size && l.layout.mapping == best.layout.mapping &&
-        l.layout.dispatcher != best.layout.dispatcher) {
+        l.layout.tbo == best.layout.tbo && l.layout.dispatcher != best.layout.dispatcher) {
       others += (others.empty() ? "" : ", ") + dispatcher_name(l.layout.dispatcher) + " " +
-                ms(l.step_seconds);
+                ms(l.step_seconds) + (l.feasible ? "" : " (infeasible)");
       all_slower = all_slower && !same_time(best, l);
     }
   }
@@ -74,7 +74,7 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
   for (const auto& l : layouts) {
     if (l.layout.ep_size == best.layout.ep_size && l.layout.tp_size == best.layout.tp_size &&
         l.layout.dp_size == best.layout.dp_size && l.layout.dispatcher == best.layout.dispatcher &&
-        l.layout.mapping != best.layout.mapping) {
+        l.layout.tbo == best.layout.tbo && l.layout.mapping != best.layout.mapping) {
       reasons.push_back(same_time(best, l) ? "rank mappings " + mapping_name(best.layout.mapping) +
                                                  " and " + mapping_name(l.layout.mapping) +
                                                  " cost the same here (their groups use the "
@@ -84,6 +84,17 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
                                                  ms(l.step_seconds) + " per step)");
     }
   }
+  for (const auto& l : layouts) {
+    if (l.layout.ep_size == best.layout.ep_size && l.layout.tp_size == best.layout.tp_size &&
+        l.layout.dp_size == best.layout.dp_size && l.layout.dispatcher == best.layout.dispatcher &&
+        l.layout.mapping == best.layout.mapping && l.layout.tbo != best.layout.tbo) {
+      reasons.push_back(std::string(best.layout.tbo ? "two-batch overlap hides " +
+                                                          ms(best.per_layer.overlap_hidden) +
+                                                          " per layer; without it "
+                                                    : "without two-batch overlap; with it ") +
+                        ms(l.step_seconds) + " per step");
+    }
+  }
   if (best.imbalance > 1.0 + 1e-9 || best.expert_rows > best.useful_rows * (1.0 + 1e-9)) {
     reasons.push_back("its slowest rank computes " + format_fixed(best.expert_rows, 0) +
                       " rows for " + format_fixed(best.useful_rows, 0) + " routed pairs (load " +
@@ -91,11 +102,23 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
   }
   reasons.push_back("memory " + format_bytes(best.memory.total()) + " of " +
                     format_bytes(best.memory_capacity) + " per GPU");
-  const auto infeasible = std::count_if(layouts.begin(), layouts.end(),
-                                        [](const LayoutCost& l) { return !l.feasible; });
+  const auto cannot_run = std::count_if(layouts.begin(), layouts.end(), [](const LayoutCost& l) {
+    return !l.infeasible_reason.empty();
+  });
+  const auto infeasible = std::count_if(layouts.begin(), layouts.end(), [](const LayoutCost& l) {
+    return !l.feasible && l.infeasible_reason.empty();
+  });
   if (infeasible > 0) {
     reasons.push_back(std::to_string(infeasible) + " of " + std::to_string(layouts.size()) +
                       " legal layouts do not fit in memory");
+  }
+  if (cannot_run > 0) {
+    reasons.push_back(std::to_string(cannot_run) + " of " + std::to_string(layouts.size()) +
+                      " legal layouts cannot run their dispatcher (e.g. " +
+                      std::find_if(layouts.begin(), layouts.end(),
+                                   [](const LayoutCost& l) { return !l.infeasible_reason.empty(); })
+                          ->infeasible_reason +
+                      ")");
   }
   return reasons;
 }
@@ -107,6 +130,7 @@ nlohmann::json cost_item_json(const LayerCost& c) {
     ms_obj[name] = (c.*item).seconds * 1e3;
     src[name] = (c.*item).source;
   }
+  if (c.overlap_hidden > 0.0) ms_obj["overlap_hidden"] = c.overlap_hidden * 1e3;
   ms_obj["total"] = c.total() * 1e3;
   return {{"ms", ms_obj}, {"source", src}};
 }
@@ -242,6 +266,8 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
   opt.attention_dp = request.attention_dp;
   opt.dispatchers = request.dispatchers;
   opt.redundancy = request.redundancy;
+  opt.gpus_per_node = cluster.info().gpus_per_node;
+  opt.tbo = request.tbo.empty() ? std::vector<bool>{false} : request.tbo;
   Enumeration en = enumerate_layouts(model, opt);
   plan.excluded = std::move(en.excluded);
   if (en.layouts.empty()) {
@@ -349,7 +375,9 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
     l["dispatcher"] = dispatcher_name(c.layout.dispatcher);
     l["mapping"] = mapping_name(c.layout.mapping);
     if (!plan.redundancy.none()) l["num_slots"] = c.num_slots;
+    if (c.layout.tbo) l["two_batch_overlap"] = true;
     l["feasible"] = c.feasible;
+    if (!c.infeasible_reason.empty()) l["infeasible_reason"] = c.infeasible_reason;
     const auto items = cost_item_json(c.per_layer);
     l["layer_ms"] = items.at("ms");
     l["sources"] = items.at("source");
@@ -418,9 +446,14 @@ Result<Layout> parse_layout_keys(const nlohmann::json& object, const std::string
   if (!disp) return disp.error();
   const auto d = parse_dispatcher(*disp);
   if (!d) {
-    return r.error("dispatcher", "expected padded_a2a, allgather or a2av, got \"" + *disp + "\"");
+    return r.error(
+        "dispatcher",
+        "expected padded_a2a, allgather, a2av, deepep_normal or deepep_ll, got \"" + *disp + "\"");
   }
   l.dispatcher = *d;
+  auto tbo = r.boolean_or("two_batch_overlap", false);
+  if (!tbo) return tbo.error();
+  l.tbo = *tbo;
   auto map = r.string("mapping");
   if (!map) return map.error();
   const auto m = models::parse_mapping(*map);
@@ -469,6 +502,9 @@ Result<LayerCost> parse_layer_ms(const nlohmann::json& object, const std::string
     if (!s) return s.error();
     (c.*item).source = *s;
   }
+  auto hidden = lm.number_or("overlap_hidden", 0.0, 0.0, 1e12);
+  if (!hidden) return hidden.error();
+  c.overlap_hidden = *hidden / 1e3;
   return c;
 }
 

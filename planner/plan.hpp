@@ -18,10 +18,11 @@ struct PlanRequest {
   Workload workload;
   int num_gpus = 0;           ///< GPUs to plan for (0: the whole cluster)
   bool attention_dp = false;  ///< also enumerate attention data-parallel replicas
-  std::vector<Dispatcher> dispatchers = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
-                                         Dispatcher::kA2av};
-  ExpertLoad load;        ///< empty (no layers): uniform over the model's MoE layers
-  PlacementFn placement;  ///< null: contiguous
+  std::vector<Dispatcher> dispatchers = {std::begin(models::kAllDispatchers),
+                                         std::end(models::kAllDispatchers)};
+  std::vector<bool> tbo = {false};  ///< two-batch overlap settings to enumerate
+  ExpertLoad load;                  ///< empty (no layers): uniform over the model's MoE layers
+  PlacementFn placement;            ///< null: contiguous
   /// Redundant expert slots per EP size: an EP size is legal when (E + R) % ep == 0; the
   /// placement fills them (eplb, best or a placement file).
   Redundancy redundancy;
@@ -68,7 +69,8 @@ inline constexpr std::pair<const char*, CostItem LayerCost::*> kLayerCostParts[]
     {"tp", &LayerCost::tp},           {"shared", &LayerCost::shared}};
 
 /// The layout keys of a plan-JSON layout or a layout file's `layout` object on `num_gpus` GPUs:
-/// `dp_size` (default 1), `ep_size`, `tp_size` (dp·ep·tp = num_gpus), `dispatcher`, `mapping`.
+/// `dp_size` (default 1), `ep_size`, `tp_size` (dp·ep·tp = num_gpus), `dispatcher`, `mapping`,
+/// `two_batch_overlap` (default false).
 /// Errors name `source` and the key under `prefix`.
 Result<Layout> parse_layout_keys(const nlohmann::json& object, const std::string& source,
                                  const std::string& prefix, int num_gpus);

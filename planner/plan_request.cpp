@@ -85,12 +85,31 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
       const auto d = parse_dispatcher(name);
       if (!d) {
         return input_error("dispatcher",
-                           ": expected padded_a2a, allgather or a2av, got '" + name + "'");
+                           ": expected padded_a2a, allgather, a2av, deepep_normal or deepep_ll, "
+                           "got '" +
+                               name + "'");
       }
       if (std::find(req.dispatchers.begin(), req.dispatchers.end(), *d) == req.dispatchers.end()) {
         req.dispatchers.push_back(*d);
       }
     }
+  }
+  if (c.tbo == "off") {
+    req.tbo = {false};
+  } else if (c.tbo == "on") {
+    req.tbo = {true};
+  } else if (c.tbo == "both") {
+    req.tbo = {false, true};
+  } else {
+    return input_error("tbo", ": expected off, on or both, got '" + c.tbo + "'");
+  }
+  if (c.ll_max_tokens) {
+    if (*c.ll_max_tokens <= 0 || *c.ll_max_tokens > kMaxLlTokensPerRank) {
+      return input_error("ll-max-tokens", ": expected 1.." + std::to_string(kMaxLlTokensPerRank) +
+                                              " tokens per rank, got " +
+                                              std::to_string(*c.ll_max_tokens));
+    }
+    req.workload.ll_max_tokens_per_rank = *c.ll_max_tokens;
   }
   req.attention_dp = c.attention_dp;
   const Redundancy& red = c.redundancy;

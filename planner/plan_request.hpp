@@ -18,6 +18,9 @@ namespace moeplan::planner {
 inline constexpr int kMaxRedundantPerRank = 1024;
 /// The most redundant expert slots in all (--redundant total:R) a plan takes.
 inline constexpr int kMaxRedundantTotal = 1 << 20;
+/// The largest deepep_ll buffer a plan takes, tokens per rank (DeepEP's buffer grows with
+/// E · tokens · 2H bytes: 65536 tokens of DeepSeek-V3 is ~1 TB, past any GPU).
+inline constexpr int kMaxLlTokensPerRank = 65536;
 
 /// What a user chooses besides the model, cluster, cost source and expert load.
 struct PlanChoices {
@@ -28,6 +31,8 @@ struct PlanChoices {
   bool attention_dp = false;
   std::string placement = "contiguous";  ///< a policy name, or a placement file's path
   Redundancy redundancy;  ///< for eplb and best; also decides which EP sizes are legal
+  std::string tbo = "off";               ///< two-batch overlap: off, on or both
+  std::optional<int> ll_max_tokens;      ///< deepep_ll's buffer (default 128 tokens per rank)
 };
 
 /// Whether `placement` names a placement file (a path or a .json name) rather than a policy.
@@ -43,9 +48,9 @@ PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, Plac
 Result<Redundancy> parse_plan_redundancy(const std::string& text);
 
 /// The request for `choices` with `load` (no layers: uniform). Errors name the input (phase,
-/// tokens, gpus, dispatcher, redundant, placement) and what it expects: a policy other than
-/// contiguous, or redundant slots, need a load (`load_given`); redundant slots need eplb or best;
-/// a placement file must fit the model and fixes the EP size and the slots.
+/// tokens, gpus, dispatcher, tbo, ll-max-tokens, redundant, placement) and what it expects: a
+/// policy other than contiguous, or redundant slots, need a load (`load_given`); redundant slots
+/// need eplb or best; a placement file must fit the model and fixes the EP size and the slots.
 Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Cluster& cluster,
                                       const PlanChoices& choices, ExpertLoad load, bool load_given);
 

@@ -39,6 +39,7 @@ struct ImportOptions {
   std::string framework;
   std::string version;
   std::string nccl_version;
+  std::string deepep_version;
   std::string ops;
   std::string dtypes;
   std::string data_dir;
@@ -192,8 +193,8 @@ int run_import(const ImportOptions& o) {
                                    "--framework", o.framework,     "--out",    o.out};
   for (const auto& [flag, value] :
        {std::pair{"--version", o.version}, std::pair{"--nccl-version", o.nccl_version},
-        std::pair{"--ops", o.ops}, std::pair{"--dtypes", o.dtypes},
-        std::pair{"--data-dir", o.data_dir}}) {
+        std::pair{"--deepep-version", o.deepep_version}, std::pair{"--ops", o.ops},
+        std::pair{"--dtypes", o.dtypes}, std::pair{"--data-dir", o.data_dir}}) {
     if (!value.empty()) {
       argv.push_back(flag);
       argv.push_back(value);
@@ -417,6 +418,9 @@ void add_costs_command(CLI::App& app, Action& action) {
   imp->add_option("--version", io->version,
                   "Framework version (default: aiconfigurator's current)");
   imp->add_option("--nccl-version", io->nccl_version, "NCCL table version (default: the system's)");
+  imp->add_option("--deepep-version", io->deepep_version,
+                  "sglang version of the DeepEP tables (h200_sxm: 0.5.6.post2 has 2, 4 and 8 "
+                  "nodes; default: the framework's own)");
   imp->add_option("--ops", io->ops,
                   "Only these ops (comma-separated): moe_fused, gemm, all_gather, all_reduce, "
                   "all_to_all, reduce_scatter, custom_all_reduce, moe_dispatch, moe_combine");

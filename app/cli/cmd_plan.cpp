@@ -33,6 +33,9 @@ struct PlanOptions {
   int gpus = 0;
   CLI::Option* gpus_opt = nullptr;
   std::vector<std::string> dispatchers;
+  std::string tbo = "off";
+  int ll_max_tokens = 0;
+  CLI::Option* ll_max_tokens_opt = nullptr;
   int top = 10;
   CLI::Option* top_opt = nullptr;
   bool json = false;
@@ -98,7 +101,7 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
     const auto& p = c.per_layer;
     std::vector<std::string> row = {std::to_string(i + 1),
                                     c.layout.shape_name(),
-                                    planner::dispatcher_name(c.layout.dispatcher),
+                                    planner::dispatcher_name(c.layout.dispatcher) + (c.layout.tbo ? " +tbo" : ""),
                                     planner::mapping_name(c.layout.mapping),
                                     ms(p.router.seconds),
                                     ms(p.dispatch.seconds),
@@ -121,11 +124,16 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
   if (n < plan.layouts.size()) {
     out += "... " + std::to_string(plan.layouts.size() - n) + " more layouts (--top 0 shows all)\n";
   }
+  for (std::size_t i = 0; i < n; ++i) {
+    const LayoutCost& c = plan.layouts[i];
+    if (!c.infeasible_reason.empty()) {
+      out += "#" + std::to_string(i + 1) + " cannot run: " + c.infeasible_reason + "\n";
+    }
+  }
   out += "\n";
   if (plan.recommended >= 0) {
     const auto& best = plan.layouts[static_cast<std::size_t>(plan.recommended)].layout;
-    out += "recommended: " + best.shape_name() + " " + planner::dispatcher_name(best.dispatcher) +
-           " " + planner::mapping_name(best.mapping) + "\n";
+    out += "recommended: " + best.full_name() + "\n";
   } else {
     out += "recommended: none\n";
   }
@@ -279,6 +287,8 @@ int run_plan(const PlanOptions& o) {
   if (o.tokens_opt->count() > 0) choices.tokens_per_gpu = o.tokens;
   if (o.gpus_opt->count() > 0) choices.num_gpus = o.gpus;
   choices.dispatchers = o.dispatchers;
+  choices.tbo = o.tbo;
+  if (o.ll_max_tokens_opt->count() > 0) choices.ll_max_tokens = o.ll_max_tokens;
   choices.attention_dp = o.attention_dp;
   choices.placement = o.placement;
   auto redundancy = planner::parse_plan_redundancy(o.redundant);
@@ -325,9 +335,7 @@ int run_plan(const PlanOptions& o) {
     const planner::CostContext ctx{*model, *cluster, costs, req.workload, load, req.placement};
     auto m = planner::layer_traffic(ctx, best.layout, o.traffic);
     if (!m) return report_error(Error{"--traffic: " + m.error().message});
-    const std::string name = best.layout.shape_name() + " " +
-                             planner::dispatcher_name(best.layout.dispatcher) + " " +
-                             planner::mapping_name(best.layout.mapping);
+    const std::string name = best.layout.full_name();
     if (o.json) {
       j["traffic"] = {{"layout", name}, {"layer", o.traffic}, {"bytes", *m}};
     } else {
@@ -344,6 +352,10 @@ int run_plan(const PlanOptions& o) {
         t.add_row(row);
       }
       text += t.render();
+      const auto totals = planner::traffic_totals(*m, cluster->info().gpus_per_node);
+      text += "inside nodes (NVLink) " + format_fixed(totals.intra_node / (1024.0 * 1024.0), 1) +
+              " MiB, across nodes (network) " +
+              format_fixed(totals.inter_node / (1024.0 * 1024.0), 1) + " MiB\n";
     }
   }
   if (setup->measured) {
@@ -395,8 +407,18 @@ void add_plan_command(CLI::App& app, Action& action) {
       "--tokens", o->tokens,
       "Tokens per GPU per step (prefill, default 4096) or decode batch per GPU (default 128)");
   o->gpus_opt = cmd->add_option("--gpus", o->gpus, "Plan for the first N GPUs of the cluster");
-  cmd->add_option("--dispatcher", o->dispatchers,
-                  "Only these dispatchers: padded_a2a, allgather, a2av (repeatable)");
+  cmd->add_option("--dispatcher,--dispatchers", o->dispatchers,
+                  "Only these dispatchers: padded_a2a, allgather, a2av, deepep_normal, deepep_ll "
+                  "(repeatable or comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--tbo", o->tbo,
+                  "Two-batch overlap: off, on (every layout overlapped) or both (each layout "
+                  "with and without)")
+      ->capture_default_str();
+  o->ll_max_tokens_opt = cmd->add_option(
+      "--ll-max-tokens", o->ll_max_tokens,
+      "deepep_ll's buffer: most tokens one rank dispatches per step (default 128, SGLang's); "
+      "more tokens make the layout infeasible");
   o->top_opt = cmd->add_option(
       "--top", o->top, "Show the best K layouts (0: all; default 10 in the table, all in JSON)");
   cmd->add_flag("--json", o->json, "Print the plan as JSON (docs/PLAN_SCHEMA.md)");

@@ -52,6 +52,13 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   mappingLabel->setBuddy(mapping_);
   mapping_->addItems({tr("all"), QStringLiteral("tp_innermost"), QStringLiteral("ep_innermost")});
   filters->addWidget(mapping_);
+  filters->addWidget(new QLabel(tr("Two-batch overlap:"), this));
+  overlap_ = new QComboBox(this);
+  overlap_->addItems({QStringLiteral("off"), QStringLiteral("on"), QStringLiteral("both")});
+  overlap_->setToolTip(
+      tr("Plan every layout as two overlapped micro-batches (on), or with and without (both); "
+         "as moeplan plan --tbo"));
+  filters->addWidget(overlap_);
   filters->addStretch(1);
   auto* save = new QPushButton(tr("Save plan &JSON…"), this);
   save->setToolTip(tr("Every layout as JSON, as `moeplan plan --json` writes it"));
@@ -116,6 +123,8 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   connect(dispatcher_, &QComboBox::currentIndexChanged, this, &LayoutsView::onFilterChanged);
   connect(mapping_, &QComboBox::currentIndexChanged, this, &LayoutsView::onFilterChanged);
   connect(save, &QPushButton::clicked, this, &LayoutsView::onSave);
+  connect(overlap_, &QComboBox::currentTextChanged, this,
+          [this](const QString& mode) { session_->setTwoBatchOverlap(mode.toStdString()); });
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
             // Only a row the user picks selects a layout; filtering never does.

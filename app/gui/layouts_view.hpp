@@ -29,6 +29,8 @@ class LayoutsView : public QWidget {
   QCheckBox* feasibleOnly() const { return feasible_; }
   QComboBox* dispatcherFilter() const { return dispatcher_; }
   QComboBox* mappingFilter() const { return mapping_; }
+  /// Two-batch overlap of the planned layouts: off, on, both (re-plans).
+  QComboBox* overlapChoice() const { return overlap_; }
   QLabel* errorLabel() const { return error_; }
   QLabel* recommendation() const { return recommendation_; }
   /// Says that the selected layout is hidden by the filter (hidden otherwise).
@@ -62,6 +64,7 @@ class LayoutsView : public QWidget {
   QCheckBox* feasible_ = nullptr;
   QComboBox* dispatcher_ = nullptr;
   QComboBox* mapping_ = nullptr;
+  QComboBox* overlap_ = nullptr;
   QLabel* header_ = nullptr;
   QLabel* error_ = nullptr;
   QLabel* recommendation_ = nullptr;

@@ -96,7 +96,8 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
       case kRank: return index.row() + 1;
       case kLayout: return QString::fromStdString(c.layout.shape_name());
       case kDispatcher:
-        return QString::fromStdString(planner::dispatcher_name(c.layout.dispatcher));
+        return QString::fromStdString(planner::dispatcher_name(c.layout.dispatcher) +
+                                      (c.layout.tbo ? " +tbo" : ""));
       case kMapping: return QString::fromStdString(planner::mapping_name(c.layout.mapping));
       case kLayerTime:
         return display ? QVariant(QString::number(p.total() * 1e3, 'f', 3)) : QVariant(p.total());

@@ -182,6 +182,11 @@ void Session::setPolicy(planner::PlacementPolicy policy, planner::Redundancy red
   scheduleReplan();
 }
 
+void Session::setTwoBatchOverlap(const std::string& mode) {
+  choices_.tbo = mode;
+  scheduleReplan();
+}
+
 QString Session::setCostDb(const QString& path) {
   if (!path.isEmpty()) {
     if (!cluster_) return tr("No cluster: choose one in the Topology view.");
@@ -261,7 +266,7 @@ void Session::replan() {
   if (req.placement) {
     inputs.fit =
         planner::policy_fit(*model_, *cluster_, planner::parse_policy(choices.placement).value(),
-                            choices.redundant_per_rank, req.workload.tokens_per_gpu);
+                            choices.redundancy, req.workload.tokens_per_gpu);
   }
   inputs.placement = req.placement;
   inputs.layerIds = load_->layer_ids;

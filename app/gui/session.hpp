@@ -91,6 +91,8 @@ class Session : public QObject {
   QString setLoad(const QString& fileOrSpec);
   void setWorkload(const planner::Workload& w);
   void setPolicy(planner::PlacementPolicy policy, planner::Redundancy redundancy);
+  /// Two-batch overlap of the plan's layouts: "off", "on" or "both" (as `plan --tbo`).
+  void setTwoBatchOverlap(const std::string& mode);
   /// Plans with the measured costs of a cost database (as `moeplan plan --costs FILE`) on the
   /// current cluster; "" returns to the roofline. The database is read now to check it.
   QString setCostDb(const QString& path);

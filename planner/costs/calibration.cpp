@@ -212,6 +212,32 @@ Result<Calibration> load_calibration_file(const std::filesystem::path& path) {
       }
     }
   }
+  if (const nlohmann::json* ep = object_at(*j, "ep_kernels_deepep")) {
+    const JsonReader r(*ep, source, "ep_kernels_deepep.");
+    auto src = r.string_or("source", "");
+    if (!src) return src.error();
+    c.ep_kernels_provenance = *src;
+    const nlohmann::json* kernels = object_at(*ep, "kernels");
+    if (kernels == nullptr) {
+      return Error{source + ": key 'ep_kernels_deepep.kernels': expected an object of kernels"};
+    }
+    for (const char* name : {"normal_dispatch", "normal_combine", "ll_dispatch", "ll_combine"}) {
+      const nlohmann::json* body = object_at(*kernels, name);
+      if (body == nullptr) continue;
+      const JsonReader k(*body, source, std::string("ep_kernels_deepep.kernels.") + name + ".");
+      EpKernelCalibration e;
+      auto fixed = k.number("fixed_s", 0.0, 1.0);
+      if (!fixed) return fixed.error();
+      auto per_node = k.number_or("per_node_s", 0.0, 0.0, 1.0);
+      if (!per_node) return per_node.error();
+      auto eff = k.number("nic_efficiency", 1e-3, 1.0);
+      if (!eff) return eff.error();
+      e.fixed_s = *fixed;
+      e.per_node_s = *per_node;
+      e.nic_efficiency = *eff;
+      c.ep_kernels[name] = e;
+    }
+  }
   return c;
 }
 

@@ -64,6 +64,17 @@ struct CollectiveCalibration {
   double seconds(double bytes, double bus_factor) const;
 };
 
+/// A DeepEP kernel (normal or low-latency dispatch or combine), fitted on aiconfigurator's
+/// DeepEP tables (scripts/aiconfigurator/fit_deepep.py):
+///   t = fixed_s + per_node_s · nodes + max(NIC time / nic_efficiency, NVLink time)
+/// with the NIC time the busiest network link's bytes / bandwidth of the kernel's inter-node
+/// flows and the NVLink time its intra-node flows routed at link bandwidth.
+struct EpKernelCalibration {
+  double fixed_s = 0.0;         ///< notify, launch and per-kernel latency
+  double per_node_s = 0.0;      ///< the part of it that grows with the nodes the kernel spans
+  double nic_efficiency = 1.0;  ///< fraction of the NIC bandwidth the kernel reaches
+};
+
 /// nccl-tests' busBw / algBw for `op` ("all_reduce", "all_gather", ...) over g GPUs.
 double nccl_bus_factor(const std::string& op, int g);
 
@@ -83,6 +94,9 @@ struct Calibration {
   /// size only (the accuracy report judges it on the sizes it left out).
   std::map<std::pair<std::string, int>, CollectiveCalibration> collectives;
   std::map<std::pair<std::string, int>, CollectiveCalibration> collectives_held_out;
+  /// By ep_kernel_name: "normal_dispatch", "normal_combine", "ll_dispatch", "ll_combine".
+  std::map<std::string, EpKernelCalibration> ep_kernels;
+  std::string ep_kernels_provenance;  ///< the DeepEP tables they were fitted on
 
   /// Peak FLOP/s for a table dtype (fp8 and fp8_block: the fp8 peak).
   double peak_flops(const std::string& table_dtype) const;

@@ -1,6 +1,8 @@
 // The per-layer MoE cost model for the three dispatchers.
 #include "planner/costs/cost_model.hpp"
 
+#include "planner/costs/cost_model_parts.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -73,7 +75,7 @@ double padded_capacity(const std::vector<double>& slot_tokens, int ep_size) {
   return std::ceil(cap);
 }
 
-namespace {
+namespace detail {
 
 /// True when the "+"-joined source list `sources` names `source`.
 bool names_source(const std::string& sources, const std::string& source) {
@@ -86,8 +88,6 @@ bool names_source(const std::string& sources, const std::string& source) {
   return false;
 }
 
-/// Appends each name of the "+"-joined list `source` to the list `sources` unless it is named
-/// already.
 void add_source(std::string& sources, const std::string& source) {
   for (std::size_t at = 0; at <= source.size();) {
     std::size_t end = source.find('+', at);
@@ -102,7 +102,6 @@ void add_source(std::string& sources, const std::string& source) {
   }
 }
 
-/// Adds an answer to a cost item; the item names every source that contributed.
 Status add(CostItem& item, const Result<CostEstimate>& r) {
   if (!r) return r.error();
   item.seconds += r->seconds;
@@ -110,69 +109,6 @@ Status add(CostItem& item, const Result<CostEstimate>& r) {
   return Status::Ok();
 }
 
-/// Figures of one layer that depend on the slot token counts.
-struct LayerFigures {
-  LayerCost cost;
-  double imbalance = 1.0;
-  double expert_rows = 0.0;
-  double useful_rows = 0.0;
-  double buffers = 0.0;
-  double activations = 0.0;
-};
-
-/// The sizes one layer's costs are computed from (for one layout and workload).
-struct LayerDims {
-  double hidden = 0.0;            ///< H
-  double expert_width = 0.0;      ///< I / tp: one routed expert's slice on a rank
-  double shared_width = 0.0;      ///< shared-expert width / tp
-  double top_k = 0.0;             ///< k
-  double activation_bytes = 0.0;  ///< bytes per activation element
-  double group_tokens = 0.0;      ///< tokens of one TP group: tp · tokens per GPU
-  int num_experts = 0;            ///< E
-  int ep_size = 1;
-  int slots_per_rank = 1;
-  int tp_size = 1;
-  double inter = 0.0;                ///< I, the full expert width
-  DType dtype = DType::kBf16;        ///< activations between kernels, combine, TP reductions
-  DType gemm_dtype = DType::kBf16;   ///< the expert and shared-expert GEMMs (the weight format's)
-  double expert_weight_bytes = 0.0;  ///< per expert weight element, scales included
-  double shared_weight_bytes = 0.0;  ///< per shared-expert weight element, scales included
-  double dispatch_row = 0.0;         ///< bytes of one row a dispatcher sends (values + scales)
-  std::string table_dtype;           ///< the fused-MoE table dtype of the weight format
-  /// The cost source prices a rank's fused MoE kernel (permute, experts, unpermute): the
-  /// dispatchers then book no permute (counted once, in experts).
-  bool fused = false;
-  bool gathers_tokens = false;  ///< the all-gather dispatcher: every token reaches every rank
-  /// Bytes of `rows` hidden-state rows.
-  double row_bytes(double rows) const { return rows * hidden * activation_bytes; }
-  /// Bytes of `rows` rows in the dispatch payload (fp8 with scales when the format quantizes
-  /// activations, as DeepEP dispatches; combine returns row_bytes).
-  double dispatch_bytes(double rows) const { return rows * dispatch_row; }
-};
-
-/// How the routed pairs of one layer are spread over the EP ranks.
-struct RankLoad {
-  std::vector<double> pairs;  ///< routed (token, expert) pairs each EP rank serves
-  double max = 0.0;
-  double total = 0.0;
-};
-
-/// What a dispatcher's exchange leaves for the expert compute.
-struct Exchange {
-  std::vector<std::vector<double>> rows;  ///< rows per local slot, per EP rank
-  double buffers = 0.0;                   ///< dispatch/combine buffer bytes per GPU
-};
-
-/// Router: logits GEMM [Tg, H] × [H, E], then softmax/sigmoid + top-k over fp32 logits.
-Status router_cost(const CostSource& cs, const LayerDims& d, CostItem& router) {
-  const double tokens = d.group_tokens;
-  const double experts = static_cast<double>(d.num_experts);
-  MOEPLAN_TRY_STATUS(add(router, cs.gemm({tokens, experts, d.hidden, d.dtype})));
-  return add(router, cs.elementwise({"router_topk", tokens * experts * 4.0 + tokens * d.top_k * 8.0,
-                                     d.dtype}));
-}
-
-/// The local slots' own token counts on each EP rank (every dispatcher but padded_a2a).
 std::vector<std::vector<double>> rows_per_rank(const std::vector<double>& slots,
                                                const LayerDims& d) {
   const auto per_rank = static_cast<std::size_t>(d.slots_per_rank);
@@ -182,6 +118,37 @@ std::vector<std::vector<double>> rows_per_rank(const std::vector<double>& slots,
                    slots.begin() + static_cast<std::ptrdiff_t>((r + 1) * per_rank));
   }
   return rows;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::add;
+using detail::add_source;
+using detail::Exchange;
+using detail::LayerDims;
+using detail::RankLoad;
+using detail::rows_per_rank;
+
+/// Figures of one layer that depend on the slot token counts.
+struct LayerFigures {
+  LayerCost cost;
+  double imbalance = 1.0;
+  double expert_rows = 0.0;
+  double useful_rows = 0.0;
+  double buffers = 0.0;
+  double activations = 0.0;
+  std::string infeasible;  ///< the dispatcher cannot run this layer ("" when it can)
+};
+
+/// Router: logits GEMM [Tg, H] × [H, E], then softmax/sigmoid + top-k over fp32 logits.
+Status router_cost(const CostSource& cs, const LayerDims& d, CostItem& router) {
+  const double tokens = d.group_tokens;
+  const double experts = static_cast<double>(d.num_experts);
+  MOEPLAN_TRY_STATUS(add(router, cs.gemm({tokens, experts, d.hidden, d.dtype})));
+  return add(router, cs.elementwise({"router_topk", tokens * experts * 4.0 + tokens * d.top_k * 8.0,
+                                     d.dtype}));
 }
 
 /// padded_a2a (PaddleNLP #9368; kernels/moe_layer.cpp padded_a2a): the capacity (the most
@@ -417,8 +384,15 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
     case Dispatcher::kPaddedA2a: exchange = padded_a2a_cost(cs, d, ep_groups, slots, c); break;
     case Dispatcher::kAllGather: exchange = allgather_cost(cs, d, ep_groups, slots, load, c); break;
     case Dispatcher::kA2av: exchange = a2av_cost(cs, d, ep_groups, slots, load, c); break;
+    case Dispatcher::kDeepEpNormal:
+      exchange = detail::deepep_normal_cost(cs, d, layout, slots, load, c);
+      break;
+    case Dispatcher::kDeepEpLl:
+      exchange = detail::deepep_ll_cost(cs, d, layout, slots, load, c);
+      break;
   }
   if (!exchange) return exchange.error();
+  f.infeasible = exchange->infeasible;
   // Every dispatcher ends with the weighted sum of the k expert outputs and the shared output.
   MOEPLAN_TRY_STATUS(
       add(c.combine,
@@ -447,6 +421,34 @@ void accumulate(LayerCost& sum, const LayerCost& add_cost, double weight) {
   }
 }
 
+/// One MoE layer, with two-batch overlap when the layout asks for it: both micro-batches of half
+/// the tokens (smaller GEMMs), each costed as a layer of its own; their compute (router,
+/// experts, TP, shared) and their communication (dispatch, combine) run on two streams, so a
+/// step of L layers takes L · max(2C, 2M) + min(C, M) (the pipeline's fill) for one
+/// micro-batch's compute C and communication M. The parts show both micro-batches' sums and
+/// overlap_hidden what of them the schedule hides.
+Result<LayerFigures> cost_layer(const CostContext& ctx, const Layout& layout, const LayerDims& d,
+                                const std::vector<double>& slots, int num_moe) {
+  if (!layout.tbo) return cost_one_layer(ctx, layout, d, slots);
+  LayerDims half = d;
+  half.group_tokens = d.group_tokens / 2.0;
+  std::vector<double> half_slots = slots;
+  for (double& v : half_slots) v /= 2.0;
+  auto f = cost_one_layer(ctx, layout, half, half_slots);
+  if (!f) return f.error();
+  LayerCost& c = f->cost;
+  const double compute = c.router.seconds + c.experts.seconds + c.tp.seconds + c.shared.seconds;
+  const double comm = c.dispatch.seconds + c.combine.seconds;
+  for (CostItem* item : {&c.router, &c.dispatch, &c.experts, &c.combine, &c.tp, &c.shared}) {
+    item->seconds *= 2.0;
+  }
+  const double shorter = std::min(compute, comm);
+  c.overlap_hidden = 2.0 * shorter - shorter / std::max(1, num_moe);
+  f->expert_rows *= 2.0;
+  f->useful_rows *= 2.0;
+  return f;
+}
+
 }  // namespace
 
 Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
@@ -459,6 +461,11 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   if (layout.dp_size * layout.ep_size * layout.tp_size != layout.num_gpus) {
     return Error{"layout " + layout.shape_name() +
                  ": expected dp·ep·tp = " + std::to_string(layout.num_gpus)};
+  }
+  if (auto why = models::dispatcher_violation(layout.dispatcher, layout.ep_size, layout.tp_size,
+                                              ctx.cluster.info().gpus_per_node)) {
+    return Error{"layout " + layout.full_name() + " on cluster '" + ctx.cluster.name() +
+                 "': " + *why};
   }
   if (ctx.workload.tokens_per_gpu <= 0) {
     return Error{"tokens per GPU: expected a positive count, got " +
@@ -500,6 +507,8 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   d.group_tokens = static_cast<double>(layout.tp_size) * ctx.workload.tokens_per_gpu;
   d.num_experts = m.num_experts;
   d.ep_size = layout.ep_size;
+  d.ranks_per_node = std::max(1, ctx.cluster.info().gpus_per_node);
+  d.ll_max_tokens = ctx.workload.ll_max_tokens_per_rank;
   d.slots_per_rank = placement->slots_per_rank();
   d.tp_size = layout.tp_size;
   d.inter = static_cast<double>(m.moe_intermediate_size);
@@ -528,6 +537,8 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   const double layer_weight = static_cast<double>(num_moe) / static_cast<double>(slots->size());
   LayerCost step;
   double buffers = 0.0, activations = 0.0, imbalance = 0.0, rows = 0.0, useful = 0.0;
+  double hidden_sum = 0.0;
+  std::string infeasible;
   const std::vector<double>* prev = nullptr;
   const bool varies = std::any_of(slots->begin(), slots->end(), [&](const std::vector<double>& r) {
     return r != slots->front();
@@ -535,12 +546,14 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   LayerFigures fig;
   for (const auto& row : *slots) {
     if (prev == nullptr || *prev != row) {  // identical rows (e.g. uniform load) cost the same
-      auto r = cost_one_layer(ctx, layout, d, row);
+      auto r = cost_layer(ctx, layout, d, row, num_moe);
       if (!r) return r.error();
       fig = std::move(*r);
       prev = &row;
     }
     accumulate(step, fig.cost, layer_weight);
+    hidden_sum += fig.cost.overlap_hidden * layer_weight;
+    if (infeasible.empty()) infeasible = fig.infeasible;
     if (varies) {
       out.layers.push_back(fig.cost);
       out.layer_imbalance.push_back(fig.imbalance);
@@ -551,12 +564,14 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
     rows += fig.expert_rows * layer_weight;
     useful += fig.useful_rows * layer_weight;
   }
+  step.overlap_hidden = hidden_sum;
   out.step_seconds = step.total();
   out.per_layer = step;
   for (CostItem* item : {&out.per_layer.router, &out.per_layer.dispatch, &out.per_layer.experts,
                          &out.per_layer.combine, &out.per_layer.tp, &out.per_layer.shared}) {
     item->seconds /= num_moe;
   }
+  out.per_layer.overlap_hidden /= num_moe;
   out.tokens_per_s_per_gpu =
       out.step_seconds > 0.0 ? ctx.workload.tokens_per_gpu / out.step_seconds : 0.0;
   out.imbalance = imbalance / num_moe;
@@ -577,7 +592,8 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   mem.buffers = buffers;
   mem.activations = activations;
   out.memory_capacity = ctx.cluster.device().hbm_bytes;
-  out.feasible = mem.total() <= out.memory_capacity;
+  out.infeasible_reason = infeasible;
+  out.feasible = mem.total() <= out.memory_capacity && infeasible.empty();
   return out;
 }
 

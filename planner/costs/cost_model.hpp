@@ -26,12 +26,18 @@ std::string moe_table_dtype(const WeightFormat& f);
 
 inline constexpr int kDefaultPrefillTokensPerGpu = 4096;
 inline constexpr int kDefaultDecodeBatchPerGpu = 128;
+/// Tokens per rank the deepep_ll buffer holds unless asked otherwise: SGLang's default
+/// (SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK = 128), also DeepEP's low-latency test.
+inline constexpr int kDefaultLlMaxTokensPerRank = 128;
 
 /// Tokens per GPU per step: prefill tokens, or the decode batch (one new token per sequence).
 /// A TP group of tp GPUs shares its tp · tokens_per_gpu tokens (attention TP).
 struct Workload {
   Phase phase = Phase::kPrefill;
   int tokens_per_gpu = kDefaultPrefillTokensPerGpu;
+  /// deepep_ll's fixed buffer: the most tokens one rank may dispatch per step (a layout whose
+  /// micro-batch holds more is infeasible).
+  int ll_max_tokens_per_rank = kDefaultLlMaxTokensPerRank;
 };
 
 /// One predicted time and the cost source that produced it.
@@ -48,9 +54,12 @@ struct LayerCost {
   CostItem combine;   ///< the combine collective and the weighted sum
   CostItem tp;        ///< TP all-reduces of the routed and shared expert outputs
   CostItem shared;    ///< shared expert GEMMs and gate
+  /// Two-batch overlap: the parts above are both micro-batches' sums; this much of them runs
+  /// under the other micro-batch's work (0 without overlap).
+  double overlap_hidden = 0.0;
   double total() const {
     return router.seconds + dispatch.seconds + experts.seconds + combine.seconds + tp.seconds +
-           shared.seconds;
+           shared.seconds - overlap_hidden;
   }
 };
 
@@ -71,7 +80,9 @@ struct LayoutCost {
   double tokens_per_s_per_gpu = 0.0;
   MemoryPerGpu memory;
   double memory_capacity = 0.0;  ///< device HBM bytes
-  bool feasible = true;          ///< memory.total() ≤ memory_capacity
+  bool feasible = true;          ///< memory.total() ≤ memory_capacity, and the reason below empty
+  /// Why the layout cannot run besides memory (deepep_ll: tokens past its buffer); "" otherwise.
+  std::string infeasible_reason;
   double imbalance = 1.0;        ///< max / mean routed pairs per EP rank (mean over layers)
   double expert_rows = 0.0;      ///< rows the slowest rank computes per layer (padding included)
   double useful_rows = 0.0;      ///< routed pairs that rank really serves per layer
@@ -98,6 +109,30 @@ struct CostContext {
 /// Rows per slot the padded all-to-all computes on every EP rank: the expected largest count one
 /// source rank routes to one slot (see cost_model.cpp), from the slots' total counts.
 double padded_capacity(const std::vector<double>& slot_tokens, int ep_size);
+
+/// P(a token routes at least one of its k experts into a set of m of the E experts), sampling
+/// k distinct experts uniformly: 1 − C(E−m, k)/C(E, k), evaluated as 1 − Π_{i<k} (E−m−i)/(E−i)
+/// so that m may be fractional (a group drawing the share s of the pairs: m = E · s).
+double hit_probability(double num_experts, double top_k, double m);
+
+/// Expected distinct destination nodes per token under uniform routing of k of E experts over
+/// `num_nodes` nodes of E / num_nodes experts each: N · (1 − C(E − E/N, k) / C(E, k)).
+double expected_distinct_nodes_uniform(int num_experts, int top_k, int num_nodes);
+
+/// The placement-aware expectation: `group_pairs[n]` routed pairs land on node (or GPU) n out of
+/// `total_pairs` = tokens · k; P(a token reaches n) = hit_probability(E, k, E·share_n). Returns
+/// one probability per group; their sum is the expected distinct groups per token (uniform
+/// load: the closed form above).
+std::vector<double> group_hit_probabilities(const std::vector<double>& group_pairs,
+                                            double total_pairs, int num_experts, int top_k);
+
+/// deepep_ll's fixed buffer per rank, bytes (DeepEP's LowLatencyLayout: two send, two receive
+/// and two signalling buffers sized by the max tokens per rank, E and H).
+double deepep_ll_buffer_bytes(int max_tokens_per_rank, int hidden, int num_experts);
+
+/// Bytes per token of deepep_ll's fp8 dispatch message: H fp8 values, one fp32 scale per 128
+/// values, 16 bytes of metadata (DeepEP: sizeof(int4) + H + H/128·4).
+double deepep_ll_dispatch_message_bytes(int hidden);
 
 /// Costs one layout. Errors: the layout needs more GPUs than the cluster has, a placement or
 /// load that does not fit the model, or a cost source that cannot answer.

@@ -110,6 +110,34 @@ struct MoeFusedQuery {
   }
 };
 
+/// DeepEP's two kernel families (models::Dispatcher deepep_normal, deepep_ll).
+enum class EpKernelMode : std::uint8_t { kNormal, kLowLatency };
+enum class EpKernelPhase : std::uint8_t { kDispatch, kCombine };
+/// "normal_dispatch", "normal_combine", "ll_dispatch", "ll_combine".
+std::string ep_kernel_name(EpKernelMode mode, EpKernelPhase phase);
+
+/// The SMs DeepEP's normal kernels use unless told otherwise (deep_ep.Buffer.num_sms = 20); the
+/// measured tables' rows at this count are the ones read.
+inline constexpr int kDeepEpDefaultSms = 20;
+
+/// One DeepEP dispatch or combine kernel of a layer, described by the traffic it moves: `hops`
+/// run pipelined inside one kernel (normal: the inter-node hop over the rails and the NVLink
+/// forward inside each node; low latency: the direct sends), after the `notify` count exchange
+/// (normal dispatch only). The shape fields key measured tables (aiconfigurator's DeepEP rows).
+struct EpKernelQuery {
+  EpKernelMode mode = EpKernelMode::kNormal;
+  EpKernelPhase phase = EpKernelPhase::kDispatch;
+  std::vector<CollectiveQuery> hops;
+  std::vector<CollectiveQuery> notify;  ///< empty or one count exchange, before the hops
+  double tokens = 0.0;                  ///< tokens per rank (the tables' num_token)
+  int hidden = 0;
+  int top_k = 1;
+  int num_experts = 1;
+  int num_nodes = 1;  ///< nodes the EP group spans
+  int ep_size = 1;
+  DType dtype = DType::kBf16;
+};
+
 /// The interface every cost source implements. Answers are values; a source that cannot answer
 /// (e.g. a measured source without a matching entry) returns an Error naming what is missing.
 class CostSource {
@@ -131,6 +159,9 @@ class CostSource {
   virtual Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const {
     return Error{"moe_fused (" + q.table_dtype() + "): not priced by cost source " + name()};
   }
+  /// A DeepEP kernel. The default: the notify collective, then the slowest of the hops (they
+  /// are pipelined chunk by chunk inside one kernel), each priced by collective().
+  virtual Result<CostEstimate> ep_kernel(const EpKernelQuery& q) const;
 };
 
 }  // namespace moeplan::planner

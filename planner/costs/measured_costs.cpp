@@ -116,9 +116,10 @@ bool is_balanced(const MoeFusedQuery& q) {
 
 const std::vector<std::string>& planner_ops() {
   static const std::vector<std::string> ops = {
-      "gemm",         "router_topk", "permute",        "combine_sum",  "silu_mul",
-      "sigmoid_gate", "stage",       "all_to_all",     "all_to_all_v", "all_gather",
-      "all_gather_v", "all_reduce",  "reduce_scatter", kMoeFusedOp};
+      "gemm",           "router_topk",  "permute",      "combine_sum",
+      "silu_mul",       "sigmoid_gate", "stage",        "all_to_all",
+      "all_to_all_v",   "all_gather",   "all_gather_v", "all_reduce",
+      "reduce_scatter", kMoeFusedOp,    "moe_dispatch", "moe_combine"};
   return ops;
 }
 
@@ -217,6 +218,7 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
   std::map<OpKey, std::map<double, std::vector<double>>> e;
   std::map<CollKey, std::map<double, std::vector<double>>> c;
   std::map<CollKey, bool> c_imported;
+  std::map<EpKey, std::map<double, std::vector<double>>> ep_samples;
   // The preferred kernel's samples per fused-MoE key.
   std::map<MoeKey, std::pair<int, std::map<double, std::vector<double>>>> f;
   for (const auto& p : points) {
@@ -231,6 +233,22 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
       const CollKey key{p.op, p.dtype, p.group_size, static_cast<int>(std::lround(p.n))};
       add_sample(c[key], p.m, t);
       if (is_imported(p.provenance)) c_imported[key] = true;
+    } else if (p.op == "moe_dispatch" || p.op == "moe_combine") {
+      const std::string impl = shape_field(p.shape, "impl");
+      const long sms = shape_int(p.shape, "sms");
+      const long hidden = shape_int(p.shape, "hidden"), topk = shape_int(p.shape, "topk");
+      const long experts = shape_int(p.shape, "experts"), nodes = shape_int(p.shape, "nodes");
+      const std::string phase = p.op == "moe_dispatch" ? "_dispatch" : "_combine";
+      std::string kernel;
+      if (impl == "deepep_normal" && sms == kDeepEpDefaultSms) kernel = "normal" + phase;
+      if (impl == "deepep_ll") kernel = "ll" + phase;
+      if (kernel.empty() || hidden <= 0 || topk <= 0 || topk > 1 << 10 || experts <= 0 ||
+          experts > 1 << 20 || nodes <= 0 || nodes > 1 << 16 || !(p.m > 0.0)) {
+        continue;
+      }
+      add_sample(ep_samples[{kernel, hidden, static_cast<int>(topk), static_cast<int>(experts),
+                             static_cast<int>(nodes)}],
+                 p.m, t);
     } else if (p.op == kMoeFusedOp) {
       // Balanced routing only: the skew of a plan's load comes from its own slot rows.
       if (shape_field(p.shape, "dist") != "balanced") continue;
@@ -258,6 +276,7 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
   for (const auto& [k, s] : e) elementwise_[k] = make_curve(s);
   for (const auto& [k, s] : c) collective_[k] = CollCurve{make_curve(s), c_imported[k]};
   for (const auto& [k, s] : f) moe_[k] = make_curve(s.second);
+  for (const auto& [k, s] : ep_samples) ep_[k] = make_curve(s);
 }
 
 void MeasuredCosts::note_miss(const std::string& what) const {
@@ -476,6 +495,46 @@ Result<CostEstimate> MeasuredCosts::moe_fused(const MoeFusedQuery& q) const {
     if (balanced > 0.0) out.seconds *= roof->seconds / balanced;
     out.source = worse(out.source, kSourceExtrap);
   }
+  return out;
+}
+
+namespace {
+struct EpRoof {
+  const RooflineCosts* roof;
+  const EpKernelQuery* q;
+};
+/// The roofline's time of the query's kernel with its traffic scaled to `tokens` per rank.
+double ep_roof(const void* ctx, double tokens) {
+  const auto* r = static_cast<const EpRoof*>(ctx);
+  EpKernelQuery q = *r->q;
+  const double f = r->q->tokens > 0.0 ? tokens / r->q->tokens : 0.0;
+  for (auto& hop : q.hops) {
+    hop.bytes *= f;
+    for (auto& row : hop.matrix) {
+      for (double& v : row) v *= f;
+    }
+  }
+  q.tokens = tokens;
+  auto t = r->roof->ep_kernel(q);
+  return t ? t->seconds : 0.0;
+}
+}  // namespace
+
+Result<CostEstimate> MeasuredCosts::ep_kernel(const EpKernelQuery& q) const {
+  auto roof = roofline_.ep_kernel(q);
+  if (!roof) return roof.error();
+  const std::string kernel = ep_kernel_name(q.mode, q.phase);
+  const auto it = ep_.find({kernel, q.hidden, q.top_k, q.num_experts, q.num_nodes});
+  if (it == ep_.end()) {
+    note_miss("deepep " + kernel + " hidden=" + std::to_string(q.hidden) +
+              " topk=" + std::to_string(q.top_k) + " experts=" + std::to_string(q.num_experts) +
+              " nodes=" + std::to_string(q.num_nodes));
+    return CostEstimate{roof->seconds, kSourceMiss};
+  }
+  if (!(q.tokens > 0.0)) return CostEstimate{0.0, kSourceTrivial};
+  const EpRoof ctx{&roofline_, &q};
+  CostEstimate out;
+  out.seconds = curve_lookup(it->second, q.tokens, ep_roof, &ctx, &out.source);
   return out;
 }
 

@@ -87,6 +87,13 @@ class MeasuredCosts final : public CostSource {
   /// `tokens` (rows_in of an all-to-all dispatch). A shape not in the tables is a miss.
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
 
+  /// DeepEP's kernels from imported DeepEP tables (ops moe_dispatch, moe_combine; impl
+  /// deepep_normal at DeepEP's default 20 SMs, or deepep_ll), keyed by (hidden, top-k, experts,
+  /// nodes), a curve in tokens per rank: exact, interpolated, or extrapolated against the
+  /// roofline's kernel time. The tables route uniformly: a skewed load's traffic is not in
+  /// them. Another shape is a miss answered by the roofline.
+  Result<CostEstimate> ep_kernel(const EpKernelQuery& q) const override;
+
   /// The queries that missed the database (answered by the roofline), one line each, sorted.
   std::vector<std::string> misses() const;
 
@@ -100,6 +107,8 @@ class MeasuredCosts final : public CostSource {
   using CollKey = std::tuple<std::string, std::string, int, int>;  // op, dtype, g, groups
   /// dtype, hidden, inter, experts, top-k, tp, ep
   using MoeKey = std::tuple<std::string, long, long, int, int, int, int>;
+  /// kernel ("normal_dispatch", ...), hidden, top-k, experts, nodes
+  using EpKey = std::tuple<std::string, long, int, int, int>;
   struct CollCurve {
     CostCurve curve;
     bool imported = false;
@@ -117,6 +126,7 @@ class MeasuredCosts final : public CostSource {
   std::map<OpKey, CostCurve> elementwise_;
   std::map<CollKey, CollCurve> collective_;
   std::map<MoeKey, CostCurve> moe_;
+  std::map<EpKey, CostCurve> ep_;
   mutable std::mutex mutex_;
   mutable std::set<std::string> misses_;
 };

@@ -298,6 +298,34 @@ Result<CostEstimate> RooflineCosts::collective(const CollectiveQuery& q) const {
   return CostEstimate{t, kSourceCalibrated};
 }
 
+Result<CostEstimate> RooflineCosts::ep_kernel(const EpKernelQuery& q) const {
+  const auto it = calibration_ ? calibration_->ep_kernels.find(ep_kernel_name(q.mode, q.phase))
+                               : std::map<std::string, EpKernelCalibration>::const_iterator{};
+  if (!calibration_ || it == calibration_->ep_kernels.end()) return CostSource::ep_kernel(q);
+  const int per_node = std::max(1, cluster_.info().gpus_per_node);
+  std::vector<Flow> inter, intra;
+  for (const auto& hop : q.hops) {
+    for (const auto& grp : hop.groups) {
+      for (const int gpu : grp) {
+        if (gpu < 0 || gpu >= cluster_.num_gpus()) {
+          return Error{"ep_kernel: GPU " + std::to_string(gpu) + " is not in cluster '" +
+                       cluster_.name() + "'"};
+        }
+      }
+    }
+    int steps = 0;
+    for (const Flow& f : collective_flows(hop, &steps)) {
+      (f.src / per_node == f.dst / per_node ? intra : inter).push_back(f);
+    }
+  }
+  const double nic = inter.empty() ? 0.0 : cluster_.route(inter).busiest_seconds;
+  const double nvlink = intra.empty() ? 0.0 : cluster_.route(intra).busiest_seconds;
+  const EpKernelCalibration& c = it->second;
+  return CostEstimate{
+      c.fixed_s + c.per_node_s * q.num_nodes + std::max(nic / c.nic_efficiency, nvlink),
+      kSourceCalibrated};
+}
+
 Result<CostEstimate> RooflineCosts::routed_collective(const CollectiveQuery& q) const {
   const int g = q.group_size();
   for (const auto& grp : q.groups) {

@@ -96,6 +96,11 @@ class RooflineCosts final : public CostSource {
   /// pairs), labelled "roofline".
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
 
+  /// Calibrated (the calibration has the kernel): fixed_s + max(the inter-node flows' busiest
+  /// link time / nic_efficiency, the intra-node flows' routed time); otherwise the default
+  /// (notify, then the slowest hop, routed).
+  Result<CostEstimate> ep_kernel(const EpKernelQuery& q) const override;
+
   /// The plain collective: routed over the cluster graph. Link load is linear in the bytes, so
   /// each collective's shape (op, groups, matrix normalised by `bytes`) is routed once and cached.
   Result<CostEstimate> routed_collective(const CollectiveQuery& q) const;

@@ -52,6 +52,7 @@ nlohmann::ordered_json to_json(const LayoutFile& f) {
                  {"tp_size", f.layout.tp_size},
                  {"dispatcher", dispatcher_name(f.layout.dispatcher)},
                  {"mapping", mapping_name(f.layout.mapping)}};
+  if (f.layout.tbo) j["layout"]["two_batch_overlap"] = true;
   nlohmann::ordered_json layer_ms, sources;
   double total = 0.0;
   for (const auto& [name, item] : kLayerCostParts) {
@@ -59,6 +60,11 @@ nlohmann::ordered_json to_json(const LayoutFile& f) {
     layer_ms[name] = v;
     total += v;
     sources[name] = (f.predicted.layer.*item).source;
+  }
+  if (f.predicted.layer.overlap_hidden > 0.0) {
+    const double hidden = sig12(f.predicted.layer.overlap_hidden * 1e3);
+    layer_ms["overlap_hidden"] = hidden;
+    total -= hidden;
   }
   // The sum of the written parts, so that reading the file back and writing it again agrees.
   layer_ms["total"] = sig12(total);

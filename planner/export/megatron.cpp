@@ -38,6 +38,20 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   const Layout& l = spec.chosen.layout;
   std::string dispatcher = "alltoall";
   if (l.dispatcher == Dispatcher::kAllGather) dispatcher = "allgather";
+  // Megatron-Core's flex dispatcher runs DeepEP (normal kernels; its low-latency kernels are not
+  // a Megatron option).
+  const bool flex = models::is_deepep(l.dispatcher) && l.ep_size > 1;
+  if (flex) dispatcher = "flex";
+  if (l.dispatcher == Dispatcher::kDeepEpLl && l.ep_size > 1) {
+    res.warnings.push_back(
+        "Megatron-Core's flex dispatcher runs DeepEP's normal kernels, not its low-latency "
+        "ones; exported --moe-token-dispatcher-type flex (moeplan's deepep_normal)" +
+        same_shape_with(spec, Dispatcher::kDeepEpNormal));
+  }
+  if (l.tbo) {
+    res.warnings.push_back(
+        "Megatron-Core has no two-batch overlap of one forward step; exported without it");
+  }
   if (l.dispatcher == Dispatcher::kPaddedA2a && l.ep_size > 1) {
     res.warnings.push_back(
         "Megatron-Core pads to a per-expert capacity factor (--moe-expert-capacity-factor), not "
@@ -61,6 +75,7 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   args.push_back("--num-experts " + std::to_string(spec.num_experts));
   args.push_back("--moe-router-topk " + std::to_string(spec.top_k));
   args.push_back("--moe-token-dispatcher-type " + dispatcher);
+  if (flex) args.push_back("--moe-flex-dispatcher-backend deepep");
   std::string text = comment_block(spec, "megatron", version, res.warnings);
   text += "# MoE parallel folding: world = TP·CP·DP·PP = " + std::to_string(l.tp_size) + "·1·" +
           std::to_string(data_parallel) + "·1 = ETP·EP·EDP·PP = " + std::to_string(l.tp_size) +

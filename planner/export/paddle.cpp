@@ -50,11 +50,19 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
         "PaddleNLP #9368 dispatches with a padded equal-split all-to-all (capacity = global "
         "max); a2av (variable all-to-all) depends on the PaddleNLP version you run" +
         same_shape_with(spec, Dispatcher::kPaddedA2a));
+  } else if (models::is_deepep(l.dispatcher)) {
+    res.warnings.push_back(
+        "PaddleNLP #9368 dispatches with a padded equal-split all-to-all, not DeepEP's kernels; "
+        "it runs moeplan's padded_a2a" +
+        same_shape_with(spec, Dispatcher::kPaddedA2a));
   } else if (l.dispatcher == Dispatcher::kAllGather) {
     res.warnings.push_back(
         "PaddleNLP has no all-gather token dispatch; it runs its padded all-to-all "
         "(moeplan's padded_a2a)" +
         same_shape_with(spec, Dispatcher::kPaddedA2a));
+  }
+  if (l.tbo) {
+    res.warnings.push_back("PaddleNLP has no two-batch overlap; exported without it");
   }
   if (l.ep_size > 1 && l.tp_size > 1) {
     res.warnings.push_back(

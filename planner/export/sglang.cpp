@@ -97,6 +97,8 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
         }
         break;
       case Dispatcher::kAllGather: break;
+      case Dispatcher::kDeepEpNormal:
+      case Dispatcher::kDeepEpLl: backend = "deepep"; break;  // tp 1 by legality
       case Dispatcher::kPaddedA2a:
         backend = l.tp_size == 1 ? "deepep" : "none";
         res.warnings.push_back(
@@ -108,8 +110,21 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
     args.push_back("--moe-a2a-backend " + backend);
   }
   if (backend == "deepep") {
-    args.push_back(std::string("--deepep-mode ") +
-                   (spec.workload.phase == Phase::kDecode ? "low_latency" : "normal"));
+    // NOTE: a2av has no mode of its own: SGLang's DeepEP runs normal kernels for prefill and
+    // low-latency ones for decode; the DeepEP dispatchers name theirs.
+    std::string mode = spec.workload.phase == Phase::kDecode ? "low_latency" : "normal";
+    if (l.dispatcher == Dispatcher::kDeepEpNormal) mode = "normal";
+    if (l.dispatcher == Dispatcher::kDeepEpLl) mode = "low_latency";
+    args.push_back("--deepep-mode " + mode);
+  }
+  if (l.tbo) {
+    if (backend == "deepep") {
+      args.push_back("--enable-two-batch-overlap");
+    } else {
+      res.warnings.push_back(
+          "SGLang's two-batch overlap runs with its DeepEP backend only; this layout is exported "
+          "without --enable-two-batch-overlap");
+    }
   }
   if (spec.placement) {
     args.push_back("--ep-num-redundant-experts " + std::to_string(redundant_slots(spec)));

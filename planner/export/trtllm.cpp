@@ -71,6 +71,17 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
         "dispatch at run time (all-to-all with attention DP)" +
         same_shape_with(spec, Dispatcher::kA2av));
   }
+  if (models::is_deepep(l.dispatcher) && l.ep_size > 1) {
+    res.warnings.push_back(
+        "TensorRT-LLM picks its own all-to-all kernels at run time (its wide-EP path); "
+        "moeplan's " +
+        dispatcher_name(l.dispatcher) + " is not a setting it takes");
+  }
+  if (l.tbo) {
+    res.warnings.push_back(
+        "two-batch overlap is not an extra_llm_api_options key moeplan writes; exported "
+        "without it");
+  }
   const bool inline_balancer = version == kMain;
   std::string yaml = comment_block(spec, "trtllm", version, res.warnings);
   yaml +=

@@ -107,6 +107,8 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
         backend =
             spec.workload.phase == Phase::kDecode ? "deepep_low_latency" : "deepep_high_throughput";
         break;
+      case Dispatcher::kDeepEpNormal: backend = "deepep_high_throughput"; break;
+      case Dispatcher::kDeepEpLl: backend = "deepep_low_latency"; break;
       case Dispatcher::kPaddedA2a:
         backend =
             spec.workload.phase == Phase::kDecode ? "deepep_low_latency" : "deepep_high_throughput";
@@ -117,6 +119,13 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
         break;
     }
     args.push_back("--all2all-backend " + backend);
+    // vLLM's dual batch overlap: DP + EP only (docs/design/dbo.md).
+    if (l.tbo) args.push_back("--enable-dbo");
+  }
+  if (l.tbo && l.ep_size == 1) {
+    res.warnings.push_back(
+        "vLLM's dual batch overlap needs data parallelism with expert parallelism; ep 1 is "
+        "exported without --enable-dbo");
   }
   if (spec.placement) {
     const Placement& p = *spec.placement;

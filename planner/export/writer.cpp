@@ -104,7 +104,7 @@ std::string same_shape_with(const ExportSpec& spec, Dispatcher d) {
   for (const auto& alt : spec.alternatives) {
     const Layout& a = alt.layout;
     if (a.dp_size == c.dp_size && a.ep_size == c.ep_size && a.tp_size == c.tp_size &&
-        a.mapping == c.mapping && a.dispatcher == d) {
+        a.mapping == c.mapping && a.tbo == c.tbo && a.dispatcher == d) {
       return "; the plan costs it as " + alt.describe() + " (--layout " + std::to_string(alt.rank) +
              ")";
     }

@@ -2,7 +2,8 @@
 """Import aiconfigurator-core's measured GPU kernel tables into a moeplan cost DB.
 
     python3 scripts/aiconfigurator/import_aiconfigurator.py --system h200_sxm --framework trtllm \
-        [--version current|V] [--nccl-version V] [--device NAME] [--data-dir DIR] --out DB
+        [--version current|V] [--nccl-version V] [--deepep-version V] [--device NAME]
+        [--data-dir DIR] --out DB
 
 Writes the SQLite schema of planner/costs/cost_db.cpp (moeplan_schema version 2; tables runs,
 points)
@@ -312,6 +313,8 @@ def import_custom_ar(w: Writer, t: aic.Table, command: str, backend: str):
                     value=gpu_value(t.system, r["device"]))
 
 
+DEEPEP_OPTIONAL = {"normal": ("dispatch_notify_us", "combine_notify_us"), "ll": ()}
+
 PAYLOAD_BYTES = {"bfloat16": 2.0, "fp8": 1.0 + 4.0 / 128, "nvfp4": 0.5 + 1.0 / 16,
                  "fp4": 0.5 + 1.0 / 16, "default": 2.0}
 
@@ -339,6 +342,14 @@ def import_moe_a2a(w: Writer, t: aic.Table, command: str, backend: str):
                    r["comm_dtype"], r["sms"], r["latency"] * 1e-6, r["device"])
 
 
+def _number(v) -> float:
+    """A numeric optional column read as text ("" when absent): its value, else 0."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def import_deepep(w: Writer, t: aic.Table, command: str, backend: str, mode: str, gpn: int):
     run = w.add_run(t, backend, "deepep", max(r["node_num"] for r in t.rows) * gpn, command)
     for r in t.rows:
@@ -350,13 +361,20 @@ def import_deepep(w: Writer, t: aic.Table, command: str, backend: str, mode: str
                 f"gpu='{r['device']}' deepep_mode={mode}")
         for phase in ("dispatch", "combine"):
             if mode == "normal":
+                # DeepEP's normal kernels: the notify kernel (count exchange, barrier) runs
+                # before the transmit kernel on the critical path; a point is both.
                 us, sms = r[f"{phase}_transmit_us"], r[f"{phase}_sms"]
+                notify = _number(r.get(f"{phase}_notify_us"))
+                if us > 0 and notify > 0:
+                    us += notify
             else:
                 us, sms = r[f"{phase}_avg_t_us"], 0
             if not us > 0:
                 continue
+            # The collectors dispatch fp8 (values + per-128 scales) and combine bf16.
+            payload = "fp8" if phase == "dispatch" else "bfloat16"
             _a2a_point(w, run, t, info, backend, phase, T, r["hidden_size"], r["num_topk"],
-                       r["num_experts"], ep, r["node_num"], "deepep_" + mode, "bfloat16", sms,
+                       r["num_experts"], ep, r["node_num"], "deepep_" + mode, payload, sms,
                        us * 1e-6, r["device"])
 
 
@@ -430,10 +448,15 @@ def run_import(args) -> Writer:
         import_moe_a2a(w, aic.read_table(root, s, "comm", fw, v, "moe_a2a_perf",
                                          aic.MOE_A2A_COLUMNS), cmd, fw)
     for mode, cols in (("normal", aic.DEEPEP_NORMAL_COLUMNS), ("ll", aic.DEEPEP_LL_COLUMNS)):
-        v = fill("comm", f"wideep_deepep_{mode}_perf")
+        # The multi-node DeepEP tables are sglang's (0.5.6.post2 on h100/h200); --deepep-version
+        # reads them whatever the framework imported.
+        dfw = "sglang" if args.deepep_version else fw
+        v = args.deepep_version or fill("comm", f"wideep_deepep_{mode}_perf")
         if v:
-            import_deepep(w, aic.read_table(root, s, "comm", fw, v, f"wideep_deepep_{mode}_perf",
-                                            cols), cmd, fw, mode, gpn)
+            import_deepep(w, aic.read_table(root, s, "comm", dfw, v, f"wideep_deepep_{mode}_perf",
+                                            cols, DEEPEP_OPTIONAL[mode]),
+                          cmd + (f" --deepep-version {v}" if args.deepep_version else ""), dfw,
+                          mode, gpn)
     w.notes = notes
     w.version = version
     return w
@@ -447,6 +470,9 @@ def main(argv=None) -> int:
                     help="framework version directory (default: aiconfigurator's current)")
     ap.add_argument("--nccl-version", default=None,
                     help="comm/nccl version (default: the system's nccl_version)")
+    ap.add_argument("--deepep-version", default=None,
+                    help="comm/sglang version of the DeepEP tables (wideep_deepep_*_perf; "
+                         "default: the framework's own, backward-filled)")
     ap.add_argument("--device", default=None,
                     help="moeplan device name for the points (default: from the system)")
     ap.add_argument("--data-dir", default=None,

@@ -171,7 +171,12 @@ TEST(CliPlan, BadInputIsOneLineAndExit2) {
   expect_one_line_error(run_cli("plan --phase train"),
                         "--phase: expected prefill or decode, got 'train'");
   expect_one_line_error(run_cli("plan --dispatcher deepep"),
-                        "--dispatcher: expected padded_a2a, allgather or a2av, got 'deepep'");
+                        "--dispatcher: expected padded_a2a, allgather, a2av, deepep_normal or "
+                        "deepep_ll, got 'deepep'");
+  expect_one_line_error(run_cli("plan --tbo maybe"),
+                        "--tbo: expected off, on or both, got 'maybe'");
+  expect_one_line_error(run_cli("plan --ll-max-tokens 0"),
+                        "--ll-max-tokens: expected 1..65536 tokens per rank, got 0");
   expect_one_line_error(run_cli("plan --cluster /nonexistent/cluster.json"),
                         "/nonexistent/cluster.json: file not found");
 }

@@ -293,7 +293,12 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
              ("dsv3-ep144", "deepseek-v3", "128x-hgx-h200",
               ["--gpus", "144", "--phase", "decode", "--dispatcher", "a2av", "--load",
                "powerlaw:alpha=1.2,shuffle=1,layers=1", "--placement", "eplb", "--redundant",
-               "total:32"])]
+               "total:32"]),
+             # The DeepEP dispatchers with two-batch overlap (ep16×tp1 on two nodes).
+             ("qwen2-deepep", "qwen2-57b-a14b", "2x-hgx-h200",
+              ["--dispatcher", "deepep_normal", "--tbo", "on"]),
+             ("qwen2-deepep-ll", "qwen2-57b-a14b", "2x-hgx-h200",
+              ["--phase", "decode", "--dispatcher", "deepep_ll", "--tbo", "on"])]
     for label, model, cluster, extra in steps:
         p = plans / f"{label}.json"
         r = mp("plan", "--model", model, "--cluster", cluster, *extra, "--json", "-o", str(p))
@@ -318,6 +323,10 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
     for lay in dict.fromkeys(qwen_layouts):
         jobs.append((plans / "qwen2.json", "qwen2-57b-a14b", lay, None, f"qwen2 {lay or 'rec'}"))
     jobs.append((plans / "qwen2-decode.json", "qwen2-57b-a14b", "", None, "qwen2 decode rec"))
+    jobs.append((plans / "qwen2-deepep.json", "qwen2-57b-a14b", "", None,
+                 "qwen2 deepep_normal tbo"))
+    jobs.append((plans / "qwen2-deepep-ll.json", "qwen2-57b-a14b", "", None,
+                 "qwen2 decode deepep_ll tbo"))
     jobs.append((plans / "dsv3.json", "deepseek-v3", "128x1", place, "dsv3 128x1 +eplb384"))
     jobs.append((plans / "dsv3-ep144.json", "deepseek-v3", "144x1", place144,
                  "dsv3 decode 144x1 +eplb288"))

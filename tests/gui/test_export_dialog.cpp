@@ -60,7 +60,7 @@ std::string plannerExport(const Request& r, int rank, planner::ExportFormat form
   c.phase = r.phase;
   c.tokens_per_gpu = r.tokens;
   c.placement = r.placement;
-  c.redundant_per_rank = r.redundant;
+  c.redundancy = planner::Redundancy::per_rank(r.redundant);
   auto req = planner::make_plan_request(*model, cluster, c, load->load, true);
   EXPECT_TRUE(req.ok()) << req.error().message;
   auto plan = planner::make_plan(*model, cluster, setup->costs(), *req);
@@ -70,7 +70,7 @@ std::string plannerExport(const Request& r, int rank, planner::ExportFormat form
   EXPECT_TRUE(chosen.ok());
   const int ep = chosen->layout.ep_size;
   const auto fit = planner::policy_fit(*model, cluster, *planner::parse_policy(r.placement),
-                                       r.redundant, r.tokens);
+                                       planner::Redundancy::per_rank(r.redundant), r.tokens);
   auto placed = planner::place_for_ep(load->load, fit, ep);
   EXPECT_TRUE(placed.ok());
   const planner::PlacementFile file{*placed, planner::policy_config(fit, model->num_experts, ep),
@@ -140,7 +140,7 @@ TEST(GuiExportDialog, ExportsThePlanOnScreenInEveryFormat) {
   // The dialog says what it exports.
   const QString inputs = d->inputsLabel()->text();
   for (const char* part : {"qwen3-30b-a3b", "decode", "32 sequences per GPU", "qwen3_30b_a3b_mbolt",
-                           "eplb with 1 redundant slot", "measured:"}) {
+                           "eplb with redundant slots 1 per EP rank", "measured:"}) {
     EXPECT_TRUE(inputs.contains(QString::fromLatin1(part)))
         << part << " in " << inputs.toStdString();
   }

@@ -156,6 +156,36 @@ TEST(GuiLayouts, FiltersAndChartShareTheModel) {
                    first.data(PlanTableModel::kValueRole).toDouble() * 1e3);
 }
 
+TEST(GuiLayouts, DeepEpDispatchersAndTwoBatchOverlap) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  LayoutsView* v = w.layoutsView();
+  // The filter lists every dispatcher; the default plan (2 × HGX H200) has deepep_normal.
+  ASSERT_EQ(v->dispatcherFilter()->count(), 6);
+  EXPECT_EQ(v->dispatcherFilter()->itemText(4).toStdString(), "deepep_normal");
+  v->dispatcherFilter()->setCurrentIndex(4);
+  EXPECT_EQ(v->filter()->rowCount(), 1);
+  v->dispatcherFilter()->setCurrentIndex(0);
+  const std::size_t plain = v->model()->plan()->layouts.size();
+  v->overlapChoice()->setCurrentText(QStringLiteral("both"));
+  w.waitForIdle();
+  const planner::Plan& plan = *v->model()->plan();
+  ASSERT_EQ(plan.layouts.size(), 2 * plain);
+  const auto overlapped = std::count_if(plan.layouts.begin(), plan.layouts.end(),
+                                        [](const planner::LayoutCost& c) { return c.layout.tbo; });
+  EXPECT_EQ(static_cast<std::size_t>(overlapped), plain);
+  bool shown = false;
+  for (int r = 0; r < v->model()->rowCount(); ++r) {
+    shown = shown || v->model()
+                         ->index(r, PlanTableModel::kDispatcher)
+                         .data()
+                         .toString()
+                         .endsWith(QStringLiteral(" +tbo"));
+  }
+  EXPECT_TRUE(shown);
+}
+
 TEST(GuiLayouts, SavesThePlanJson) {
   app();
   MainWindow w;

@@ -344,7 +344,7 @@ TEST_F(CudaOps, VerifyQwen2AndDeepSeekV3OnGpu) {
     req.token_counts = {64, 300};
     req.dtypes = {DType::kFp32, DType::kBf16, DType::kFp16};
     req.layouts = {Layout::of(1, 1, RankMapping::kTpInnermost)};
-    req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
+    req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
     req.backend = "cuda";
     ASSERT_TRUE(check_request(req, 1).ok());
     std::vector<VerifyRow> rows;
@@ -366,7 +366,7 @@ TEST_F(CudaOps, VerifyTwoInProcessRanksShareTheGpu) {
   req.dtypes = {DType::kBf16};
   const LayerSpec spec = *LayerSpec::from_model(req.model, req.scale, DType::kFp32, 1);
   req.layouts = legal_layouts(spec, 2);
-  req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
+  req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
   req.backend = "cuda";
   std::vector<VerifyRow> rows;
   run_in_process(2, [&](Communicator& world) {
@@ -392,7 +392,7 @@ TEST_F(CudaOps, NcclCollectivesAtGroupSizeOne) {
     req.token_counts = {96};
     req.dtypes = {DType::kBf16};
     req.layouts = {Layout::of(1, 1, RankMapping::kTpInnermost)};
-    req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
+    req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
     req.backend = "cuda";
     const auto rows = run_verify(**nccl, req);
     ASSERT_EQ(rows.size(), 3U);

@@ -49,7 +49,7 @@ TEST(MoeLayer, Qwen2EveryLayoutOfFourRanksAllDispatchersAllDtypes) {
   const LayerSpec spec = *LayerSpec::from_model(req.model, req.scale, DType::kFp32, 1);
   req.layouts = legal_layouts(spec, 4);
   ASSERT_EQ(req.layouts.size(), 3U);  // 4x1, 2x2, 1x4
-  req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
+  req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
   expect_all_pass(run(req, 4), 2 * 3 * 3 * 3);
 }
 
@@ -62,7 +62,7 @@ TEST(MoeLayer, EpInnermostMappingAndEightRanks) {
   req.layouts = {Layout::of(2, 4, RankMapping::kEpInnermost),
                  Layout::of(8, 1, RankMapping::kTpInnermost),
                  Layout::of(4, 2, RankMapping::kEpInnermost)};
-  req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
+  req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
   expect_all_pass(run(req, 8), 3 * 3);
 }
 
@@ -74,7 +74,7 @@ TEST(MoeLayer, DeepSeekV3GroupLimitedSigmoidRouting) {
   req.dtypes = {DType::kFp32, DType::kBf16};
   req.layouts = {Layout::of(4, 1, RankMapping::kTpInnermost),
                  Layout::of(2, 2, RankMapping::kTpInnermost)};
-  req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
+  req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
   expect_all_pass(run(req, 4), 2 * 2 * 3);
 }
 
@@ -87,7 +87,7 @@ TEST(MoeLayer, MixtralAndQwen3OnTwoRanks) {
     req.dtypes = {DType::kFp16};
     const LayerSpec spec = *LayerSpec::from_model(req.model, req.scale, DType::kFp32, 1);
     req.layouts = legal_layouts(spec, 2);
-    req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
+    req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
     SCOPED_TRACE(name);
     expect_all_pass(run(req, 2), req.layouts.size() * 3);
   }

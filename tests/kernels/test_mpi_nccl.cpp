@@ -38,7 +38,7 @@ TEST(CudaNcclMpi, CollectivesAndLayerOverNccl) {
   req.dtypes = {DType::kBf16, DType::kFp32};
   const LayerSpec spec = *LayerSpec::from_model(req.model, req.scale, DType::kFp32, 1);
   req.layouts = legal_layouts(spec, world->size());
-  req.dispatchers = {std::begin(kAllDispatchers), std::end(kAllDispatchers)};
+  req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
   req.backend = "cuda";
   req.device = device;
   const auto rows = run_verify(**nccl, req);

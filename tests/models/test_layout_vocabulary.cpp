@@ -16,7 +16,8 @@ TEST(LayoutVocabulary, NamesRoundTrip) {
   EXPECT_EQ(dispatcher_name(Dispatcher::kAllGather), "allgather");
   EXPECT_EQ(mapping_name(RankMapping::kTpInnermost), "tp_innermost");
   EXPECT_EQ(parse_dispatcher("deepep").error().message,
-            "unknown dispatcher 'deepep': expected padded_a2a, allgather or a2av");
+            "unknown dispatcher 'deepep': expected padded_a2a, allgather, a2av, deepep_normal or "
+            "deepep_ll");
   EXPECT_FALSE(parse_mapping("tp-inner").ok());
 }
 
@@ -26,6 +27,9 @@ TEST(LayoutVocabulary, ShortAndShapeNames) {
   EXPECT_EQ(l.short_name(), "8x2");
   EXPECT_EQ(l.shape_name(), "ep8×tp2");
   EXPECT_EQ(l.full_name(), "ep8×tp2 padded_a2a ep_innermost");
+  l.tbo = true;
+  EXPECT_EQ(l.full_name(), "ep8×tp2 padded_a2a ep_innermost tbo");
+  l.tbo = false;
   l.dp_size = 2;
   l.num_gpus = 32;
   EXPECT_EQ(l.shape_name(), "dp2×ep8×tp2");

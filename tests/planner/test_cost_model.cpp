@@ -265,7 +265,8 @@ TEST(Plan, RanksRecommendsAndSerialises) {
   auto plan = make_plan(f.model, f.cluster, rc, req);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_EQ(plan->num_gpus, 16);
-  EXPECT_EQ(plan->layouts.size(), 24U);
+  // 3 dispatchers × 8 (shape, mapping) pairs, plus deepep_normal and deepep_ll on ep16×tp1.
+  EXPECT_EQ(plan->layouts.size(), 26U);
   EXPECT_EQ(plan->recommended, 0);
   for (std::size_t i = 1; i < plan->layouts.size(); ++i) {
     const auto& a = plan->layouts[i - 1];

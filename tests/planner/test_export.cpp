@@ -150,7 +150,7 @@ TEST(Export, InexpressibleLayoutsNameTheNearestOne) {
   // runs the same ep8×tp2 a2av with the other rank mapping.
   auto trt = export_layout(spec, ExportFormat::kTrtllm);
   ASSERT_FALSE(trt.ok());
-  EXPECT_NE(trt.error().message.find("nearest expressible layout in the plan: rank 5: ep8×tp2 "
+  EXPECT_NE(trt.error().message.find("nearest expressible layout in the plan: rank 6: ep8×tp2 "
                                      "a2av ep_innermost"),
             std::string::npos)
       << trt.error().message;

@@ -48,8 +48,9 @@ TEST(Layout, Qwen2With64ExpertsOn16Gpus) {
   EXPECT_EQ(legal_shapes(e),
             (std::set<std::pair<int, int>>{{1, 16}, {2, 8}, {4, 4}, {8, 2}, {16, 1}}));
   EXPECT_TRUE(e.excluded.empty());
-  // 3 dispatchers × (3 shapes with two mappings + 2 shapes with one).
-  EXPECT_EQ(e.layouts.size(), 24U);
+  // 3 dispatchers × (3 shapes with two mappings + 2 shapes with one), and deepep_ll on 16x1
+  // (deepep_normal needs the cluster's nodes: none given).
+  EXPECT_EQ(e.layouts.size(), 25U);
   EXPECT_EQ(layout_rule_violation(m, 1, 3).value(),
             "moe_intermediate_size % tp_size == 0: 2560 % 3 = 1");
 }

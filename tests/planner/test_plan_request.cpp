@@ -29,7 +29,8 @@ TEST(PlanRequest, DefaultsPerPhaseAndTheGivenChoices) {
   EXPECT_EQ(r->workload.phase, Phase::kPrefill);
   EXPECT_EQ(r->workload.tokens_per_gpu, kDefaultPrefillTokensPerGpu);
   EXPECT_EQ(r->num_gpus, 0);
-  EXPECT_EQ(r->dispatchers.size(), 3U);
+  EXPECT_EQ(r->dispatchers.size(), 5U);  // every dispatcher; enumeration keeps the legal ones
+  EXPECT_EQ(r->tbo, std::vector<bool>{false});
   EXPECT_FALSE(static_cast<bool>(r->placement));  // contiguous
   choices.phase = "decode";
   choices.num_gpus = 8;
@@ -39,6 +40,12 @@ TEST(PlanRequest, DefaultsPerPhaseAndTheGivenChoices) {
   EXPECT_EQ(r->workload.tokens_per_gpu, kDefaultDecodeBatchPerGpu);
   EXPECT_EQ(r->num_gpus, 8);
   EXPECT_EQ(r->dispatchers, (std::vector<Dispatcher>{Dispatcher::kA2av, Dispatcher::kAllGather}));
+  choices.tbo = "both";
+  choices.ll_max_tokens = 256;
+  r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tbo, (std::vector<bool>{false, true}));
+  EXPECT_EQ(r->workload.ll_max_tokens_per_rank, 256);
 }
 
 TEST(PlanRequest, ErrorsNameTheInput) {
@@ -62,6 +69,12 @@ TEST(PlanRequest, ErrorsNameTheInput) {
   ch = {};
   ch.dispatchers = {"deepep"};
   EXPECT_EQ(error_of(ch).input, "dispatcher");
+  ch = {};
+  ch.tbo = "yes";
+  EXPECT_EQ(error_of(ch).message, "tbo: expected off, on or both, got 'yes'");
+  ch = {};
+  ch.ll_max_tokens = 0;
+  EXPECT_EQ(error_of(ch).message, "ll-max-tokens: expected 1..65536 tokens per rank, got 0");
   ch = {};
   ch.redundancy = Redundancy::per_rank(kMaxRedundantPerRank + 1);
   EXPECT_EQ(error_of(ch).input, "redundant");

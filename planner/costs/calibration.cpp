@@ -20,6 +20,15 @@ double CollectiveCalibration::seconds(double bytes, double bus_factor) const {
                          (1.0 + std::pow(half_size_bytes / bytes, shape_exponent));
 }
 
+double MoeCalibration::output_tiles(const std::vector<double>& rows, double n) const {
+  double row_tiles = 0.0;
+  for (const double m : rows) {
+    if (!(m > 0.0)) continue;
+    row_tiles += m < 1.0 ? m : std::ceil(m / tile_rows);
+  }
+  return row_tiles * std::ceil(n / tile_cols);
+}
+
 double nccl_bus_factor(const std::string& op, int g) {
   const double gd = static_cast<double>(g);
   if (g <= 1) return 0.0;
@@ -162,12 +171,20 @@ Result<Calibration> load_calibration_file(const std::filesystem::path& path) {
         m.efficiency = *e;
         for (auto [key, dst] :
              {std::pair{"hbm_efficiency", &m.hbm_efficiency},
-              std::pair{"per_group_s", &m.per_group_s}, std::pair{"fixed_s", &m.fixed_s},
+              std::pair{"per_tile_s", &m.per_tile_s}, std::pair{"fixed_s", &m.fixed_s},
+              std::pair{"fixed_per_hidden_s", &m.fixed_per_hidden_s},
               std::pair{"permute_factor", &m.permute_factor},
               std::pair{"blend_exponent", &m.blend_exponent}}) {
           auto v = r.number(key, kLo, kHi);
           if (!v) return v.error();
           *dst = *v;
+        }
+        // The tile the per-tile cost counts: whole rows and columns, as the kernels tile.
+        for (auto [key, dst] :
+             {std::pair{"tile_rows", &m.tile_rows}, std::pair{"tile_cols", &m.tile_cols}}) {
+          auto v = r.integer(key, 1, 65536);
+          if (!v) return v.error();
+          *dst = static_cast<double>(*v);
         }
         return m;
       }));

@@ -35,20 +35,27 @@ struct GemmCalibration {
 };
 
 /// One EP rank's fused MoE kernel (docs/GPU_COSTS.md, "Calibrated roofline"):
-///   t = fixed_s + G(2·I/tp, H) + G(H, I/tp) + 3·P·(I/tp)·2 / (η·HBM)
+///   t = fixed_s + fixed_per_hidden_s·H + G(2·I/tp, H) + G(H, I/tp) + 3·P·(I/tp)·2 / (η·HBM)
 ///       + permute_factor · 2·(P + N)·H·2 / (η·HBM)
 /// (N: the rows the kernel reads in and writes out: the tokens under all-gather dispatch, the
 /// routed rows under an all-to-all one)
-/// with G a grouped GEMM over the rank's non-empty groups: P = Σ m_g rows, A = Σ min(1, m_g)
-/// groups, m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k / (peak·eff), t_m = (A·n·k·w + P·(n+k)·a) /
-/// (η·HBM), G = (t_c^q + t_m^q)^(1/q) + A·per_group_s.
+/// with G a grouped GEMM of output width n and depth k over the rank's non-empty groups:
+/// P = Σ m_g rows, A = Σ min(1, m_g) groups, m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k /
+/// (peak·eff), t_m = (A·n·k·w + P·(n+k)·a) / (η·HBM), G = (t_c^q + t_m^q)^(1/q) +
+/// per_tile_s · T, with T = Σ_g tiles(m_g) · ceil(n / tile_cols) output tiles, tiles(m) =
+/// ceil(m / tile_rows) for m ≥ 1 and m below (an expected group, non-empty with probability m).
 struct MoeCalibration {
   EfficiencyFit efficiency;
   double hbm_efficiency = 0.0;  ///< η
-  double per_group_s = 0.0;
+  double per_tile_s = 0.0;      ///< fixed cost of one output tile of a grouped GEMM
+  double tile_rows = 128.0;     ///< the output tile the per-tile cost counts (not fitted)
+  double tile_cols = 128.0;
   double fixed_s = 0.0;
+  double fixed_per_hidden_s = 0.0;  ///< the fixed cost's part in the hidden size, s per element
   double permute_factor = 0.0;
   double blend_exponent = 1.0;
+  /// Output tiles of one grouped GEMM of width n over groups of `rows` (T above).
+  double output_tiles(const std::vector<double>& rows, double n) const;
 };
 
 /// A collective of S bytes (nccl-tests' buffer size) over g GPUs inside one NVLink domain:

@@ -170,7 +170,7 @@ double calibrated_grouped(const MoeCalibration& c, const std::vector<double>& ro
   const double compute = 2.0 * pairs * n * k / (peak * c.efficiency(mbar, n, k));
   const double memory =
       (active * n * k * elem_bytes + pairs * (n + k) * elem_bytes) / (hbm * c.hbm_efficiency);
-  return blend(compute, memory, c.blend_exponent) + active * c.per_group_s;
+  return blend(compute, memory, c.blend_exponent) + c.per_tile_s * c.output_tiles(rows, n);
 }
 }  // namespace
 
@@ -216,7 +216,7 @@ Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
     const double peak = calibration_->peak_flops(dt);
     const double b = table_dtype_bytes(dt);
     const double t =
-        c->fixed_s +
+        c->fixed_s + c->fixed_per_hidden_s * q.hidden +
         calibrated_grouped(*c, q.rows, 2.0 * width, q.hidden, b, peak,
                            calibration_->hbm_bandwidth) +
         calibrated_grouped(*c, q.rows, q.hidden, width, b, peak, calibration_->hbm_bandwidth) +

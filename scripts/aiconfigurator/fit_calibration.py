@@ -136,8 +136,11 @@ def old_roofline_experts(np, d, dev, dt):
 
 
 MOE_PARAMS = ("gemm_max_efficiency", "rows_half", "cols_half", "depth_half", "hbm_efficiency",
-              "per_group_s", "fixed_s", "permute_factor", "blend_exponent")
-MOE_INIT = (0.8, 32.0, 64.0, 64.0, 0.8, 1e-6, 2e-5, 1.0, 3.0)
+              "per_tile_s", "fixed_s", "permute_factor", "blend_exponent", "fixed_per_hidden_s")
+MOE_INIT = (0.8, 32.0, 64.0, 64.0, 0.8, 1e-7, 2e-5, 1.0, 3.0, 3e-9)
+# The output tile of the grouped GEMMs the per-tile overhead counts (CUTLASS's 128 x 128 tile on
+# Hopper and Blackwell): fixed, not fitted, and written with the parameters.
+TILE_ROWS, TILE_COLS = 128.0, 128.0
 # Robust fit: a few table rows sit far from every smooth form (e.g. ~1 ms floors at tiny token
 # counts, likely the collector's eager fallback when CUDA-graph capture fails); soft-L1 on the
 # log error keeps them from biasing the rest.
@@ -149,22 +152,30 @@ def blend(a, b, q):
     return (a ** q + b ** q) ** (1.0 / q)
 
 
-def calibrated_grouped_gemm(np, pairs, active, n, kk, dev, dt, p):
-    """One grouped GEMM over `active` non-empty groups holding `pairs` rows in total, each
-    group multiplying its rows by its own [kk, n] weight (docs/GPU_COSTS.md)."""
-    e_max, m_h, n_h, k_h, eta, c_g, _c0, _cp, q = p
+def row_tiles(np, slot_rows, groups):
+    """Row tiles of `groups` groups of `slot_rows` rows each: ceil(m / TILE_ROWS) for a group of
+    m >= 1 rows; a group of m < 1 rows (an expectation) is non-empty with probability m."""
+    return groups * np.where(slot_rows < 1.0, slot_rows, np.ceil(slot_rows / TILE_ROWS))
+
+
+def calibrated_grouped_gemm(np, pairs, active, tiles_m, n, kk, dev, dt, p):
+    """One grouped GEMM over `active` non-empty groups holding `pairs` rows in total in
+    `tiles_m` row tiles, each group multiplying its rows by its own [kk, n] weight
+    (docs/GPU_COSTS.md): a smooth max of compute and memory time, plus a fixed cost per output
+    tile (its prologue and epilogue: what makes narrow expert GEMMs slow)."""
+    e_max, m_h, n_h, k_h, eta, c_t, _c0, _cp, q = p[:9]
     q = 1.0 + q  # the fitted parameter is q - 1 > 0
     mdt, wb, ab, pk = DTYPES[dt]
     mbar = pairs / active
     eff = e_max * mbar / (mbar + m_h) * n / (n + n_h) * kk / (kk + k_h)
     compute = 2 * pairs * n * kk / (dev[pk] * eff)
     memory = (active * n * kk * wb + pairs * (n + kk) * ab) / (dev["hbm"] * eta)
-    return blend(compute, memory, q) + active * c_g
+    return blend(compute, memory, q) + c_t * tiles_m * np.ceil(n / TILE_COLS)
 
 
 def calibrated_moe(np, d, dev, dt, p):
     """The calibrated fused-MoE time of one rank (docs/GPU_COSTS.md, "grouped expert FFN")."""
-    eta, c_0, c_p = p[4], p[6], p[7]
+    eta, c_0, c_p, c_h = p[4], p[6], p[7], p[9]
     bw = dev["hbm"] * eta
     N, H, I, k, E, tp, ep = (d[c] for c in ("N", "H", "I", "k", "E", "tp", "ep"))
     w = np.floor(I / tp)
@@ -172,11 +183,14 @@ def calibrated_moe(np, d, dev, dt, p):
     slot_rows = N * k / E  # moeplan's rows per local slot (uniform load)
     pairs = El * slot_rows
     active = El * np.minimum(1.0, slot_rows)  # sum over slots of min(1, rows)
-    g1 = calibrated_grouped_gemm(np, pairs, active, 2 * w, H, dev, dt, p)
-    g2 = calibrated_grouped_gemm(np, pairs, active, H, w, dev, dt, p)
+    tiles_m = row_tiles(np, slot_rows, El)
+    g1 = calibrated_grouped_gemm(np, pairs, active, tiles_m, 2 * w, H, dev, dt, p)
+    g2 = calibrated_grouped_gemm(np, pairs, active, tiles_m, H, w, dev, dt, p)
     act = 3 * pairs * w * 2.0 / bw  # SiLU(gate) * up over bf16 intermediates
     permute = c_p * 2 * (pairs + N) * H * 2.0 / bw  # expand rows + finalize (bf16 hidden)
-    return c_0 + g1 + g2 + act + permute
+    # fixed cost: launches and routing, plus a part in the hidden size (the serial depth of the
+    # first GEMM's K loop and the row-wise expand/finalize passes at a handful of tokens)
+    return c_0 + c_h * H + g1 + g2 + act + permute
 
 
 def fit_logspace(np, fn, init, loss="linear", f_scale=1.0):
@@ -246,8 +260,9 @@ def moe_section(np, root, system, fw, version, dev, models, report):
         out[DTYPES[dt][0]] = {
             "source": f"{table.rel} (kernel {kernel}, distribution balanced, "
                       f"collection {table.provenance})",
-            "parameters": dict(zip(MOE_PARAMS, map(float, fitted[:8] ))) | {
-                "blend_exponent": float(1.0 + fitted[8])},
+            "parameters": dict(zip(MOE_PARAMS, map(float, fitted))) | {
+                "blend_exponent": float(1.0 + fitted[8]), "tile_rows": int(TILE_ROWS),
+                "tile_cols": int(TILE_COLS)},
             "fit": f"least squares on log(pred/measured), loss {FIT_LOSS} (scale {FIT_SCALE}); "
                    "top-1 shapes excluded",
             "fitted_on_shapes_hidden_inter_experts_topk": [list(map(int, s)) for s in train_shapes],

@@ -79,10 +79,14 @@ TEST(Calibration, FormsMatchTheFitScript) {
   const Cluster c = cluster("1x-hgx-h200");
   const RooflineCosts rc(c, cal);
   auto near = [](double got, double want) { EXPECT_NEAR(got / want, 1.0, 1e-9) << got; };
-  near(rc.moe_fused(fused(512, 2048, 768, 8, 128, 1, 8))->seconds, 7.184689496413164e-05);
+  near(rc.moe_fused(fused(512, 2048, 768, 8, 128, 1, 8))->seconds, 6.596444340753113e-05);
   near(rc.moe_fused(fused(4096, 7168, 2048, 8, 256, 2, 4, DType::kFp8, "fp8_block"))->seconds,
-       0.0010555977657667297);
-  near(rc.moe_fused(fused(8, 4096, 14336, 2, 8, 8, 1))->seconds, 0.00011136987352038161);
+       0.0010410592407355417);
+  near(rc.moe_fused(fused(8, 4096, 14336, 2, 8, 8, 1))->seconds, 0.00011040004311343355);
+  // Half a row per slot (groups non-empty with probability 1/2) and 1,024 rows per slot (8 row
+  // tiles each) at width 96: the two ends of the per-tile count.
+  near(rc.moe_fused(fused(8, 2048, 768, 8, 128, 1, 8))->seconds, 4.231604188898553e-05);
+  near(rc.moe_fused(fused(16384, 2048, 768, 8, 128, 8, 1))->seconds, 0.001167854750616443);
   near(rc.gemm({64, 4096, 7168, DType::kBf16})->seconds, 1.935271647976341e-05);
   near(rc.collective(
              {CollectiveOp::kAllReduce, {{0, 1, 2, 3, 4, 5, 6, 7}}, 1048576, {}, DType::kBf16})
@@ -264,9 +268,49 @@ TEST(Calibration, BadFileIsOneErrorNamingFileAndKey) {
   EXPECT_NE(r.error().message.find("moe_grouped_ffn.bf16.parameters.gemm_max_efficiency"),
             std::string::npos)
       << r.error().message;
+  // A file of the earlier form (per_group_s, no per-tile cost) names the key it lacks; a tile of
+  // a fractional number of rows is refused.
+  const std::string params =
+      R"("gemm_max_efficiency": 1.0, "rows_half": 30, "cols_half": 500, "depth_half": 400,
+         "hbm_efficiency": 0.9, "fixed_s": 2e-5, "fixed_per_hidden_s": 3e-9,
+         "permute_factor": 1.0, "blend_exponent": 2.0)";
+  const std::string head = R"({"device": "x", "device_figures": {"peak_bf16_flops": 1e15,
+      "peak_fp8_flops": 2e15, "hbm_bandwidth_bytes_per_s": 4e12}, "moe_grouped_ffn": {"bf16":
+      {"parameters": {)";
+  std::ofstream(p) << head << params << R"(, "per_group_s": 1e-9}}}})";
+  r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("moe_grouped_ffn.bf16.parameters.per_tile_s"), std::string::npos)
+      << r.error().message;
+  std::ofstream(p) << head << params
+                   << R"(, "per_tile_s": 1e-9, "tile_rows": 128.5, "tile_cols": 128}}}})";
+  r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("moe_grouped_ffn.bf16.parameters.tile_rows"), std::string::npos)
+      << r.error().message;
+  std::ofstream(p) << head << params
+                   << R"(, "per_tile_s": 1e-9, "tile_rows": 64, "tile_cols": 256}}}})";
+  r = load_calibration_file(p);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->moe.at("bf16").tile_rows, 64.0);
+  EXPECT_EQ(r->moe.at("bf16").tile_cols, 256.0);
+  EXPECT_EQ(r->moe.at("bf16").fixed_per_hidden_s, 3e-9);
   std::ofstream(p) << "{";
   EXPECT_FALSE(load_calibration_file(p).ok());
   fs::remove_all(dir);
+}
+
+TEST(Calibration, OutputTilesCountTheGroupsOfARank) {
+  MoeCalibration c;  // 128 x 128 tiles
+  // Expected groups of half a row count half a tile; 1 row or 128 rows one tile, 129 rows two;
+  // an empty group none. Width 192 is two column tiles, 128 one.
+  EXPECT_DOUBLE_EQ(c.output_tiles({0.5, 0.5, 0.0, 1.0, 128.0, 129.0}, 192.0),
+                   (0.5 + 0.5 + 1.0 + 1.0 + 2.0) * 2.0);
+  EXPECT_DOUBLE_EQ(c.output_tiles({300.0}, 128.0), 3.0);
+  c.tile_rows = 64.0;
+  c.tile_cols = 256.0;
+  EXPECT_DOUBLE_EQ(c.output_tiles({300.0}, 2048.0), 5.0 * 8.0);
+  EXPECT_DOUBLE_EQ(c.output_tiles({}, 2048.0), 0.0);
 }
 
 }  // namespace

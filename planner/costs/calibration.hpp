@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -71,6 +72,25 @@ struct CollectiveCalibration {
   double seconds(double bytes, double bus_factor) const;
 };
 
+/// A transfer through the NICs between nodes, fitted on sglang's DeepEP tables (normal and
+/// low-latency mode, dispatch and combine, 2/4/8 nodes):
+///   t(S) = latency_s + S / (efficiency(S) · nic_bandwidth),
+///   efficiency(S) = max_efficiency / (1 + (half_size_bytes / S)^shape_exponent)
+/// with S the bytes one GPU sends through its NIC and nic_bandwidth the per-GPU NIC bandwidth the
+/// fit is relative to (Calibration::nic_bandwidth).
+struct NicCalibration {
+  double latency_s = 0.0;
+  double max_efficiency = 0.0;
+  double half_size_bytes = 0.0;
+  double shape_exponent = 0.0;
+  double min_bytes = 0.0;  ///< the measured sizes the curve was fitted on
+  double max_bytes = 0.0;
+  /// Fraction of the NIC bandwidth a transfer of `bytes` reaches (0 for no bytes).
+  double efficiency(double bytes) const;
+  /// The whole transfer at `nic_bandwidth` bytes/s per GPU.
+  double seconds(double bytes, double nic_bandwidth) const;
+};
+
 /// nccl-tests' busBw / algBw for `op` ("all_reduce", "all_gather", ...) over g GPUs.
 double nccl_bus_factor(const std::string& op, int g);
 
@@ -90,6 +110,26 @@ struct Calibration {
   /// size only (the accuracy report judges it on the sizes it left out).
   std::map<std::pair<std::string, int>, CollectiveCalibration> collectives;
   std::map<std::pair<std::string, int>, CollectiveCalibration> collectives_held_out;
+  /// Inter-node transfers by (mode "normal" | "ll", phase "dispatch" | "combine", nodes): the
+  /// curve fitted on every measured size, and the one fitted on every other size only.
+  using NicKey = std::tuple<std::string, std::string, int>;
+  std::map<NicKey, NicCalibration> nic;
+  std::map<NicKey, NicCalibration> nic_held_out;
+  double nic_bandwidth = 0.0;  ///< bytes/s per GPU the NIC efficiencies are relative to
+  std::string nic_provenance;  ///< "sglang 0.5.6.post2 DeepEP tables (borrowed: H100 rows)"
+
+  /// The NIC curve fitted for exactly (mode, phase, nodes), or null.
+  const NicCalibration* nic_curve(const std::string& mode, const std::string& phase,
+                                  int nodes) const;
+  /// Fraction of the NIC bandwidth a transfer of `bytes` per GPU among `nodes` nodes reaches,
+  /// for DeepEP `mode` ("normal" | "ll") and `phase` ("dispatch": sends only; "combine": sends
+  /// and a reduction at the receiver). A fitted node count uses its curve; between two fitted
+  /// counts the efficiency is interpolated in log(nodes); beyond the largest (8) the largest's
+  /// curve holds, and `extrapolated` (when given) is set. nullopt when the device has no fit for
+  /// (mode, phase) or nodes < 2 (nothing crosses a NIC).
+  std::optional<double> nic_efficiency(double bytes, int nodes, const std::string& mode = "normal",
+                                       const std::string& phase = "dispatch",
+                                       bool* extrapolated = nullptr) const;
 
   /// Peak FLOP/s for a table dtype (fp8 and fp8_block: the fp8 peak).
   double peak_flops(const std::string& table_dtype) const;

@@ -75,5 +75,44 @@ class MoeForm(unittest.TestCase):
         self.assertAlmostEqual(got / 6.596444340753113e-05, 1.0, delta=1e-12)
 
 
+class NicBytes(unittest.TestCase):
+    def test_remote_nodes_of_uniform_top_k(self):
+        import math
+
+        # 2 nodes of 128 experts: a token stays local only if all 8 experts are local
+        self.assertAlmostEqual(fc.expected_remote_nodes(2, 256, 8),
+                               1.0 - math.comb(128, 8) / math.comb(256, 8), places=12)
+        self.assertEqual(fc.expected_remote_nodes(1, 256, 8), 0.0)
+        # more nodes than top-k: at most k nodes are hit, (n-1)/n of them remote on average
+        self.assertLess(fc.expected_remote_nodes(64, 256, 8), 8.0 * 63 / 64)
+
+    def test_payload_and_bytes(self):
+        self.assertEqual(fc.deepep_payload("dispatch", 7168), 7168 + 224)  # fp8 + fp32 scales
+        self.assertEqual(fc.deepep_payload("combine", 7168), 2 * 7168)  # bf16
+        # low-latency: every (token, expert) pair on a remote node
+        self.assertEqual(fc.nic_bytes("ll", "combine", 4, 128, 7168, 8, 256),
+                         128 * 8 * 3 / 4 * 2 * 7168)
+        self.assertAlmostEqual(fc.nic_bytes("normal", "combine", 2, 128, 7168, 8, 256),
+                               128 * fc.expected_remote_nodes(2, 256, 8) * 2 * 7168)
+
+
+@unittest.skipUnless(HAVE_NUMPY and importlib.util.find_spec("scipy") is not None,
+                     "numpy/scipy not installed (bash scripts/install-deps.sh --gpu-tables)")
+class NicFit(unittest.TestCase):
+    def test_fit_recovers_a_known_curve(self):
+        import numpy as np
+
+        truth = np.array([30e-6, 0.85, 2e6, 0.6])
+        S = np.geomspace(1e4, 2e9, 24)
+        y = fc.nic_seconds(np, S, truth)
+        got = fc.fit_logspace(np, lambda p: np.log(fc.nic_seconds(np, S, p) / y),
+                              (y.min(), 0.8, 1e6, 0.7))
+        self.assertLess(np.max(np.abs(fc.nic_seconds(np, S, got) / y - 1.0)), 1e-6)
+        self.assertAlmostEqual(got[1], 0.85, places=4)  # the maximum efficiency
+        # efficiency = bytes / ((t - latency) * NIC): below the maximum at every size
+        eff = S / ((y - truth[0]) * fc.NIC_BANDWIDTH)
+        self.assertTrue(np.all(eff < 0.85))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -242,7 +242,7 @@ def render(reports, bench, args) -> str:
               "(resources/devices/calibration/REPORT.md; byte model in docs/GPU_COSTS.md; h200's "
               "rows are H100's, `borrowed`). The roofline uses normal/dispatch (all-reduce: "
               "normal/combine) for collectives across nodes.", "",
-              "| system | curve | rows | held-out sizes | median / worst | max efficiency |",
+              "| system | curve | rows | sizes held out | median / worst | max efficiency |",
               "|---|---|---|---|---|---|"] + nic_rows
     layouts = [x for rep in reports.values() for x in rep.get("layouts", [])]
     if layouts:

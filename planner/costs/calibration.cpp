@@ -20,6 +20,63 @@ double CollectiveCalibration::seconds(double bytes, double bus_factor) const {
                          (1.0 + std::pow(half_size_bytes / bytes, shape_exponent));
 }
 
+double MoeCalibration::output_tiles(const std::vector<double>& rows, double n) const {
+  double row_tiles = 0.0;
+  for (const double m : rows) {
+    if (!(m > 0.0)) continue;
+    row_tiles += m < 1.0 ? m : std::ceil(m / tile_rows);
+  }
+  return row_tiles * std::ceil(n / tile_cols);
+}
+
+double NicCalibration::efficiency(double bytes) const {
+  if (!(bytes > 0.0)) return 0.0;
+  return max_efficiency / (1.0 + std::pow(half_size_bytes / bytes, shape_exponent));
+}
+
+double NicCalibration::seconds(double bytes, double nic_bandwidth) const {
+  if (!(bytes > 0.0)) return 0.0;
+  return latency_s + bytes / (efficiency(bytes) * nic_bandwidth);
+}
+
+const NicCalibration* Calibration::nic_curve(const std::string& mode, const std::string& phase,
+                                             int nodes) const {
+  const auto it = nic.find({mode, phase, nodes});
+  return it == nic.end() ? nullptr : &it->second;
+}
+
+std::optional<double> Calibration::nic_efficiency(double bytes, int nodes, const std::string& mode,
+                                                  const std::string& phase,
+                                                  bool* extrapolated) const {
+  if (extrapolated != nullptr) *extrapolated = false;
+  if (nodes < 2) return std::nullopt;
+  const NicCalibration* below = nullptr;
+  const NicCalibration* above = nullptr;
+  int n_below = 0, n_above = 0;
+  for (const auto& [key, curve] : nic) {
+    const auto& [m, p, n] = key;
+    if (m != mode || p != phase) continue;
+    if (n <= nodes && n > n_below) {
+      below = &curve;
+      n_below = n;
+    }
+    if (n >= nodes && (above == nullptr || n < n_above)) {
+      above = &curve;
+      n_above = n;
+    }
+  }
+  if (below == nullptr && above == nullptr) return std::nullopt;
+  if (above == nullptr) {  // beyond the largest fitted node count: its curve holds
+    if (extrapolated != nullptr) *extrapolated = true;
+    return below->efficiency(bytes);
+  }
+  if (below == nullptr) return above->efficiency(bytes);  // below the smallest fitted count
+  if (n_below == n_above) return below->efficiency(bytes);
+  const double f = std::log(static_cast<double>(nodes) / n_below) /
+                   std::log(static_cast<double>(n_above) / n_below);
+  return (1.0 - f) * below->efficiency(bytes) + f * above->efficiency(bytes);
+}
+
 double nccl_bus_factor(const std::string& op, int g) {
   const double gd = static_cast<double>(g);
   if (g <= 1) return 0.0;
@@ -72,6 +129,91 @@ Status read_dtype_section(const nlohmann::json& root, const std::string& source,
     auto v = read(r);
     if (!v) return v.error();
     out[dtype] = *v;
+  }
+  return Status::Ok();
+}
+
+Result<NicCalibration> read_nic(const nlohmann::json& params, const std::string& source,
+                                const std::string& prefix) {
+  const JsonReader r(params, source, prefix);
+  NicCalibration c;
+  for (auto [key, dst] :
+       {std::pair{"latency_s", &c.latency_s}, std::pair{"max_efficiency", &c.max_efficiency},
+        std::pair{"half_size_bytes", &c.half_size_bytes},
+        std::pair{"shape_exponent", &c.shape_exponent}}) {
+    // a latency may fit to exactly 0; the rest are positive
+    auto v = r.number(key, key == std::string("latency_s") ? 0.0 : kLo, kHi);
+    if (!v) return v.error();
+    *dst = *v;
+  }
+  return c;
+}
+
+/// The `collectives_internode` section: per-GPU NIC bandwidth and curves "MODE/PHASE/NODES".
+Status read_internode(const nlohmann::json& root, const std::string& source, Calibration& c) {
+  const nlohmann::json* s = object_at(root, "collectives_internode");
+  if (s == nullptr || s->empty()) return Status::Ok();  // no multi-node tables for this device
+  const JsonReader top(*s, source, "collectives_internode.");
+  auto bw = top.number("nic_bandwidth_bytes_per_s", 1.0, kHi);
+  if (!bw) return bw.error();
+  c.nic_bandwidth = *bw;
+  if (const nlohmann::json* tables = object_at(*s, "tables")) {
+    for (const auto& [mode, t] : tables->items()) {
+      const JsonReader r(t, source, "collectives_internode.tables." + mode + ".");
+      auto value = r.string_or("value", "");
+      if (!value) return value.error();
+      if (!c.nic_provenance.empty()) c.nic_provenance += "; ";
+      c.nic_provenance += mode + " " + *value;
+    }
+  }
+  const nlohmann::json* curves = object_at(*s, "curves");
+  if (curves == nullptr) {
+    return Error{source +
+                 ": key 'collectives_internode.curves': expected an object of MODE/PHASE/NODES "
+                 "curves"};
+  }
+  for (const auto& [name, body] : curves->items()) {
+    const std::string prefix = "collectives_internode.curves." + name + ".";
+    const auto a = name.find('/');
+    const auto b = a == std::string::npos ? a : name.find('/', a + 1);
+    int nodes = 0;
+    if (b != std::string::npos) {
+      try {
+        std::size_t used = 0;
+        nodes = std::stoi(name.substr(b + 1), &used);
+        if (used != name.size() - b - 1) nodes = 0;
+      } catch (const std::exception&) {
+        nodes = 0;
+      }
+    }
+    const std::string mode = a == std::string::npos ? "" : name.substr(0, a);
+    const std::string phase = b == std::string::npos ? "" : name.substr(a + 1, b - a - 1);
+    if (nodes < 2 || nodes > 4096 || (mode != "normal" && mode != "ll") ||
+        (phase != "dispatch" && phase != "combine")) {
+      return Error{source + ": key 'collectives_internode.curves." + name +
+                   "': expected MODE/PHASE/NODES such as normal/dispatch/2 (mode normal or ll, "
+                   "phase dispatch or combine, 2 nodes or more)"};
+    }
+    const nlohmann::json* params = object_at(body, "parameters");
+    if (params == nullptr) {
+      return Error{source + ": key '" + prefix + "parameters': expected an object"};
+    }
+    auto full = read_nic(*params, source, prefix + "parameters.");
+    if (!full) return full.error();
+    if (body.contains("sizes_bytes") && body["sizes_bytes"].is_array() &&
+        body["sizes_bytes"].size() == 2 && body["sizes_bytes"][0].is_number() &&
+        body["sizes_bytes"][1].is_number()) {
+      full->min_bytes = body["sizes_bytes"][0].get<double>();
+      full->max_bytes = body["sizes_bytes"][1].get<double>();
+    }
+    c.nic[{mode, phase, nodes}] = *full;
+    if (const nlohmann::json* h = object_at(body, "held_out_fit_parameters")) {
+      auto held = read_nic(*h, source, prefix + "held_out_fit_parameters.");
+      if (!held) return held.error();
+      held->min_bytes = full->min_bytes;
+      held->max_bytes = full->max_bytes;
+      c.nic_held_out[{mode, phase, nodes}] = *held;
+    }
   }
   return Status::Ok();
 }
@@ -162,12 +304,20 @@ Result<Calibration> load_calibration_file(const std::filesystem::path& path) {
         m.efficiency = *e;
         for (auto [key, dst] :
              {std::pair{"hbm_efficiency", &m.hbm_efficiency},
-              std::pair{"per_group_s", &m.per_group_s}, std::pair{"fixed_s", &m.fixed_s},
+              std::pair{"per_tile_s", &m.per_tile_s}, std::pair{"fixed_s", &m.fixed_s},
+              std::pair{"fixed_per_hidden_s", &m.fixed_per_hidden_s},
               std::pair{"permute_factor", &m.permute_factor},
               std::pair{"blend_exponent", &m.blend_exponent}}) {
           auto v = r.number(key, kLo, kHi);
           if (!v) return v.error();
           *dst = *v;
+        }
+        // The tile the per-tile cost counts: whole rows and columns, as the kernels tile.
+        for (auto [key, dst] :
+             {std::pair{"tile_rows", &m.tile_rows}, std::pair{"tile_cols", &m.tile_cols}}) {
+          auto v = r.integer(key, 1, 65536);
+          if (!v) return v.error();
+          *dst = static_cast<double>(*v);
         }
         return m;
       }));
@@ -238,6 +388,7 @@ Result<Calibration> load_calibration_file(const std::filesystem::path& path) {
       c.ep_kernels[name] = e;
     }
   }
+  MOEPLAN_TRY_STATUS(read_internode(*j, source, c));
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,20 +36,27 @@ struct GemmCalibration {
 };
 
 /// One EP rank's fused MoE kernel (docs/GPU_COSTS.md, "Calibrated roofline"):
-///   t = fixed_s + G(2·I/tp, H) + G(H, I/tp) + 3·P·(I/tp)·2 / (η·HBM)
+///   t = fixed_s + fixed_per_hidden_s·H + G(2·I/tp, H) + G(H, I/tp) + 3·P·(I/tp)·2 / (η·HBM)
 ///       + permute_factor · 2·(P + N)·H·2 / (η·HBM)
 /// (N: the rows the kernel reads in and writes out: the tokens under all-gather dispatch, the
 /// routed rows under an all-to-all one)
-/// with G a grouped GEMM over the rank's non-empty groups: P = Σ m_g rows, A = Σ min(1, m_g)
-/// groups, m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k / (peak·eff), t_m = (A·n·k·w + P·(n+k)·a) /
-/// (η·HBM), G = (t_c^q + t_m^q)^(1/q) + A·per_group_s.
+/// with G a grouped GEMM of output width n and depth k over the rank's non-empty groups:
+/// P = Σ m_g rows, A = Σ min(1, m_g) groups, m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k /
+/// (peak·eff), t_m = (A·n·k·w + P·(n+k)·a) / (η·HBM), G = (t_c^q + t_m^q)^(1/q) +
+/// per_tile_s · T, with T = Σ_g tiles(m_g) · ceil(n / tile_cols) output tiles, tiles(m) =
+/// ceil(m / tile_rows) for m ≥ 1 and m below (an expected group, non-empty with probability m).
 struct MoeCalibration {
   EfficiencyFit efficiency;
   double hbm_efficiency = 0.0;  ///< η
-  double per_group_s = 0.0;
+  double per_tile_s = 0.0;      ///< fixed cost of one output tile of a grouped GEMM
+  double tile_rows = 128.0;     ///< the output tile the per-tile cost counts (not fitted)
+  double tile_cols = 128.0;
   double fixed_s = 0.0;
+  double fixed_per_hidden_s = 0.0;  ///< the fixed cost's part in the hidden size, s per element
   double permute_factor = 0.0;
   double blend_exponent = 1.0;
+  /// Output tiles of one grouped GEMM of width n over groups of `rows` (T above).
+  double output_tiles(const std::vector<double>& rows, double n) const;
 };
 
 /// A collective of S bytes (nccl-tests' buffer size) over g GPUs inside one NVLink domain:
@@ -75,6 +83,25 @@ struct EpKernelCalibration {
   double nic_efficiency = 1.0;  ///< fraction of the NIC bandwidth the kernel reaches
 };
 
+/// A transfer through the NICs between nodes, fitted on sglang's DeepEP tables (normal and
+/// low-latency mode, dispatch and combine, 2/4/8 nodes):
+///   t(S) = latency_s + S / (efficiency(S) · nic_bandwidth),
+///   efficiency(S) = max_efficiency / (1 + (half_size_bytes / S)^shape_exponent)
+/// with S the bytes one GPU sends through its NIC and nic_bandwidth the per-GPU NIC bandwidth the
+/// fit is relative to (Calibration::nic_bandwidth).
+struct NicCalibration {
+  double latency_s = 0.0;
+  double max_efficiency = 0.0;
+  double half_size_bytes = 0.0;
+  double shape_exponent = 0.0;
+  double min_bytes = 0.0;  ///< the measured sizes the curve was fitted on
+  double max_bytes = 0.0;
+  /// Fraction of the NIC bandwidth a transfer of `bytes` reaches (0 for no bytes).
+  double efficiency(double bytes) const;
+  /// The whole transfer at `nic_bandwidth` bytes/s per GPU.
+  double seconds(double bytes, double nic_bandwidth) const;
+};
+
 /// nccl-tests' busBw / algBw for `op` ("all_reduce", "all_gather", ...) over g GPUs.
 double nccl_bus_factor(const std::string& op, int g);
 
@@ -97,6 +124,26 @@ struct Calibration {
   /// By ep_kernel_name: "normal_dispatch", "normal_combine", "ll_dispatch", "ll_combine".
   std::map<std::string, EpKernelCalibration> ep_kernels;
   std::string ep_kernels_provenance;  ///< the DeepEP tables they were fitted on
+  /// Inter-node transfers by (mode "normal" | "ll", phase "dispatch" | "combine", nodes): the
+  /// curve fitted on every measured size, and the one fitted on every other size only.
+  using NicKey = std::tuple<std::string, std::string, int>;
+  std::map<NicKey, NicCalibration> nic;
+  std::map<NicKey, NicCalibration> nic_held_out;
+  double nic_bandwidth = 0.0;  ///< bytes/s per GPU the NIC efficiencies are relative to
+  std::string nic_provenance;  ///< "sglang 0.5.6.post2 DeepEP tables (borrowed: H100 rows)"
+
+  /// The NIC curve fitted for exactly (mode, phase, nodes), or null.
+  const NicCalibration* nic_curve(const std::string& mode, const std::string& phase,
+                                  int nodes) const;
+  /// Fraction of the NIC bandwidth a transfer of `bytes` per GPU among `nodes` nodes reaches,
+  /// for DeepEP `mode` ("normal" | "ll") and `phase` ("dispatch": sends only; "combine": sends
+  /// and a reduction at the receiver). A fitted node count uses its curve; between two fitted
+  /// counts the efficiency is interpolated in log(nodes); beyond the largest (8) the largest's
+  /// curve holds, and `extrapolated` (when given) is set. nullopt when the device has no fit for
+  /// (mode, phase) or nodes < 2 (nothing crosses a NIC).
+  std::optional<double> nic_efficiency(double bytes, int nodes, const std::string& mode = "normal",
+                                       const std::string& phase = "dispatch",
+                                       bool* extrapolated = nullptr) const;
 
   /// Peak FLOP/s for a table dtype (fp8 and fp8_block: the fp8 peak).
   double peak_flops(const std::string& table_dtype) const;

@@ -171,7 +171,7 @@ double calibrated_grouped(const MoeCalibration& c, const std::vector<double>& ro
   const double compute = 2.0 * pairs * n * k / (peak * c.efficiency(mbar, n, k));
   const double memory =
       (active * n * k * weight_bytes + pairs * (n + k) * elem_bytes) / (hbm * c.hbm_efficiency);
-  return blend(compute, memory, c.blend_exponent) + active * c.per_group_s;
+  return blend(compute, memory, c.blend_exponent) + c.per_tile_s * c.output_tiles(rows, n);
 }
 }  // namespace
 
@@ -220,7 +220,7 @@ Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
     const double b = table_dtype_bytes(dt);
     const double wb = q.weight_bytes > 0.0 ? q.weight_bytes : b;
     const double t =
-        c->fixed_s +
+        c->fixed_s + c->fixed_per_hidden_s * q.hidden +
         calibrated_grouped(*c, q.rows, 2.0 * width, q.hidden, b, wb, peak,
                            calibration_->hbm_bandwidth) +
         calibrated_grouped(*c, q.rows, q.hidden, width, b, wb, peak, calibration_->hbm_bandwidth) +
@@ -284,9 +284,8 @@ Result<CostEstimate> RooflineCosts::collective(const CollectiveQuery& q) const {
   if (g <= 1 || !(q.bytes > 0.0)) return CostEstimate{0.0, label()};
   const CollectiveOp even = even_collective(q.op);
   const auto it = calibration_->collectives.find({collective_name(even), g});
-  if (it == calibration_->collectives.end() || !groups_inside_nvlink_domain(cluster_, q)) {
-    return routed;  // no curve for this op and size, or groups across domains: plain
-  }
+  if (!groups_inside_nvlink_domain(cluster_, q)) return internode_collective(q, *routed);
+  if (it == calibration_->collectives.end()) return routed;  // no curve for this op and size
   const double bytes = even_collective_bytes(q);
   double t = it->second.seconds(bytes, nccl_bus_factor(collective_name(even), g));
   if (even != q.op || !q.matrix.empty()) {
@@ -352,6 +351,10 @@ Result<CostEstimate> RooflineCosts::routed_collective(const CollectiveQuery& q) 
     }
   }
   if (g <= 1 || !(q.bytes > 0.0)) return CostEstimate{0.0, kSourceRoofline};
+  return CostEstimate{routed_shape(q).seconds(q.bytes), kSourceRoofline};
+}
+
+RooflineCosts::Shape RooflineCosts::routed_shape(const CollectiveQuery& q) const {
   Key key{static_cast<int>(q.op), q.groups, {}};
   if (!q.matrix.empty()) {
     auto& m = std::get<2>(key);
@@ -363,7 +366,7 @@ Result<CostEstimate> RooflineCosts::routed_collective(const CollectiveQuery& q) 
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = cache_.find(key);
-    if (it != cache_.end()) return CostEstimate{it->second.seconds(q.bytes), kSourceRoofline};
+    if (it != cache_.end()) return it->second;
   }
   CollectiveQuery unit = q;
   unit.bytes = 1.0;
@@ -371,7 +374,20 @@ Result<CostEstimate> RooflineCosts::routed_collective(const CollectiveQuery& q) 
   const auto route = [&](AllReduceAlgo algo) {
     int steps = 0;
     const LinkLoad load = cluster_.route(collective_flows(unit, &steps, algo));
-    return Algo{load.busiest_seconds, steps * load.max_path_latency};
+    Algo a{load.busiest_seconds, steps * load.max_path_latency};
+    for (std::size_t e = 0; e < load.bytes.size(); ++e) {
+      if (!(load.bytes[e] > 0.0)) continue;
+      const double spb = load.bytes[e] / cluster_.link(static_cast<int>(e)).bandwidth;
+      if (e < network_.size() && network_[e] != 0) {
+        if (spb > a.nic_seconds_per_byte) {
+          a.nic_seconds_per_byte = spb;
+          a.nic_bytes_per_byte = load.bytes[e];
+        }
+      } else {
+        a.other_seconds_per_byte = std::max(a.other_seconds_per_byte, spb);
+      }
+    }
+    return a;
   };
   Shape shape;
   shape.primary = route(AllReduceAlgo::kRing);
@@ -380,7 +396,65 @@ Result<CostEstimate> RooflineCosts::routed_collective(const CollectiveQuery& q) 
     const std::lock_guard<std::mutex> lock(mutex_);
     cache_.emplace(std::move(key), shape);
   }
-  return CostEstimate{shape.seconds(q.bytes), kSourceRoofline};
+  return shape;
+}
+
+std::vector<char> RooflineCosts::network_links(const Cluster& cluster) {
+  std::vector<char> out(static_cast<std::size_t>(cluster.num_links()), 0);
+  const TopologyGraph& g = cluster.graph();
+  const auto network = [&](TopologyGraph::vertex_descriptor v) {
+    return g[v].kind == VertexKind::kNic || g[v].kind == VertexKind::kSwitch;
+  };
+  for (auto [it, end] = boost::edges(g); it != end; ++it) {
+    const int index = g[*it].index;
+    if (index >= 0 && index < cluster.num_links() &&
+        (network(boost::source(*it, g)) || network(boost::target(*it, g)))) {
+      out[static_cast<std::size_t>(index)] = 1;
+    }
+  }
+  return out;
+}
+
+int RooflineCosts::nodes_spanned(const CollectiveQuery& q) const {
+  const int per_node = std::max(1, cluster_.info().gpus_per_node);
+  int most = 0;
+  for (const auto& grp : q.groups) {
+    std::vector<int> nodes;
+    nodes.reserve(grp.size());
+    for (const int gpu : grp) nodes.push_back(gpu / per_node);
+    std::sort(nodes.begin(), nodes.end());
+    most =
+        std::max(most, static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));
+  }
+  return most;
+}
+
+Result<CostEstimate> RooflineCosts::internode_collective(const CollectiveQuery& q,
+                                                         const CostEstimate& routed) const {
+  const int nodes = nodes_spanned(q);
+  if (calibration_->nic.empty() || nodes < 2) return routed;
+  // NOTE: an all-reduce reduces at the receiver, as DeepEP's combine does; every other
+  // collective only moves bytes, as its dispatch does.
+  const std::string phase = q.op == CollectiveOp::kAllReduce ? "combine" : "dispatch";
+  const Shape shape = routed_shape(q);
+  bool fitted = true;
+  const auto seconds = [&](const Algo& a) {
+    const double nic_bytes = a.nic_bytes_per_byte * q.bytes;
+    double nic = 0.0;
+    if (nic_bytes > 0.0) {
+      const auto eff = calibration_->nic_efficiency(nic_bytes, nodes, "normal", phase);
+      if (!eff || !(*eff > 0.0)) {
+        fitted = false;
+        return a.seconds(q.bytes);
+      }
+      nic = a.nic_seconds_per_byte * q.bytes / *eff;
+    }
+    return std::max(a.other_seconds_per_byte * q.bytes, nic) + a.latency;
+  };
+  double t = seconds(shape.primary);
+  if (shape.tree) t = std::min(t, seconds(*shape.tree));
+  if (!fitted) return routed;
+  return CostEstimate{t, kSourceCalibrated};
 }
 
 }  // namespace moeplan::planner

@@ -75,7 +75,7 @@ class RooflineCosts final : public CostSource {
   /// Without `calibration`: the plain roofline (the device spec's peaks, fixed efficiencies).
   explicit RooflineCosts(const Cluster& cluster,
                          std::shared_ptr<const Calibration> calibration = nullptr)
-      : cluster_(cluster), calibration_(std::move(calibration)) {}
+      : cluster_(cluster), calibration_(std::move(calibration)), network_(network_links(cluster)) {}
 
   /// "roofline", or "roofline-calibrated (<provenance of the fit>)".
   std::string name() const override;
@@ -86,8 +86,11 @@ class RooflineCosts final : public CostSource {
   /// Calibrated: bytes at the fitted HBM efficiency of the device's fused MoE fit.
   Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override;
   /// Calibrated, for a group size with a fitted curve and groups inside one NVLink domain: the
-  /// NCCL curve (a -v collective: the even curve scaled by the routed shape). Otherwise routed
-  /// over the cluster graph (routed_collective).
+  /// NCCL curve (a -v collective: the even curve scaled by the routed shape). Groups across
+  /// nodes, with a device calibration that has NIC curves: routed over the cluster graph with
+  /// the NIC links at the fitted efficiency for the bytes on the busiest one and the nodes a
+  /// group spans (DeepEP normal mode; an all-reduce at the combine curve, which reduces at the
+  /// receiver, the others at the dispatch curve). Otherwise routed (routed_collective).
   Result<CostEstimate> collective(const CollectiveQuery& q) const override;
   /// True when the calibration has a fused MoE fit for `table_dtype`.
   bool has_fused_moe(const std::string& table_dtype) const override;
@@ -105,6 +108,9 @@ class RooflineCosts final : public CostSource {
   /// each collective's shape (op, groups, matrix normalised by `bytes`) is routed once and cached.
   Result<CostEstimate> routed_collective(const CollectiveQuery& q) const;
 
+  /// The most nodes (NIC hosts of `gpus_per_node` GPUs) one group of `q` spans.
+  int nodes_spanned(const CollectiveQuery& q) const;
+
   /// Peak dense FLOP/s of the device for `dtype`.
   double peak_flops(DType dtype) const;
   /// The calibration in use, or null.
@@ -116,6 +122,11 @@ class RooflineCosts final : public CostSource {
   struct Algo {
     double seconds_per_byte = 0.0;  ///< busiest link seconds per byte of `bytes`
     double latency = 0.0;           ///< steps × slowest path latency
+    /// The same split into network links (touching a NIC or a switch) and the others: the
+    /// busiest network link's seconds and bytes per byte, the busiest other link's seconds.
+    double nic_seconds_per_byte = 0.0;
+    double nic_bytes_per_byte = 0.0;
+    double other_seconds_per_byte = 0.0;
     double seconds(double bytes) const { return seconds_per_byte * bytes + latency; }
   };
   struct Shape {
@@ -127,8 +138,17 @@ class RooflineCosts final : public CostSource {
   };
   using Key = std::tuple<int, std::vector<std::vector<int>>, std::vector<std::vector<double>>>;
 
+  /// Per edge index: 1 when the link touches a NIC or a network switch.
+  static std::vector<char> network_links(const Cluster& cluster);
+  /// The routed shape of `q` (cached; q's groups and matrix must be valid).
+  Shape routed_shape(const CollectiveQuery& q) const;
+  /// routed_collective with the NIC links at the calibrated efficiency (see collective()).
+  Result<CostEstimate> internode_collective(const CollectiveQuery& q,
+                                            const CostEstimate& routed) const;
+
   const Cluster& cluster_;
   std::shared_ptr<const Calibration> calibration_;
+  std::vector<char> network_;
   mutable std::mutex mutex_;
   mutable std::map<Key, Shape> cache_;
 };

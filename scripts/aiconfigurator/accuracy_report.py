@@ -222,6 +222,28 @@ def render(reports, bench, args) -> str:
                      f"{pct(cm)} / {pct(cw)} ({g['calibrated']['n']}) | "
                      f"{mark(cm is not None and cm <= TARGET_NCCL_MEDIAN)} | {pct(dw)} | "
                      f"{pct(lm)} / {pct(lw)} |")
+    nic_rows = []
+    for system in reports:
+        cal = os.path.join(REPO, "resources", "devices", "calibration",
+                           SYSTEM_DEVICE[system] + ".json")
+        try:
+            x = json.load(open(cal, encoding="utf-8")).get("collectives_internode") or {}
+        except (OSError, ValueError):
+            x = {}
+        for name, c in (x.get("curves") or {}).items():
+            h = c["held_out_sizes"]
+            value = x["tables"][name.split("/")[0]]["value"]
+            nic_rows.append(f"| {system} | {name} | {value} | {h['n']} | "
+                            f"{pct(h['median_abs_err'])} / {pct(h['worst_abs_err'])} | "
+                            f"{c['parameters']['max_efficiency']:.2f} |")
+    if nic_rows:
+        L += ["", "### Inter-node (NIC) efficiency from the DeepEP tables (sglang 0.5.6.post2)", "",
+              "Fitted per mode/phase/nodes on every other token count, judged on the rest "
+              "(resources/devices/calibration/REPORT.md; byte model in docs/GPU_COSTS.md; h200's "
+              "rows are H100's, `borrowed`). The roofline uses normal/dispatch (all-reduce: "
+              "normal/combine) for collectives across nodes.", "",
+              "| system | curve | rows | sizes held out | median / worst | max efficiency |",
+              "|---|---|---|---|---|---|"] + nic_rows
     layouts = [x for rep in reports.values() for x in rep.get("layouts", [])]
     if layouts:
         changed = [x for x in layouts if len({x["old_roofline"], x["calibrated"], x["db"]}) > 1]

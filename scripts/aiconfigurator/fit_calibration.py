@@ -136,8 +136,11 @@ def old_roofline_experts(np, d, dev, dt):
 
 
 MOE_PARAMS = ("gemm_max_efficiency", "rows_half", "cols_half", "depth_half", "hbm_efficiency",
-              "per_group_s", "fixed_s", "permute_factor", "blend_exponent")
-MOE_INIT = (0.8, 32.0, 64.0, 64.0, 0.8, 1e-6, 2e-5, 1.0, 3.0)
+              "per_tile_s", "fixed_s", "permute_factor", "blend_exponent", "fixed_per_hidden_s")
+MOE_INIT = (0.8, 32.0, 64.0, 64.0, 0.8, 1e-7, 2e-5, 1.0, 3.0, 3e-9)
+# The output tile of the grouped GEMMs the per-tile overhead counts (CUTLASS's 128 x 128 tile on
+# Hopper and Blackwell): fixed, not fitted, and written with the parameters.
+TILE_ROWS, TILE_COLS = 128.0, 128.0
 # Robust fit: a few table rows sit far from every smooth form (e.g. ~1 ms floors at tiny token
 # counts, likely the collector's eager fallback when CUDA-graph capture fails); soft-L1 on the
 # log error keeps them from biasing the rest.
@@ -149,22 +152,30 @@ def blend(a, b, q):
     return (a ** q + b ** q) ** (1.0 / q)
 
 
-def calibrated_grouped_gemm(np, pairs, active, n, kk, dev, dt, p):
-    """One grouped GEMM over `active` non-empty groups holding `pairs` rows in total, each
-    group multiplying its rows by its own [kk, n] weight (docs/GPU_COSTS.md)."""
-    e_max, m_h, n_h, k_h, eta, c_g, _c0, _cp, q = p
+def row_tiles(np, slot_rows, groups):
+    """Row tiles of `groups` groups of `slot_rows` rows each: ceil(m / TILE_ROWS) for a group of
+    m >= 1 rows; a group of m < 1 rows (an expectation) is non-empty with probability m."""
+    return groups * np.where(slot_rows < 1.0, slot_rows, np.ceil(slot_rows / TILE_ROWS))
+
+
+def calibrated_grouped_gemm(np, pairs, active, tiles_m, n, kk, dev, dt, p):
+    """One grouped GEMM over `active` non-empty groups holding `pairs` rows in total in
+    `tiles_m` row tiles, each group multiplying its rows by its own [kk, n] weight
+    (docs/GPU_COSTS.md): a smooth max of compute and memory time, plus a fixed cost per output
+    tile (its prologue and epilogue: what makes narrow expert GEMMs slow)."""
+    e_max, m_h, n_h, k_h, eta, c_t, _c0, _cp, q = p[:9]
     q = 1.0 + q  # the fitted parameter is q - 1 > 0
     mdt, wb, ab, pk = DTYPES[dt]
     mbar = pairs / active
     eff = e_max * mbar / (mbar + m_h) * n / (n + n_h) * kk / (kk + k_h)
     compute = 2 * pairs * n * kk / (dev[pk] * eff)
     memory = (active * n * kk * wb + pairs * (n + kk) * ab) / (dev["hbm"] * eta)
-    return blend(compute, memory, q) + active * c_g
+    return blend(compute, memory, q) + c_t * tiles_m * np.ceil(n / TILE_COLS)
 
 
 def calibrated_moe(np, d, dev, dt, p):
     """The calibrated fused-MoE time of one rank (docs/GPU_COSTS.md, "grouped expert FFN")."""
-    eta, c_0, c_p = p[4], p[6], p[7]
+    eta, c_0, c_p, c_h = p[4], p[6], p[7], p[9]
     bw = dev["hbm"] * eta
     N, H, I, k, E, tp, ep = (d[c] for c in ("N", "H", "I", "k", "E", "tp", "ep"))
     w = np.floor(I / tp)
@@ -172,11 +183,14 @@ def calibrated_moe(np, d, dev, dt, p):
     slot_rows = N * k / E  # moeplan's rows per local slot (uniform load)
     pairs = El * slot_rows
     active = El * np.minimum(1.0, slot_rows)  # sum over slots of min(1, rows)
-    g1 = calibrated_grouped_gemm(np, pairs, active, 2 * w, H, dev, dt, p)
-    g2 = calibrated_grouped_gemm(np, pairs, active, H, w, dev, dt, p)
+    tiles_m = row_tiles(np, slot_rows, El)
+    g1 = calibrated_grouped_gemm(np, pairs, active, tiles_m, 2 * w, H, dev, dt, p)
+    g2 = calibrated_grouped_gemm(np, pairs, active, tiles_m, H, w, dev, dt, p)
     act = 3 * pairs * w * 2.0 / bw  # SiLU(gate) * up over bf16 intermediates
     permute = c_p * 2 * (pairs + N) * H * 2.0 / bw  # expand rows + finalize (bf16 hidden)
-    return c_0 + g1 + g2 + act + permute
+    # fixed cost: launches and routing, plus a part in the hidden size (the serial depth of the
+    # first GEMM's K loop and the row-wise expand/finalize passes at a handful of tokens)
+    return c_0 + c_h * H + g1 + g2 + act + permute
 
 
 def fit_logspace(np, fn, init, loss="linear", f_scale=1.0):
@@ -246,8 +260,9 @@ def moe_section(np, root, system, fw, version, dev, models, report):
         out[DTYPES[dt][0]] = {
             "source": f"{table.rel} (kernel {kernel}, distribution balanced, "
                       f"collection {table.provenance})",
-            "parameters": dict(zip(MOE_PARAMS, map(float, fitted[:8] ))) | {
-                "blend_exponent": float(1.0 + fitted[8])},
+            "parameters": dict(zip(MOE_PARAMS, map(float, fitted))) | {
+                "blend_exponent": float(1.0 + fitted[8]), "tile_rows": int(TILE_ROWS),
+                "tile_cols": int(TILE_COLS)},
             "fit": f"least squares on log(pred/measured), loss {FIT_LOSS} (scale {FIT_SCALE}); "
                    "top-1 shapes excluded",
             "fitted_on_shapes_hidden_inter_experts_topk": [list(map(int, s)) for s in train_shapes],
@@ -397,6 +412,123 @@ def nccl_section(np, root, system, report):
 
 
 # ------------------------------------------------------------------------------------------------
+# Inter-node (NIC) efficiency from sglang's wide-EP DeepEP tables
+
+NIC_FRAMEWORK, NIC_VERSION = "sglang", "0.5.6.post2"  # the only multi-node tables (1..8 nodes)
+# The per-GPU NIC bandwidth the efficiencies are relative to: one 400 Gb/s ConnectX-7 per GPU, as
+# on the HGX H100/H200 nodes the tables were collected on and in resources/clusters/*-hgx-h200.json.
+NIC_BANDWIDTH = 50e9
+NIC_PARAMS = ("latency_s", "max_efficiency", "half_size_bytes", "shape_exponent")
+
+
+def expected_remote_nodes(n, experts, topk):
+    """Remote nodes a token's top-k experts (uniform, distinct) lie on, of n nodes holding
+    experts/n each: DeepEP normal mode sends a token once to every such node."""
+    per = experts // n
+    return (n - 1) * (1.0 - math.comb(experts - per, topk) / math.comb(experts, topk))
+
+
+def deepep_payload(phase, hidden):
+    """Bytes of one token's hidden row: DeepEP dispatch sends fp8 with an fp32 scale per 128
+    (the LL table's own bandwidth column counts exactly this), combine returns bf16."""
+    return hidden + hidden / 128 * 4 if phase == "dispatch" else 2.0 * hidden
+
+
+def nic_bytes(mode, phase, n, T, H, k, E):
+    """Bytes one GPU sends through its NIC: normal mode once per remote node (NVLink forwards it
+    inside the node); low-latency mode once per (token, expert) pair on a remote node."""
+    if mode == "normal":
+        return T * expected_remote_nodes(n, E, k) * deepep_payload(phase, H)
+    return T * k * (n - 1) / n * deepep_payload(phase, H)
+
+
+def nic_seconds(np, S, p):
+    """t(S) = a + S / (eta(S) * NIC), eta(S) = eta_max / (1 + (S_h / S)^g)."""
+    a, e, S_h, g = p
+    with np.errstate(over="ignore"):
+        return a + S / (e * NIC_BANDWIDTH) * (1.0 + (S_h / S) ** g)
+
+
+def nic_section(np, root, system, report):
+    if NIC_VERSION not in root.versions(system, "comm", NIC_FRAMEWORK):
+        report.append(f"- no {NIC_FRAMEWORK} {NIC_VERSION} DeepEP tables: no inter-node fit")
+        return {}
+    out = {"nic_bandwidth_bytes_per_s": NIC_BANDWIDTH, "tables": {}, "curves": {}}
+    points = {}  # (mode, phase, nodes) -> [(S, t)]
+    for mode, name, cols in (("normal", "wideep_deepep_normal_perf", aic.DEEPEP_NORMAL_COLUMNS),
+                             ("ll", "wideep_deepep_ll_perf", aic.DEEPEP_LL_COLUMNS)):
+        t = aic.read_table(root, system, "comm", NIC_FRAMEWORK, NIC_VERSION, name, cols)
+        devices = sorted({r["device"] for r in t.rows})
+        own = aic.SYSTEM_GPU_NAMES.get(system, ())
+        same_as = None
+        if system != "h100_sxm" and "h100_sxm" in root.systems():
+            try:
+                h = aic.read_table(root, "h100_sxm", "comm", NIC_FRAMEWORK, NIC_VERSION, name, cols)
+                key = lambda rows: sorted(tuple(v for c, v in sorted(r.items()) if c != "device")
+                                          for r in rows)
+                if key(h.rows) == key(t.rows):
+                    same_as = "h100_sxm"
+            except BadInput:
+                pass
+        measured_here = all(d in own for d in devices) and same_as is None
+        out["tables"][mode] = {
+            "source": f"{t.rel} (collection {t.provenance}, table version column "
+                      f"{sorted({r['version'] for r in t.rows})})",
+            "devices": devices,
+            "value": "measured" if measured_here else "borrowed",
+            "note": (f"rows identical to h100_sxm's (measured on H100), device column "
+                     f"{', '.join(devices)}" if same_as else
+                     "rows measured on this system" if measured_here else
+                     f"device column {', '.join(devices)}"),
+        }
+        best = {}
+        for r in t.rows:
+            n = r["node_num"]
+            if n < 2 or r["num_token"] <= 0:
+                continue  # one node: NVLink only, nothing crosses a NIC
+            for phase in ("dispatch", "combine"):
+                us = r[f"{phase}_transmit_us"] if mode == "normal" else r[f"{phase}_avg_t_us"]
+                if not us > 0:
+                    continue
+                S = nic_bytes(mode, phase, n, r["num_token"], r["hidden_size"], r["num_topk"],
+                              r["num_experts"])
+                # normal mode: the fastest SM count of the sweep (DeepEP's tuned setting)
+                k = (mode, phase, n, r["num_experts"], r["num_token"])
+                best[k] = min(best.get(k, (S, math.inf)), (S, us * 1e-6), key=lambda x: x[1])
+        for (mode_, phase, n, _E, _T), st in best.items():
+            points.setdefault((mode_, phase, n), []).append(st)
+    errs = {}
+    for (mode, phase, n), pts in sorted(points.items()):
+        pts.sort()
+        S = np.array([x[0] for x in pts])
+        y = np.array([x[1] for x in pts])
+        held = np.arange(S.size) % 2 == 1  # every other message size held out
+        init = (y.min(), 0.8, 1e6, 0.7)
+
+        def res(p, mask):
+            return np.log(nic_seconds(np, S[mask], p) / y[mask])
+
+        fitted = fit_logspace(np, lambda p: res(p, ~held), init)
+        full = fit_logspace(np, lambda p: res(p, np.ones_like(held)), init)
+        ratio = nic_seconds(np, S[held], fitted) / y[held]
+        errs.setdefault(f"{mode}/{phase}", []).extend(ratio)
+        out["curves"][f"{mode}/{phase}/{n}"] = {
+            "parameters": dict(zip(NIC_PARAMS, map(float, full))),
+            "held_out_fit_parameters": dict(zip(NIC_PARAMS, map(float, fitted))),
+            "held_out_sizes": stats(np, ratio),
+            "sizes_bytes": [float(S.min()), float(S.max())],
+            "measured_max_efficiency": float(np.max(S / y) / NIC_BANDWIDTH),
+        }
+    out["held_out_sizes_by_phase"] = {m: stats(np, np.array(v)) for m, v in errs.items()}
+    out["byte_model"] = ("NIC bytes per GPU: normal = tokens x expected remote nodes (uniform "
+                         "top-k, distinct experts) x payload; ll = tokens x top-k x (nodes-1)/nodes"
+                         " x payload; payload dispatch = H + H/128*4 (fp8 + scales), combine = 2H "
+                         "(bf16); time: normal transmit_us at the fastest SM count, ll avg_t_us; "
+                         "held out: every other size per curve")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 
 
 def main(argv=None) -> int:
@@ -449,6 +581,7 @@ def main(argv=None) -> int:
                                                models, sec),
                 "gemm": gemm_section(np, root, system, args.framework, version, dev, sec),
                 "collectives_nccl": nccl_section(np, root, system, sec),
+                "collectives_internode": nic_section(np, root, system, sec),
             }
             path = os.path.join(args.out_dir, device + ".json")
             if os.path.exists(path):  # fit_deepep.py's section is refitted by that script
@@ -523,6 +656,19 @@ def render(system, device, cal, notes):
         L += ["", f"NCCL ({c['source']}), held-out message sizes, all ops and group sizes: "
               f"median {pct(a['median_abs_err'])}, p90 {pct(a['p90_abs_err'])}, worst "
               f"{pct(a['worst_abs_err'])}"]
+    x = cal.get("collectives_internode")
+    if x:
+        L += ["", "Inter-node (NIC) efficiency, DeepEP tables (" + "; ".join(
+            f"{m}: {t['source']}, {t['value']}: {t['note']}" for m, t in x["tables"].items()) +
+              f"), relative to {x['nic_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s per GPU; "
+              "held-out sizes (every other token count), median / worst:", "",
+              "| curve | points | held-out median / worst | max efficiency | latency |",
+              "|---|---|---|---|---|"]
+        for name, c in x["curves"].items():
+            h, p = c["held_out_sizes"], c["parameters"]
+            L.append(f"| {name} | {h['n']} held out | {pct(h['median_abs_err'])} / "
+                     f"{pct(h['worst_abs_err'])} | {p['max_efficiency']:.2f} | "
+                     f"{p['latency_s'] * 1e6:.1f} µs |")
     return L + [""]
 
 

@@ -79,10 +79,14 @@ TEST(Calibration, FormsMatchTheFitScript) {
   const Cluster c = cluster("1x-hgx-h200");
   const RooflineCosts rc(c, cal);
   auto near = [](double got, double want) { EXPECT_NEAR(got / want, 1.0, 1e-9) << got; };
-  near(rc.moe_fused(fused(512, 2048, 768, 8, 128, 1, 8))->seconds, 7.184689496413164e-05);
+  near(rc.moe_fused(fused(512, 2048, 768, 8, 128, 1, 8))->seconds, 6.596444340753113e-05);
   near(rc.moe_fused(fused(4096, 7168, 2048, 8, 256, 2, 4, DType::kFp8, "fp8_block"))->seconds,
-       0.0010555977657667297);
-  near(rc.moe_fused(fused(8, 4096, 14336, 2, 8, 8, 1))->seconds, 0.00011136987352038161);
+       0.0010410592407355417);
+  near(rc.moe_fused(fused(8, 4096, 14336, 2, 8, 8, 1))->seconds, 0.00011040004311343355);
+  // Half a row per slot (groups non-empty with probability 1/2) and 1,024 rows per slot (8 row
+  // tiles each) at width 96: the two ends of the per-tile count.
+  near(rc.moe_fused(fused(8, 2048, 768, 8, 128, 1, 8))->seconds, 4.231604188898553e-05);
+  near(rc.moe_fused(fused(16384, 2048, 768, 8, 128, 8, 1))->seconds, 0.001167854750616443);
   near(rc.gemm({64, 4096, 7168, DType::kBf16})->seconds, 1.935271647976341e-05);
   near(rc.collective(
              {CollectiveOp::kAllReduce, {{0, 1, 2, 3, 4, 5, 6, 7}}, 1048576, {}, DType::kBf16})
@@ -112,16 +116,18 @@ TEST(Calibration, AnswersSayWhetherTheyAreCalibrated) {
   EXPECT_FALSE(rc.has_fused_moe("fp16"));
   EXPECT_FALSE(plain.has_fused_moe("bf16"));
 
-  // Inside one node: the NCCL curve; across the two nodes: routed over the graph, as before.
+  // Inside one node: the NCCL curve; across the two nodes: routed over the graph with the NIC
+  // links at the DeepEP-fitted efficiency (below 1: slower than the plain routing).
   const CollectiveQuery inside{CollectiveOp::kAllToAll, {{0, 1, 2, 3}}, 1 << 20, {}, DType::kBf16};
   const CollectiveQuery across{CollectiveOp::kAllToAll, {{6, 7, 8, 9}}, 1 << 20, {}, DType::kBf16};
   EXPECT_EQ(rc.collective(inside)->source, kSourceCalibrated);
-  EXPECT_EQ(rc.collective(across)->source, kSourceRoofline);
-  EXPECT_DOUBLE_EQ(rc.collective(across)->seconds, plain.collective(across)->seconds);
-  // 16 GPUs: no NCCL table of that size.
+  EXPECT_EQ(rc.collective(across)->source, kSourceCalibrated);
+  EXPECT_GT(rc.collective(across)->seconds, plain.collective(across)->seconds);
+  // 16 GPUs: no NCCL table of that size; across the two nodes, the NIC-calibrated routing.
   CollectiveQuery sixteen{CollectiveOp::kAllReduce, {{}}, 1 << 20, {}, DType::kBf16};
   for (int g = 0; g < 16; ++g) sixteen.groups[0].push_back(g);
-  EXPECT_EQ(rc.collective(sixteen)->source, kSourceRoofline);
+  EXPECT_EQ(rc.collective(sixteen)->source, kSourceCalibrated);
+  EXPECT_EQ(plain.collective(sixteen)->source, kSourceRoofline);
   // An -v collective with an even matrix is the even curve (the routed ratio is 1).
   CollectiveQuery v = inside;
   v.op = CollectiveOp::kAllToAllV;
@@ -264,8 +270,189 @@ TEST(Calibration, BadFileIsOneErrorNamingFileAndKey) {
   EXPECT_NE(r.error().message.find("moe_grouped_ffn.bf16.parameters.gemm_max_efficiency"),
             std::string::npos)
       << r.error().message;
+  // A file of the earlier form (per_group_s, no per-tile cost) names the key it lacks; a tile of
+  // a fractional number of rows is refused.
+  const std::string params =
+      R"("gemm_max_efficiency": 1.0, "rows_half": 30, "cols_half": 500, "depth_half": 400,
+         "hbm_efficiency": 0.9, "fixed_s": 2e-5, "fixed_per_hidden_s": 3e-9,
+         "permute_factor": 1.0, "blend_exponent": 2.0)";
+  const std::string head = R"({"device": "x", "device_figures": {"peak_bf16_flops": 1e15,
+      "peak_fp8_flops": 2e15, "hbm_bandwidth_bytes_per_s": 4e12}, "moe_grouped_ffn": {"bf16":
+      {"parameters": {)";
+  std::ofstream(p) << head << params << R"(, "per_group_s": 1e-9}}}})";
+  r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("moe_grouped_ffn.bf16.parameters.per_tile_s"), std::string::npos)
+      << r.error().message;
+  std::ofstream(p) << head << params
+                   << R"(, "per_tile_s": 1e-9, "tile_rows": 128.5, "tile_cols": 128}}}})";
+  r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("moe_grouped_ffn.bf16.parameters.tile_rows"), std::string::npos)
+      << r.error().message;
+  std::ofstream(p) << head << params
+                   << R"(, "per_tile_s": 1e-9, "tile_rows": 64, "tile_cols": 256}}}})";
+  r = load_calibration_file(p);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->moe.at("bf16").tile_rows, 64.0);
+  EXPECT_EQ(r->moe.at("bf16").tile_cols, 256.0);
+  EXPECT_EQ(r->moe.at("bf16").fixed_per_hidden_s, 3e-9);
   std::ofstream(p) << "{";
   EXPECT_FALSE(load_calibration_file(p).ok());
+  fs::remove_all(dir);
+}
+
+TEST(Calibration, OutputTilesCountTheGroupsOfARank) {
+  MoeCalibration c;  // 128 x 128 tiles
+  // Expected groups of half a row count half a tile; 1 row or 128 rows one tile, 129 rows two;
+  // an empty group none. Width 192 is two column tiles, 128 one.
+  EXPECT_DOUBLE_EQ(c.output_tiles({0.5, 0.5, 0.0, 1.0, 128.0, 129.0}, 192.0),
+                   (0.5 + 0.5 + 1.0 + 1.0 + 2.0) * 2.0);
+  EXPECT_DOUBLE_EQ(c.output_tiles({300.0}, 128.0), 3.0);
+  c.tile_rows = 64.0;
+  c.tile_cols = 256.0;
+  EXPECT_DOUBLE_EQ(c.output_tiles({300.0}, 2048.0), 5.0 * 8.0);
+  EXPECT_DOUBLE_EQ(c.output_tiles({}, 2048.0), 0.0);
+}
+
+TEST(CalibrationNic, BundledCurvesWithTheirProvenance) {
+  for (const char* device : {"h100", "h200"}) {
+    const auto c = calibration(device);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->nic_bandwidth, 50e9) << device;
+    for (const char* mode : {"normal", "ll"}) {
+      for (const char* phase : {"dispatch", "combine"}) {
+        for (const int nodes : {2, 4, 8}) {
+          const NicCalibration* curve = c->nic_curve(mode, phase, nodes);
+          ASSERT_NE(curve, nullptr) << device << " " << mode << "/" << phase << "/" << nodes;
+          EXPECT_GT(curve->max_bytes, curve->min_bytes);
+          EXPECT_EQ(c->nic_held_out.count({mode, phase, nodes}), 1U);
+        }
+      }
+    }
+  }
+  // h200's DeepEP rows are H100's: the provenance says borrowed; h100's are its own.
+  EXPECT_EQ(calibration("h200")->nic_provenance, "ll borrowed; normal borrowed");
+  EXPECT_EQ(calibration("h100")->nic_provenance, "ll measured; normal measured");
+  // No multi-node tables for B200: no curves, no efficiency.
+  const auto b200 = calibration("b200_sxm");
+  EXPECT_TRUE(b200->nic.empty());
+  EXPECT_FALSE(b200->nic_efficiency(1e6, 2).has_value());
+}
+
+TEST(CalibrationNic, EfficiencyByMessageSizeAndNodes) {
+  Calibration c;
+  c.nic_bandwidth = 50e9;
+  NicCalibration two{10e-6, 0.9, 1e6, 1.0, 1e3, 1e9};
+  NicCalibration eight{20e-6, 0.5, 1e6, 1.0, 1e3, 1e9};
+  c.nic[{"normal", "dispatch", 2}] = two;
+  c.nic[{"normal", "dispatch", 8}] = eight;
+  // eta(S) = max / (1 + S_h / S): half the maximum at S = S_h, the maximum for large S.
+  EXPECT_DOUBLE_EQ(two.efficiency(1e6), 0.45);
+  EXPECT_NEAR(two.efficiency(1e12), 0.9, 1e-6);
+  EXPECT_DOUBLE_EQ(two.seconds(1e6, 50e9), 10e-6 + 1e6 / (0.45 * 50e9));
+  EXPECT_EQ(two.efficiency(0.0), 0.0);
+  bool extrapolated = true;
+  EXPECT_DOUBLE_EQ(*c.nic_efficiency(1e6, 2, "normal", "dispatch", &extrapolated), 0.45);
+  EXPECT_FALSE(extrapolated);
+  // 4 nodes lies halfway between 2 and 8 in log(nodes).
+  EXPECT_NEAR(*c.nic_efficiency(1e6, 4), 0.5 * 0.45 + 0.5 * 0.25, 1e-12);
+  // Beyond the largest fitted count its curve holds, said so; one node crosses no NIC; a phase
+  // without curves has no answer.
+  EXPECT_DOUBLE_EQ(*c.nic_efficiency(1e6, 64, "normal", "dispatch", &extrapolated), 0.25);
+  EXPECT_TRUE(extrapolated);
+  EXPECT_FALSE(c.nic_efficiency(1e6, 1).has_value());
+  EXPECT_FALSE(c.nic_efficiency(1e6, 2, "normal", "combine").has_value());
+  EXPECT_FALSE(c.nic_efficiency(1e6, 2, "ll", "dispatch").has_value());
+}
+
+TEST(CalibrationNic, CrossNodeCollectivesUseTheNicEfficiency) {
+  const auto cal = calibration("h200");
+  ASSERT_NE(cal, nullptr);
+  const Cluster two = cluster("2x-hgx-h200");
+  const RooflineCosts plain(two);
+  const RooflineCosts rc(two, cal);
+  CollectiveQuery across{CollectiveOp::kAllToAll, {{}}, 8 << 20, {}, DType::kBf16};
+  for (int g = 0; g < 16; ++g) across.groups[0].push_back(g);
+  EXPECT_EQ(rc.nodes_spanned(across), 2);
+  const auto cal_t = rc.collective(across);
+  const auto plain_t = plain.collective(across);
+  ASSERT_TRUE(cal_t.ok() && plain_t.ok());
+  EXPECT_EQ(cal_t->source, kSourceCalibrated);
+  EXPECT_EQ(plain_t->source, kSourceRoofline);
+  // The fitted 2-node dispatch efficiency is below 1 at any size: the NIC-bound collective is
+  // slower than the plain routing, and never faster than it divided by the maximum efficiency.
+  const NicCalibration* d2 = cal->nic_curve("normal", "dispatch", 2);
+  ASSERT_NE(d2, nullptr);
+  ASSERT_LT(d2->max_efficiency, 1.0);
+  EXPECT_GT(cal_t->seconds, plain_t->seconds);
+  EXPECT_GE(cal_t->seconds, plain_t->seconds / d2->max_efficiency * (1 - 1e-12));
+  // Larger messages reach a larger share of the NIC: the slowdown against plain shrinks.
+  CollectiveQuery big = across;
+  big.bytes = 512.0 * (1 << 20);
+  EXPECT_LT(rc.collective(big)->seconds / plain.collective(big)->seconds,
+            cal_t->seconds / plain_t->seconds);
+  // An all-reduce reduces at the receiver: the combine curve, not the dispatch one.
+  Calibration only_dispatch = *cal;
+  for (auto it = only_dispatch.nic.begin(); it != only_dispatch.nic.end();) {
+    it = std::get<1>(it->first) == "combine" ? only_dispatch.nic.erase(it) : std::next(it);
+  }
+  const RooflineCosts rd(two, std::make_shared<const Calibration>(only_dispatch));
+  CollectiveQuery ar = across;
+  ar.op = CollectiveOp::kAllReduce;
+  EXPECT_EQ(rc.collective(ar)->source, kSourceCalibrated);
+  EXPECT_EQ(rd.collective(ar)->source, kSourceRoofline);  // no combine curve: plain
+  EXPECT_DOUBLE_EQ(rd.collective(ar)->seconds, plain.collective(ar)->seconds);
+  // Inside one node nothing crosses a NIC: the NCCL curve as before.
+  const CollectiveQuery inside{CollectiveOp::kAllToAll, {{0, 1, 2, 3}}, 1 << 20, {}, DType::kBf16};
+  EXPECT_EQ(rc.collective(inside)->seconds, rd.collective(inside)->seconds);
+  // A device calibration without NIC curves keeps the plain routing across nodes.
+  Calibration no_nic = *cal;
+  no_nic.nic.clear();
+  const RooflineCosts rn(two, std::make_shared<const Calibration>(no_nic));
+  EXPECT_EQ(rn.collective(across)->source, kSourceRoofline);
+  EXPECT_DOUBLE_EQ(rn.collective(across)->seconds, plain_t->seconds);
+}
+
+TEST(CalibrationNic, BadCurveIsOneErrorNamingFileAndKey) {
+  const fs::path dir = fs::temp_directory_path() / "moeplan_calibration_nic_test";
+  fs::create_directories(dir);
+  const fs::path p = dir / "x.json";
+  const std::string head = R"({"device": "x", "device_figures": {"peak_bf16_flops": 1e15,
+      "peak_fp8_flops": 2e15, "hbm_bandwidth_bytes_per_s": 4e12}, "collectives_internode": )";
+  const std::string params =
+      R"({"parameters": {"latency_s": 0, "max_efficiency": 0.9, "half_size_bytes": 1e6,
+          "shape_exponent": 1.0}})";
+  std::ofstream(p) << head
+                   << R"({"nic_bandwidth_bytes_per_s": 5e10, "curves": {"normal/dispatch/1": )"
+                   << params << "}}}";
+  auto r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find(p.string()), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("collectives_internode.curves.normal/dispatch/1"),
+            std::string::npos)
+      << r.error().message;
+  std::ofstream(p) << head << R"({"curves": {"normal/dispatch/2": )" << params << "}}}";
+  r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("collectives_internode.nic_bandwidth_bytes_per_s"),
+            std::string::npos)
+      << r.error().message;
+  std::ofstream(p)
+      << head << R"({"nic_bandwidth_bytes_per_s": 5e10, "curves": {"ll/combine/4": {"parameters":
+      {"latency_s": 0, "max_efficiency": -1, "half_size_bytes": 1e6, "shape_exponent": 1}}}}})";
+  r = load_calibration_file(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("collectives_internode.curves.ll/combine/4.parameters."
+                                   "max_efficiency"),
+            std::string::npos)
+      << r.error().message;
+  std::ofstream(p) << head << R"({"nic_bandwidth_bytes_per_s": 5e10, "curves": {"ll/combine/4": )"
+                   << params << "}}}";
+  r = load_calibration_file(p);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_NE(r->nic_curve("ll", "combine", 4), nullptr);
+  EXPECT_EQ(r->nic_curve("ll", "combine", 4)->max_efficiency, 0.9);
   fs::remove_all(dir);
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # moeplan export (sglang 0.5.23): deepseek-v3 on 16x-hgx-h200, 128 × h200
-# layout rank 1: ep128×tp1 a2av tp_innermost; prefill, 4096 tokens per GPU
-# predicted (roofline-calibrated (aiconfigurator-core 0.12.0, trtllm 1.3.0rc20), placement contiguous): 4421.067 ms per step over the MoE layers, 926 tokens/s/GPU, 43.35 GiB of 131.32 GiB per GPU
+# layout rank 1: ep128×tp1 deepep_normal tp_innermost; prefill, 4096 tokens per GPU
+# predicted (roofline-calibrated (aiconfigurator-core 0.12.0, trtllm 1.3.0rc20), placement contiguous): 2219.926 ms per step over the MoE layers, 1845 tokens/s/GPU, 24.75 GiB of 131.32 GiB per GPU
 # model fnv1a64:e8806ed9d47c6b01, cluster fnv1a64:c72cfef5d0a6d162
 # placement: eplb, 384 slots per MoE layer (128 redundant)
 set -euo pipefail

@@ -67,6 +67,14 @@ debootstrap --variant=minbase bookworm "$dir" "$mirror" >"$dir.debootstrap.log" 
   { tail -20 "$dir.debootstrap.log" >&2; echo "fresh-machine-check: debootstrap failed" >&2; exit 1; }
 log "debootstrap (minbase bookworm from $mirror): $(($(now) - t0)) s, $(chroot "$dir" dpkg-query -W | wc -l) packages"
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
+# The machine image's network trust, which is not software the README installs: the CAs its
+# egress presents (update-ca-certificates adds them when install-deps installs ca-certificates)
+# and its pip settings. Without them pip cannot reach PyPI here (certificate verify failed).
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+  mkdir -p "$dir/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/"
+fi
+[ ! -f /etc/pip.conf ] || cp /etc/pip.conf "$dir/etc/pip.conf"
 # The security suite as on the host, so the chroot installs the same package versions.
 cat >"$dir/etc/apt/sources.list" <<EOF
 deb $mirror bookworm main

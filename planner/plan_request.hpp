@@ -30,9 +30,9 @@ struct PlanChoices {
   std::vector<std::string> dispatchers;  ///< empty: all
   bool attention_dp = false;
   std::string placement = "contiguous";  ///< a policy name, or a placement file's path
-  Redundancy redundancy;  ///< for eplb and best; also decides which EP sizes are legal
-  std::string tbo = "off";               ///< two-batch overlap: off, on or both
-  std::optional<int> ll_max_tokens;      ///< deepep_ll's buffer (default 128 tokens per rank)
+  Redundancy redundancy;             ///< for eplb and best; also decides which EP sizes are legal
+  std::string tbo = "off";           ///< two-batch overlap: off, on or both
+  std::optional<int> ll_max_tokens;  ///< deepep_ll's buffer (default 128 tokens per rank)
 };
 
 /// Whether `placement` names a placement file (a path or a .json name) rather than a policy.

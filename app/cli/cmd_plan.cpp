@@ -99,20 +99,21 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
   for (std::size_t i = 0; i < n; ++i) {
     const LayoutCost& c = plan.layouts[i];
     const auto& p = c.per_layer;
-    std::vector<std::string> row = {std::to_string(i + 1),
-                                    c.layout.shape_name(),
-                                    planner::dispatcher_name(c.layout.dispatcher) + (c.layout.tbo ? " +tbo" : ""),
-                                    planner::mapping_name(c.layout.mapping),
-                                    ms(p.router.seconds),
-                                    ms(p.dispatch.seconds),
-                                    ms(p.experts.seconds),
-                                    ms(p.combine.seconds),
-                                    ms(p.tp.seconds),
-                                    ms(p.shared.seconds),
-                                    ms(p.total()),
-                                    ms(c.step_seconds),
-                                    format_fixed(c.tokens_per_s_per_gpu, 0),
-                                    gib(c.memory.total())};
+    std::vector<std::string> row = {
+        std::to_string(i + 1),
+        c.layout.shape_name(),
+        planner::dispatcher_name(c.layout.dispatcher) + (c.layout.tbo ? " +tbo" : ""),
+        planner::mapping_name(c.layout.mapping),
+        ms(p.router.seconds),
+        ms(p.dispatch.seconds),
+        ms(p.experts.seconds),
+        ms(p.combine.seconds),
+        ms(p.tp.seconds),
+        ms(p.shared.seconds),
+        ms(p.total()),
+        ms(c.step_seconds),
+        format_fixed(c.tokens_per_s_per_gpu, 0),
+        gib(c.memory.total())};
     if (slots) {
       row.push_back(std::to_string(c.num_slots) + " (" +
                     std::to_string(c.num_slots / c.layout.ep_size) + ")");

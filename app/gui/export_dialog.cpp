@@ -49,11 +49,13 @@ QString describeExportInputs(const planner::PlanSummary& plan, const PlanInputs&
   QString placement = text(plan.placement_policy);
   if (inputs.model && inputs.placement) {
     placement = inputs.choices.redundancy.none()
-                    ? QObject::tr("%1 without redundant slots, written as the placement file "
-                                  "of the chosen layout's EP size")
+                    ? QObject::tr(
+                          "%1 without redundant slots, written as the placement file "
+                          "of the chosen layout's EP size")
                           .arg(placement)
-                    : QObject::tr("%1 with redundant slots %2, written as the placement file "
-                                  "of the chosen layout's EP size")
+                    : QObject::tr(
+                          "%1 with redundant slots %2, written as the placement file "
+                          "of the chosen layout's EP size")
                           .arg(placement, text(inputs.choices.redundancy.describe()));
   } else if (plan.placement_policy == "contiguous") {
     placement = QObject::tr("contiguous (no placement file)");

@@ -83,10 +83,10 @@ struct LayoutCost {
   bool feasible = true;          ///< memory.total() ≤ memory_capacity, and the reason below empty
   /// Why the layout cannot run besides memory (deepep_ll: tokens past its buffer); "" otherwise.
   std::string infeasible_reason;
-  double imbalance = 1.0;        ///< max / mean routed pairs per EP rank (mean over layers)
-  double expert_rows = 0.0;      ///< rows the slowest rank computes per layer (padding included)
-  double useful_rows = 0.0;      ///< routed pairs that rank really serves per layer
-  int num_slots = 0;             ///< expert slots per MoE layer (E + redundant replicas)
+  double imbalance = 1.0;    ///< max / mean routed pairs per EP rank (mean over layers)
+  double expert_rows = 0.0;  ///< rows the slowest rank computes per layer (padding included)
+  double useful_rows = 0.0;  ///< routed pairs that rank really serves per layer
+  int num_slots = 0;         ///< expert slots per MoE layer (E + redundant replicas)
   /// Per MoE layer (in load order) when the load differs between layers: each layer's cost and
   /// its max / mean routed pairs per EP rank. Empty when every layer costs the same.
   std::vector<LayerCost> layers;

@@ -22,9 +22,9 @@ struct LayerDims {
   int ep_size = 1;
   int slots_per_rank = 1;
   int tp_size = 1;
-  int ranks_per_node = 1;  ///< GPUs per node of the cluster (DeepEP's node grouping)
-  int ll_max_tokens = 0;   ///< deepep_ll's buffer: tokens per rank
-  double inter = 0.0;      ///< I, the full expert width
+  int ranks_per_node = 1;            ///< GPUs per node of the cluster (DeepEP's node grouping)
+  int ll_max_tokens = 0;             ///< deepep_ll's buffer: tokens per rank
+  double inter = 0.0;                ///< I, the full expert width
   DType dtype = DType::kBf16;        ///< activations between kernels, combine, TP reductions
   DType gemm_dtype = DType::kBf16;   ///< the expert and shared-expert GEMMs (the weight format's)
   double expert_weight_bytes = 0.0;  ///< per expert weight element, scales included

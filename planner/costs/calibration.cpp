@@ -89,6 +89,17 @@ double Calibration::peak_flops(const std::string& table_dtype) const {
 
 namespace {
 
+/// The measured sizes a curve was fitted on ("sizes_bytes": [min, max]), when the file has them.
+template <typename Curve>
+void read_sizes(const nlohmann::json& body, Curve& curve) {
+  const auto it = body.find("sizes_bytes");
+  if (it != body.end() && it->is_array() && it->size() == 2 && (*it)[0].is_number() &&
+      (*it)[1].is_number()) {
+    curve.min_bytes = (*it)[0].get<double>();
+    curve.max_bytes = (*it)[1].get<double>();
+  }
+}
+
 // Parameters are positive and finite. Exponents and half points may be tiny, and a half size
 // huge: a fit where the size term is flat (b200_sxm all_gather/8: S_h ≈ 2e36 with a small
 // exponent) is still a finite curve.
@@ -200,12 +211,7 @@ Status read_internode(const nlohmann::json& root, const std::string& source, Cal
     }
     auto full = read_nic(*params, source, prefix + "parameters.");
     if (!full) return full.error();
-    if (body.contains("sizes_bytes") && body["sizes_bytes"].is_array() &&
-        body["sizes_bytes"].size() == 2 && body["sizes_bytes"][0].is_number() &&
-        body["sizes_bytes"][1].is_number()) {
-      full->min_bytes = body["sizes_bytes"][0].get<double>();
-      full->max_bytes = body["sizes_bytes"][1].get<double>();
-    }
+    read_sizes(body, *full);
     c.nic[{mode, phase, nodes}] = *full;
     if (const nlohmann::json* h = object_at(body, "held_out_fit_parameters")) {
       auto held = read_nic(*h, source, prefix + "held_out_fit_parameters.");
@@ -345,12 +351,7 @@ Result<Calibration> load_calibration_file(const std::filesystem::path& path) {
         }
         auto full = read_collective(*params, source, prefix + "parameters.");
         if (!full) return full.error();
-        if (body.contains("sizes_bytes") && body["sizes_bytes"].is_array() &&
-            body["sizes_bytes"].size() == 2 && body["sizes_bytes"][0].is_number() &&
-            body["sizes_bytes"][1].is_number()) {
-          full->min_bytes = body["sizes_bytes"][0].get<double>();
-          full->max_bytes = body["sizes_bytes"][1].get<double>();
-        }
+        read_sizes(body, *full);
         c.collectives[{op, g}] = *full;
         if (const nlohmann::json* h = object_at(body, "held_out_fit_parameters")) {
           auto held = read_collective(*h, source, prefix + "held_out_fit_parameters.");

@@ -43,13 +43,7 @@ Result<std::vector<Dispatcher>> parse_dispatcher_list(const std::string& text) {
   for (const auto& item : split_list(text)) {
     auto d = parse_dispatcher(item);
     if (!d) return input_error("dispatcher", ": " + d.error().message);
-    if (std::find(std::begin(kKernelDispatchers), std::end(kKernelDispatchers), *d) ==
-        std::end(kKernelDispatchers)) {
-      return input_error("dispatcher", ": " + item +
-                                           " is costed by the planner but not implemented in "
-                                           "the kernels yet; expected padded_a2a, allgather or "
-                                           "a2av");
-    }
+    MOEPLAN_TRY_STATUS(check_kernel_dispatcher(*d));
     out.push_back(*d);
   }
   if (out.empty()) return input_error("dispatcher", ": expected all or a list of dispatchers");

@@ -12,6 +12,16 @@
 
 namespace moeplan::kernels {
 
+Status check_kernel_dispatcher(Dispatcher d) {
+  if (std::find(std::begin(kKernelDispatchers), std::end(kKernelDispatchers), d) !=
+      std::end(kKernelDispatchers)) {
+    return Status::Ok();
+  }
+  return input_error("dispatcher", ": " + dispatcher_name(d) +
+                                       " is costed by the planner but not implemented in the "
+                                       "kernels yet; expected padded_a2a, allgather or a2av");
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -22,6 +22,9 @@ using models::kAllDispatchers;
 /// only).
 inline constexpr Dispatcher kKernelDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
                                                     Dispatcher::kA2av};
+/// Ok when the sharded layer implements `d`; otherwise an error on input "dispatcher" saying it
+/// is costed by the planner only and which dispatchers the kernels run.
+Status check_kernel_dispatcher(Dispatcher d);
 using models::Layout;
 using models::parse_dispatcher;
 using models::parse_layout;

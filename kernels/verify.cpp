@@ -53,15 +53,7 @@ Status check_request(const VerifyRequest& r, int world_size) {
   if (r.token_counts.empty() || r.dtypes.empty() || r.layouts.empty() || r.dispatchers.empty()) {
     return Error{"verify: nothing to run (no token counts, dtypes, layouts or dispatchers)"};
   }
-  for (const Dispatcher d : r.dispatchers) {
-    if (std::find(std::begin(kKernelDispatchers), std::end(kKernelDispatchers), d) ==
-        std::end(kKernelDispatchers)) {
-      return input_error("dispatcher", ": " + dispatcher_name(d) +
-                                           " is costed by the planner but not implemented in "
-                                           "the kernels yet; expected padded_a2a, allgather or "
-                                           "a2av");
-    }
-  }
+  for (const Dispatcher d : r.dispatchers) MOEPLAN_TRY_STATUS(check_kernel_dispatcher(d));
   for (const int t : r.token_counts) {
     if (t < 1)
       return input_error("tokens", ": expected positive token counts, got " + std::to_string(t));

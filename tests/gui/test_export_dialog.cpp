@@ -160,12 +160,24 @@ TEST(GuiExportDialog, ExportsThePlanOnScreenInEveryFormat) {
     }
   }
   EXPECT_GE(checked, 4) << "most formats express this layout";
-  // The case: a decode plan gets vLLM's low-latency all-to-all.
-  chooseByKeys(d->formatCombo(), QStringLiteral("vllm"));
-  const auto& chosen = w.session()->plan()->layouts[static_cast<std::size_t>(index)].layout;
-  if (chosen.tp_size == 1) {
-    EXPECT_TRUE(d->preview()->toPlainText().contains(QStringLiteral("deepep_low_latency")));
+  // The case: a decode plan's a2av layout gets vLLM's low-latency all-to-all. Which
+  // layout ranks where depends on the measured DB (an ASan build measures other times), so the
+  // check picks the first EP layout that dispatches with a2av, not a rank.
+  const auto& layouts = w.session()->plan()->layouts;
+  int a2av = -1;
+  for (std::size_t i = 0; i < layouts.size(); ++i) {
+    const auto& l = layouts[i].layout;
+    if (l.tp_size == 1 && l.ep_size > 1 && l.dispatcher == planner::Dispatcher::kA2av) {
+      a2av = static_cast<int>(i);
+      break;
+    }
   }
+  ASSERT_GE(a2av, 0) << "the decode plan lists an EP layout with the a2av dispatcher";
+  d->layoutCombo()->setCurrentIndex(a2av);
+  chooseByKeys(d->formatCombo(), QStringLiteral("vllm"));
+  EXPECT_TRUE(d->preview()->toPlainText().contains(
+      QStringLiteral("--all2all-backend deepep_low_latency")))
+      << d->preview()->toPlainText().toStdString();
   d->close();
 }
 

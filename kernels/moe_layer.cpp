@@ -1,5 +1,5 @@
 // The sharded MoE layer: router, dispatch, grouped expert FFN, TP reduction, combine and the
-// shared expert, for the three dispatchers.
+// shared expert, for the five dispatchers (the two of DeepEP with node and rail groups).
 #include "kernels/moe_layer.hpp"
 
 #include <algorithm>
@@ -8,18 +8,20 @@
 #include <numeric>
 
 #include "kernels/dtype_convert.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/layer_ops.hpp"
 
 namespace moeplan::kernels {
 
-Status check_kernel_dispatcher(Dispatcher d) {
-  if (std::find(std::begin(kKernelDispatchers), std::end(kKernelDispatchers), d) !=
-      std::end(kKernelDispatchers)) {
-    return Status::Ok();
-  }
+Status check_kernel_dispatcher(Dispatcher d, bool for_verify) {
+  const auto has = [d](const auto& list) {
+    return std::find(std::begin(list), std::end(list), d) != std::end(list);
+  };
+  if (has(kKernelDispatchers) || (for_verify && has(kVerifyDispatchers))) return Status::Ok();
   return input_error("dispatcher", ": " + dispatcher_name(d) +
-                                       " is costed by the planner but not implemented in the "
-                                       "kernels yet; expected padded_a2a, allgather or a2av");
+                                       " is costed by the planner and checked by verify but not "
+                                       "measured by profile or validate yet; expected "
+                                       "padded_a2a, allgather or a2av");
 }
 
 namespace {
@@ -80,10 +82,13 @@ UninitVector<float> run_experts(Backend& be, const RankGroups& g, const LayerSpe
 }
 
 // What a dispatcher hands to the combine: expert output rows and, for every local pair
-// (token·k + j), the row that holds its expert's output.
+// (token·k + j), the row that holds its expert's output. A dispatcher that reduces on the way
+// back (deepep_normal) hands `per_token` rows per token with their own `weights` instead.
 struct Dispatched {
   UninitVector<float> rows;
   std::vector<int> pair_row;
+  int per_token = 0;           // 0: top_k rows per token, weighted by the routing weights
+  std::vector<float> weights;  // [tokens][per_token] when per_token > 0
 };
 
 Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, const RankWeights& w,
@@ -308,6 +313,337 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   return d;
 }
 
+// The element counts of one all-to-all-v in `unit` bytes each: bytes and offsets per peer.
+struct Exchange {
+  std::vector<std::size_t> bytes, offsets;
+  std::size_t total = 0;
+};
+Exchange exchange_of(std::span<const std::int64_t> counts, std::size_t unit) {
+  Exchange x;
+  x.bytes.resize(counts.size());
+  x.offsets.resize(counts.size());
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    x.offsets[i] = x.total;
+    x.bytes[i] = static_cast<std::size_t>(counts[i]) * unit;
+    x.total += x.bytes[i];
+  }
+  return x;
+}
+
+// Sends `lists[i]` items (records of `unit` bytes, written by `write(item, dst)`) to peer i of
+// `comm`; returns the received records (peer order) and the counts received from each peer.
+template <typename Write>
+UninitVector<std::uint8_t> send_records(Communicator& comm,
+                                        const std::vector<std::vector<int>>& lists,
+                                        std::size_t unit, const Write& write,
+                                        std::vector<std::int64_t>& recv_counts) {
+  const auto n = sz(comm.size());
+  std::vector<std::int64_t> send_counts(n);
+  for (std::size_t i = 0; i < n; ++i) send_counts[i] = static_cast<std::int64_t>(lists[i].size());
+  recv_counts.assign(n, 0);
+  comm.all_to_all(send_counts.data(), sizeof(std::int64_t), recv_counts.data());
+  const Exchange out = exchange_of(send_counts, unit);
+  const Exchange in = exchange_of(recv_counts, unit);
+  UninitVector<std::uint8_t> send(out.total);
+  std::size_t at = 0;
+  for (const auto& list : lists) {
+    for (const int item : list) {
+      write(item, send.data() + at);
+      at += unit;
+    }
+  }
+  UninitVector<std::uint8_t> recv(in.total);
+  comm.all_to_all_v(send.data(), out.bytes, out.offsets, recv.data(), in.bytes, in.offsets);
+  return recv;
+}
+
+// The reverse of send_records: each peer returns one row of `row_bytes` per record it received,
+// in the order it received them; the result is in this rank's send order.
+UninitVector<std::uint8_t> return_rows(Communicator& comm, std::span<const std::uint8_t> rows,
+                                       const std::vector<std::vector<int>>& lists,
+                                       std::span<const std::int64_t> recv_counts,
+                                       std::size_t row_bytes) {
+  std::vector<std::int64_t> sent(lists.size());
+  for (std::size_t i = 0; i < lists.size(); ++i)
+    sent[i] = static_cast<std::int64_t>(lists[i].size());
+  const Exchange out = exchange_of(recv_counts, row_bytes);
+  const Exchange in = exchange_of(sent, row_bytes);
+  UninitVector<std::uint8_t> back(in.total);
+  comm.all_to_all_v(rows.data(), out.bytes, out.offsets, back.data(), in.bytes, in.offsets);
+  return back;
+}
+
+// A token on the wire of deepep_normal: its row in the storage dtype, then its k expert ids
+// (int32) and k routing weights (fp32), which the forwarder and the expert rank need.
+struct TokenRecord {
+  std::size_t row_bytes = 0;
+  int k = 0;
+  std::size_t bytes() const { return row_bytes + sz(k) * (sizeof(int) + sizeof(float)); }
+  const int* ids(const std::uint8_t* rec) const {
+    return reinterpret_cast<const int*>(rec + row_bytes);
+  }
+};
+
+// Sums `per` rows per item (row_of[item·per + j], weight 1; −1: none) into one row per item,
+// rounded to the storage dtype: the backend's combine with unit weights.
+UninitVector<float> sum_rows(Backend& be, std::span<const float> rows, std::span<const int> row_of,
+                             int items, int per, int hidden, DType dtype) {
+  std::vector<int> pair_row(row_of.size(), 0);
+  std::vector<float> weights(row_of.size(), 0.0F);
+  for (std::size_t i = 0; i < row_of.size(); ++i) {
+    if (row_of[i] >= 0) {
+      pair_row[i] = row_of[i];
+      weights[i] = 1.0F;
+    }
+  }
+  UninitVector<float> out(sz(items) * sz(hidden));
+  be.combine(OpContext{}, rows, pair_row, weights, {}, items, per, hidden, dtype, out);
+  return out;
+}
+
+// DeepEP's normal mode: each token goes once to every node that holds one of its experts, over
+// the rail (to the rank with this rank's index there), and that forwarder sends it once to every
+// rank of its node that holds one of its experts. The expert rank weights and sums its experts'
+// outputs per token; the forwarder sums its node's ranks per token before the inter-node hop
+// back; the source sums the nodes (and the shared expert) in the final combine.
+Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, const RankWeights& w,
+                         std::span<const float> x, const Routing& r, PhaseTimes& t) {
+  MOEPLAN_ASSERT(g.node && g.rail, "deepep_normal needs the node and rail groups");
+  const int ep = g.ep->size();
+  const int n_local = s.num_experts / ep;
+  const int k = s.top_k;
+  const int h = s.hidden;
+  const int per_node = g.node->size();
+  const int nodes = g.rail->size();
+  const int my_node = g.rail->rank();
+  const int num_tokens = static_cast<int>(r.ids.size()) / k;
+  const TokenRecord rec{storage_bytes(s.dtype, sz(h)), k};
+  const std::size_t row_bytes = rec.row_bytes;
+  const auto node_of = [&](int e) { return (e / n_local) / per_node; };
+  const auto index_of = [&](int e) { return (e / n_local) % per_node; };
+  auto t0 = Clock::now();
+
+  // Hop 1 (rail): each token once to each destination node.
+  std::vector<std::vector<int>> to_node(sz(nodes));
+  std::vector<char> seen(sz(nodes));
+  for (int tok = 0; tok < num_tokens; ++tok) {
+    std::fill(seen.begin(), seen.end(), 0);
+    for (int j = 0; j < k; ++j) seen[sz(node_of(r.ids[sz(tok) * sz(k) + sz(j)]))] = 1;
+    for (int n = 0; n < nodes; ++n) {
+      if (seen[sz(n)] != 0) to_node[sz(n)].push_back(tok);
+    }
+  }
+  std::vector<std::int64_t> from_rail;
+  const UninitVector<std::uint8_t> fwd = send_records(
+      *g.rail, to_node, rec.bytes(),
+      [&](int tok, std::uint8_t* dst) {
+        pack(s.dtype, x.data() + sz(tok) * sz(h), sz(h), dst);
+        std::memcpy(dst + row_bytes, r.ids.data() + sz(tok) * sz(k), sz(k) * sizeof(int));
+        std::memcpy(dst + row_bytes + sz(k) * sizeof(int), r.weights.data() + sz(tok) * sz(k),
+                    sz(k) * sizeof(float));
+      },
+      from_rail);
+  const int forwarded = static_cast<int>(fwd.size() / rec.bytes());
+
+  // Hop 2 (node): each forwarded token once to each rank of this node that holds its experts.
+  std::vector<std::vector<int>> to_rank(sz(per_node));
+  std::vector<char> hit(sz(per_node));
+  for (int u = 0; u < forwarded; ++u) {
+    const int* ids = rec.ids(fwd.data() + sz(u) * rec.bytes());
+    std::fill(hit.begin(), hit.end(), 0);
+    for (int j = 0; j < k; ++j) {
+      if (node_of(ids[j]) == my_node) hit[sz(index_of(ids[j]))] = 1;
+    }
+    for (int l = 0; l < per_node; ++l) {
+      if (hit[sz(l)] != 0) to_rank[sz(l)].push_back(u);
+    }
+  }
+  std::vector<std::int64_t> from_node;
+  const UninitVector<std::uint8_t> got = send_records(
+      *g.node, to_rank, rec.bytes(),
+      [&](int u, std::uint8_t* dst) {
+        std::memcpy(dst, fwd.data() + sz(u) * rec.bytes(), rec.bytes());
+      },
+      from_node);
+  const int received = static_cast<int>(got.size() / rec.bytes());
+
+  // The expert rank: its pairs of the received tokens, grouped by local expert.
+  std::vector<int> ids(sz(received) * sz(k));
+  std::vector<float> weights(ids.size());
+  UninitVector<float> xr(sz(received) * sz(h));
+  for (int v = 0; v < received; ++v) {
+    const std::uint8_t* src = got.data() + sz(v) * rec.bytes();
+    unpack(s.dtype, src, sz(h), xr.data() + sz(v) * sz(h));
+    std::memcpy(ids.data() + sz(v) * sz(k), src + row_bytes, sz(k) * sizeof(int));
+    std::memcpy(weights.data() + sz(v) * sz(k), src + row_bytes + sz(k) * sizeof(int),
+                sz(k) * sizeof(float));
+  }
+  const Permutation perm = be.permute(OpContext{}, ids, w.first_expert, n_local);
+  UninitVector<float> rows(perm.order.size() * sz(h));
+  for (std::size_t i = 0; i < perm.order.size(); ++i) {
+    const float* src = xr.data() + (sz(perm.order[i]) / sz(k)) * sz(h);
+    std::copy(src, src + h, rows.data() + i * sz(h));
+  }
+  t.dispatch += since(t0);
+
+  const UninitVector<float> y = run_experts(be, g, s, w, rows, perm.offsets, t);
+
+  // Combine, level 1 (expert rank): Σ over its experts of weight · output, per received token.
+  t0 = Clock::now();
+  std::vector<int> pair_row(ids.size(), 0);
+  std::vector<float> local_weights(ids.size(), 0.0F);
+  for (std::size_t i = 0; i < perm.order.size(); ++i) {
+    const auto p = sz(perm.order[i]);
+    pair_row[p] = static_cast<int>(i);
+    local_weights[p] = weights[p];
+  }
+  UninitVector<float> per_rank(sz(received) * sz(h));
+  be.combine(OpContext{}, y, pair_row, local_weights, {}, received, k, h, s.dtype, per_rank);
+  UninitVector<std::uint8_t> packed(sz(received) * row_bytes);
+  pack(s.dtype, per_rank.data(), per_rank.size(), packed.data());
+  const UninitVector<std::uint8_t> from_ranks =
+      return_rows(*g.node, packed, to_rank, from_node, row_bytes);
+
+  // Level 2 (forwarder): Σ over its node's ranks, per forwarded token, before the rail hop back.
+  std::vector<int> row_of(sz(forwarded) * sz(per_node), -1);
+  {
+    int at = 0;
+    for (int l = 0; l < per_node; ++l) {
+      for (const int u : to_rank[sz(l)]) row_of[sz(u) * sz(per_node) + sz(l)] = at++;
+    }
+  }
+  const UninitVector<float> node_rows =
+      unpack_all(s.dtype, from_ranks, from_ranks.size() / row_bytes * sz(h));
+  const UninitVector<float> per_node_sum =
+      sum_rows(be, node_rows, row_of, forwarded, per_node, h, s.dtype);
+  packed.resize(sz(forwarded) * row_bytes);
+  pack(s.dtype, per_node_sum.data(), per_node_sum.size(), packed.data());
+  const UninitVector<std::uint8_t> from_nodes =
+      return_rows(*g.rail, packed, to_node, from_rail, row_bytes);
+
+  // The source: one row per (token, destination node), summed with weight 1 by the combine.
+  Dispatched d;
+  d.rows = unpack_all(s.dtype, from_nodes, from_nodes.size() / row_bytes * sz(h));
+  d.per_token = nodes;
+  d.pair_row.assign(sz(num_tokens) * sz(nodes), 0);
+  d.weights.assign(d.pair_row.size(), 0.0F);
+  int at = 0;
+  for (int n = 0; n < nodes; ++n) {
+    for (const int tok : to_node[sz(n)]) {
+      d.pair_row[sz(tok) * sz(nodes) + sz(n)] = at++;
+      d.weights[sz(tok) * sz(nodes) + sz(n)] = 1.0F;
+    }
+  }
+  t.dispatch += since(t0);
+  return d;
+}
+
+// Values per fp8 scale of the low-latency dispatch (DeepEP's, DeepSeek-V3's activation groups).
+constexpr int kLlGroup = 128;
+
+// DeepEP's low-latency mode: every (token, expert) pair sent directly to the expert's rank as
+// fp8 e4m3 values with one fp32 scale per 128 values (quantized once per token), into a fixed
+// buffer of `max_tokens` rows per local expert and source rank (an equal-split all-to-all, as
+// DeepEP's fixed RDMA buffer); the outputs come back in the storage dtype into the same slots
+// and the source weights and sums them.
+Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const RankWeights& w,
+                     std::span<const float> x, const Routing& r, int max_tokens, PhaseTimes& t) {
+  const int ep = g.ep->size();
+  const int n_local = s.num_experts / ep;
+  const int k = s.top_k;
+  const int h = s.hidden;
+  const int num_tokens = static_cast<int>(r.ids.size()) / k;
+  MOEPLAN_ASSERT(num_tokens <= max_tokens, "deepep_ll: more tokens than the buffer holds");
+  const int groups = (h + kLlGroup - 1) / kLlGroup;
+  const std::size_t slot_bytes = sz(h) + sz(groups) * sizeof(float);
+  const std::size_t header = sz(n_local) * sizeof(std::int32_t);
+  const std::size_t block = header + sz(n_local) * sz(max_tokens) * slot_bytes;
+  auto t0 = Clock::now();
+
+  // Quantize each token once (1 × 128 groups, DeepSeek-V3's activation scaling).
+  UninitVector<std::uint8_t> q(sz(num_tokens) * sz(h));
+  UninitVector<float> scales(sz(num_tokens) * sz(groups));
+  for (int tok = 0; tok < num_tokens; ++tok) {
+    quantize_blocks(x.subspan(sz(tok) * sz(h), sz(h)), 1, h, 1, kLlGroup,
+                    std::span(q.data() + sz(tok) * sz(h), sz(h)),
+                    std::span(scales.data() + sz(tok) * sz(groups), sz(groups)));
+  }
+  // Slot of pair p: its expert's position in the destination's block, in token order.
+  std::vector<std::uint8_t> send(sz(ep) * block, 0);
+  std::vector<std::int32_t> used(sz(s.num_experts), 0);
+  std::vector<std::size_t> slot_of(r.ids.size());
+  for (std::size_t p = 0; p < r.ids.size(); ++p) {
+    const int e = r.ids[p];
+    const int dst = e / n_local;
+    const int j = e % n_local;
+    const int pos = used[sz(e)]++;
+    slot_of[p] = sz(dst) * sz(n_local) * sz(max_tokens) + sz(j) * sz(max_tokens) + sz(pos);
+    std::uint8_t* at =
+        send.data() + sz(dst) * block + header + (sz(j) * sz(max_tokens) + sz(pos)) * slot_bytes;
+    const std::size_t tok = p / sz(k);
+    std::memcpy(at, q.data() + tok * sz(h), sz(h));
+    std::memcpy(at + h, scales.data() + tok * sz(groups), sz(groups) * sizeof(float));
+  }
+  for (int dst = 0; dst < ep; ++dst) {
+    std::memcpy(send.data() + sz(dst) * block, used.data() + sz(dst) * sz(n_local), header);
+  }
+  UninitVector<std::uint8_t> recv(send.size());
+  g.ep->all_to_all(send.data(), block, recv.data());
+
+  // Dequantize into [local expert][source][rows].
+  std::vector<std::int32_t> count(sz(ep) * sz(n_local));
+  for (int src = 0; src < ep; ++src) {
+    std::memcpy(count.data() + sz(src) * sz(n_local), recv.data() + sz(src) * block, header);
+  }
+  std::vector<int> offsets(sz(n_local) + 1, 0);
+  for (int j = 0; j < n_local; ++j) {
+    int n = 0;
+    for (int src = 0; src < ep; ++src) n += count[sz(src) * sz(n_local) + sz(j)];
+    offsets[sz(j) + 1] = offsets[sz(j)] + n;
+  }
+  UninitVector<float> rows(sz(offsets.back()) * sz(h));
+  std::vector<std::size_t> row_slot(sz(offsets.back()));  // recv slot of each grouped row
+  std::vector<float> sc(sz(groups));
+  {
+    std::size_t row = 0;
+    for (int j = 0; j < n_local; ++j) {
+      for (int src = 0; src < ep; ++src) {
+        for (int i = 0; i < count[sz(src) * sz(n_local) + sz(j)]; ++i, ++row) {
+          const std::uint8_t* at = recv.data() + sz(src) * block + header +
+                                   (sz(j) * sz(max_tokens) + sz(i)) * slot_bytes;
+          std::memcpy(sc.data(), at + h, sz(groups) * sizeof(float));
+          dequantize_blocks(std::span(at, sz(h)), sc, 1, h, 1, kLlGroup,
+                            std::span(rows.data() + row * sz(h), sz(h)));
+          row_slot[row] = sz(src) * sz(n_local) * sz(max_tokens) + sz(j) * sz(max_tokens) + sz(i);
+        }
+      }
+    }
+  }
+  t.dispatch += since(t0);
+
+  const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
+
+  // Combine: outputs back into the same slots, in the storage dtype.
+  t0 = Clock::now();
+  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
+  const std::size_t back_block = sz(n_local) * sz(max_tokens) * row_bytes;
+  std::vector<std::uint8_t> out(sz(ep) * back_block, 0);
+  for (std::size_t row = 0; row < row_slot.size(); ++row) {
+    pack(s.dtype, y.data() + row * sz(h), sz(h), out.data() + row_slot[row] * row_bytes);
+  }
+  UninitVector<std::uint8_t> back(out.size());
+  g.ep->all_to_all(out.data(), back_block, back.data());
+  Dispatched d;
+  d.rows = UninitVector<float>(r.ids.size() * sz(h));
+  d.pair_row.resize(r.ids.size());
+  for (std::size_t p = 0; p < r.ids.size(); ++p) {
+    unpack(s.dtype, back.data() + slot_of[p] * row_bytes, sz(h), d.rows.data() + p * sz(h));
+    d.pair_row[p] = static_cast<int>(p);
+  }
+  t.dispatch += since(t0);
+  return d;
+}
+
 }  // namespace
 
 Status check_layout(const LayerSpec& s, const Layout& l, int world_size) {
@@ -367,17 +703,45 @@ RankWeights make_rank_weights(const LayerSpec& s, const Layout& l, int world_ran
   return w;
 }
 
-RankGroups make_groups(Communicator& world, const Layout& l) {
+RankGroups make_groups(Communicator& world, const Layout& l, int ranks_per_node) {
   const int r = world.rank();
   RankGroups g;
   g.ep = world.split(l.tp_rank(r), l.ep_rank(r));
   g.tp = world.split(l.ep_rank(r), l.tp_rank(r));
+  if (ranks_per_node > 0 && l.tp_size == 1 && l.ep_size % ranks_per_node == 0) {
+    const int e = l.ep_rank(r);
+    g.node = g.ep->split(e / ranks_per_node, e % ranks_per_node);
+    g.rail = g.ep->split(e % ranks_per_node, e / ranks_per_node);
+  }
   return g;
+}
+
+std::optional<std::string> kernel_dispatch_violation(const Layout& l, int num_tokens,
+                                                     const DispatchOptions& o) {
+  if (l.dispatcher == Dispatcher::kDeepEpNormal && l.tp_size == 1 && o.ranks_per_node == 0) {
+    return std::string(
+        "deepep_normal spans at least two nodes: expected ranks-per-node grouping the ranks "
+        "into nodes (e.g. 2 for 4 ranks as 2 nodes)");
+  }
+  if (auto v = models::dispatcher_violation(l.dispatcher, l.ep_size, l.tp_size, o.ranks_per_node)) {
+    return v;
+  }
+  if (l.dispatcher == Dispatcher::kDeepEpLl && o.ll_max_tokens > 0) {
+    const int largest = (num_tokens + l.ep_size - 1) / l.ep_size;
+    if (largest > o.ll_max_tokens) {
+      return "deepep_ll's buffer holds " + std::to_string(o.ll_max_tokens) +
+             " tokens per rank, but " + std::to_string(num_tokens) + " tokens over ep " +
+             std::to_string(l.ep_size) + " put " + std::to_string(largest) +
+             " on the largest EP rank; expected ll-max-tokens ≥ " + std::to_string(largest);
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec& s,
                                const Layout& l, const RankWeights& w, std::span<const float> x,
-                               int num_tokens, PhaseTimes* times) {
+                               int num_tokens, PhaseTimes* times, const DispatchOptions& o) {
+  MOEPLAN_ASSERT(!kernel_dispatch_violation(l, num_tokens, o), "moe_forward: illegal dispatch");
   PhaseTimes t;
   const auto start = Clock::now();
   const TokenRange mine = token_range(num_tokens, l.ep_size, g.ep->rank());
@@ -390,11 +754,12 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
     case Dispatcher::kPaddedA2a: d = padded_a2a(be, g, s, w, x, r, t); break;
     case Dispatcher::kAllGather: d = allgather(be, g, s, w, x, r, num_tokens, t); break;
     case Dispatcher::kA2av: d = a2av(be, g, s, w, x, r, t); break;
-    case Dispatcher::kDeepEpNormal:
-    case Dispatcher::kDeepEpLl:
-      // parse_dispatcher_list and check_layout refuse them before a layer is built.
-      MOEPLAN_ASSERT(false, "the DeepEP dispatchers are not implemented in the kernels");
+    case Dispatcher::kDeepEpNormal: d = deepep_normal(be, g, s, w, x, r, t); break;
+    case Dispatcher::kDeepEpLl: {
+      const int largest = (num_tokens + l.ep_size - 1) / l.ep_size;
+      d = deepep_ll(be, g, s, w, x, r, o.ll_max_tokens > 0 ? o.ll_max_tokens : largest, t);
       break;
+    }
   }
 
   UninitVector<float> shared;
@@ -410,8 +775,13 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
   }
   t0 = Clock::now();
   std::vector<float> out(sz(mine.count) * sz(s.hidden));
-  be.combine(OpContext{}, d.rows, d.pair_row, r.weights, shared, mine.count, s.top_k, s.hidden,
-             s.dtype, out);
+  if (d.per_token > 0) {
+    be.combine(OpContext{}, d.rows, d.pair_row, d.weights, shared, mine.count, d.per_token,
+               s.hidden, s.dtype, out);
+  } else {
+    be.combine(OpContext{}, d.rows, d.pair_row, r.weights, shared, mine.count, s.top_k, s.hidden,
+               s.dtype, out);
+  }
   t.combine = since(t0);
   t.total = since(start);
   if (times != nullptr) *times = t;

@@ -3,6 +3,7 @@
 // `verify` (against the dense reference), the profiler's end-to-end measurement, and `validate`.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,13 +19,18 @@ namespace moeplan::kernels {
 using models::Dispatcher;
 using models::dispatcher_name;
 using models::kAllDispatchers;
-/// The dispatchers the sharded layer implements (the DeepEP ones are costed by the planner
-/// only).
+/// The dispatchers `profile` and `validate` measure.
 inline constexpr Dispatcher kKernelDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
                                                     Dispatcher::kA2av};
-/// Ok when the sharded layer implements `d`; otherwise an error on input "dispatcher" saying it
-/// is costed by the planner only and which dispatchers the kernels run.
-Status check_kernel_dispatcher(Dispatcher d);
+/// The dispatchers the sharded layer implements and `verify` checks: the measured ones and the
+/// DeepEP ones (two-hop normal mode, fp8 low-latency mode), which `profile` and `validate` do not
+/// measure yet.
+inline constexpr Dispatcher kVerifyDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
+                                                    Dispatcher::kA2av, Dispatcher::kDeepEpNormal,
+                                                    Dispatcher::kDeepEpLl};
+/// Ok when `d` is in kKernelDispatchers (or, with `for_verify`, kVerifyDispatchers); otherwise
+/// an error on input "dispatcher" saying what runs it and which dispatchers are expected.
+Status check_kernel_dispatcher(Dispatcher d, bool for_verify = false);
 using models::Layout;
 using models::parse_dispatcher;
 using models::parse_layout;
@@ -68,19 +74,41 @@ struct PhaseTimes {
   double total = 0.0;
 };
 
-/// The groups one rank takes part in: EP (same tp_rank) and TP (same ep_rank).
+/// The groups one rank takes part in: EP (same tp_rank) and TP (same ep_rank); with nodes
+/// (ranks_per_node > 0, tp 1, ep a multiple of it) also the EP ranks of its node (`node`,
+/// ordered by EP rank) and the EP ranks with its index in the other nodes (`rail`, one per node,
+/// ordered by node): DeepEP's intra-node (NVLink) and inter-node (same-rail RDMA) hops.
 struct RankGroups {
   std::unique_ptr<Communicator> ep;
   std::unique_ptr<Communicator> tp;
+  std::unique_ptr<Communicator> node;
+  std::unique_ptr<Communicator> rail;
 };
-/// Collective over `world`: splits it into this rank's EP and TP groups.
-RankGroups make_groups(Communicator& world, const Layout& layout);
+/// Collective over `world`: splits it into this rank's EP and TP groups, and the node and rail
+/// groups when `ranks_per_node` > 0 groups the EP ranks into nodes (consecutive EP ranks; one
+/// node when 0).
+RankGroups make_groups(Communicator& world, const Layout& layout, int ranks_per_node = 0);
+
+/// How the DeepEP dispatchers run: EP ranks per node (deepep_normal; 0: one node) and the
+/// low-latency buffer's tokens per rank (deepep_ll; 0: sized to this forward's largest rank).
+struct DispatchOptions {
+  int ranks_per_node = 0;
+  int ll_max_tokens = 0;
+};
+
+/// Why `layout` (its dispatcher) cannot run on `num_tokens` tokens with `options`, or nothing:
+/// the DeepEP rules of models::dispatcher_violation, and deepep_ll's buffer (the largest EP
+/// rank's tokens ≤ ll_max_tokens).
+std::optional<std::string> kernel_dispatch_violation(const Layout& layout, int num_tokens,
+                                                     const DispatchOptions& options);
 
 /// One MoE layer forward on this rank. `x` holds this rank's tokens (token_range of its
 /// ep_rank, replicated over its TP group), [count][H]; returns their outputs [count][H] in the
 /// storage dtype's values.
+/// The DeepEP dispatchers need the groups made with the same ranks_per_node as `options`.
 std::vector<float> moe_forward(Backend& backend, const RankGroups& groups, const LayerSpec& spec,
                                const Layout& layout, const RankWeights& w, std::span<const float> x,
-                               int num_tokens, PhaseTimes* times = nullptr);
+                               int num_tokens, PhaseTimes* times = nullptr,
+                               const DispatchOptions& options = {});
 
 }  // namespace moeplan::kernels

@@ -6,6 +6,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/dtype_convert.hpp"
+#include "kernels/fp8.hpp"
 
 namespace moeplan::kernels {
 
@@ -108,11 +109,25 @@ MlpReference mlp_reference(std::span<const float> x, int num_rows, int hidden,
   return ref;
 }
 
-ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, int num_tokens) {
+ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, int num_tokens,
+                                  const ReferenceBounds& extra) {
   const int h = s.hidden;
   const int k = s.top_k;
   const double u = unit_roundoff(s.dtype);
   const Eigen::Map<const RowMat> xm(x.data(), num_tokens, h);
+  // The routed experts' inputs as deepep_ll sends them: each token quantized in 1 × 128 groups.
+  RowMat x8;
+  if (extra.fp8_dispatch) {
+    constexpr int kGroup = 128;
+    x8.resize(num_tokens, h);
+    const int groups = (h + kGroup - 1) / kGroup;
+    std::vector<std::uint8_t> q(sz(h));
+    std::vector<float> scales(sz(groups));
+    for (int t = 0; t < num_tokens; ++t) {
+      quantize_blocks(x.subspan(sz(t) * sz(h), sz(h)), 1, h, 1, kGroup, q, scales);
+      dequantize_blocks(q, scales, 1, h, 1, kGroup, std::span(x8.row(t).data(), sz(h)));
+    }
+  }
 
   // Routing: the replicated router op (tested on its own against a naive router), so every
   // token picks the same experts here as in any layout.
@@ -129,6 +144,10 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   DMat acc = DMat::Zero(num_tokens, h);
   DMat mag = DMat::Zero(num_tokens, h);    // Σ_k |w|·|y|: for the combine's summation bound
   DMat delta = DMat::Zero(num_tokens, h);  // Σ_k |w|·bound(y)
+  DMat acc8, mag8, delta8;                 // the same with the fp8 inputs (deepep_ll)
+  if (extra.fp8_dispatch) {
+    acc8 = mag8 = delta8 = DMat::Zero(num_tokens, h);
+  }
   for (int e = 0; e < s.num_experts; ++e) {
     std::vector<std::pair<int, float>> tokens;  // (token, weight)
     for (int t = 0; t < num_tokens; ++t) {
@@ -155,6 +174,24 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
         delta(t, c) += std::fabs(wt) * y.bound(r, c);
       }
     }
+    if (extra.fp8_dispatch) {
+      RowMat rows8(m, h);
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        rows8.row(static_cast<Eigen::Index>(i)) = x8.row(tokens[i].first);
+      }
+      const MlpOut y8 =
+          mlp_with_bound(rows8, w, h, s.dtype, Eigen::VectorXf::Ones(m), Eigen::VectorXd::Zero(m));
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const auto r = static_cast<Eigen::Index>(i);
+        const double wt = tokens[i].second;
+        const int t = tokens[i].first;
+        for (int c = 0; c < h; ++c) {
+          acc8(t, c) += wt * y8.y(r, c);
+          mag8(t, c) += std::fabs(wt * y8.y(r, c));
+          delta8(t, c) += std::fabs(wt) * y8.bound(r, c);
+        }
+      }
+    }
   }
 
   // Shared expert on every token (gated by sigmoid(x·g) for Qwen2-MoE).
@@ -178,11 +215,21 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
     acc += y.y.cast<double>();
     mag += y.y.cast<double>().cwiseAbs();
     delta += y.bound;
+    if (extra.fp8_dispatch) {  // the shared expert reads x, not the fp8 copy
+      acc8 += y.y.cast<double>();
+      mag8 += y.y.cast<double>().cwiseAbs();
+      delta8 += y.bound;
+    }
   }
 
   ReferenceOutput out;
   out.output.resize(sz(num_tokens) * sz(h));
   out.bound.resize(out.output.size());
+  if (extra.prereduced) out.bound_prereduced.resize(out.output.size());
+  if (extra.fp8_dispatch) {
+    out.output_fp8_dispatch.resize(out.output.size());
+    out.bound_fp8_dispatch.resize(out.output.size());
+  }
   const double g_k = gamma32(k + 1);
   for (int t = 0; t < num_tokens; ++t) {
     for (int c = 0; c < h; ++c) {
@@ -192,6 +239,21 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
       out.output[i] = v;
       const double pre = delta(t, c) + g_k * mag(t, c);
       out.bound[i] = static_cast<float>(after_rounding(pre, std::fabs(v), u));
+      if (extra.prereduced) {
+        // deepep_normal sums partial outputs in two stages on the way back (per expert rank,
+        // per node), each stored in the dtype: each adds u·Σ|partials| ≤ u·(1 + u)·Σ|terms|,
+        // the terms within delta of the reference's and summed in fp32 (γ).
+        const double terms = (mag(t, c) + delta(t, c)) * (1.0 + g_k);
+        const double pre2 =
+            delta(t, c) + g_k * terms * (1.0 + 4.0 * u) + u * terms + u * (1.0 + u) * terms;
+        out.bound_prereduced[i] = static_cast<float>(after_rounding(pre2, std::fabs(v), u));
+      }
+      if (extra.fp8_dispatch) {
+        const float v8 = round_to(s.dtype, static_cast<float>(acc8(t, c)));
+        out.output_fp8_dispatch[i] = v8;
+        const double pre8 = delta8(t, c) + g_k * mag8(t, c);
+        out.bound_fp8_dispatch[i] = static_cast<float>(after_rounding(pre8, std::fabs(v8), u));
+      }
     }
   }
   return out;

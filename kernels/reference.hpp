@@ -15,6 +15,22 @@ namespace moeplan::kernels {
 struct ReferenceOutput {
   std::vector<float> output;  ///< [T][H], values of the storage dtype
   std::vector<float> bound;   ///< [T][H]: |sharded − reference| ≤ bound for any correct layout
+  /// [T][H] when asked: the bound of a dispatcher that sums partial outputs in two stages on
+  /// the way back, each stored in the dtype (deepep_normal: per expert rank, per node).
+  std::vector<float> bound_prereduced;
+  /// [T][H] when asked: the output and bound of a dispatcher that sends the expert inputs as
+  /// fp8 e4m3 with one fp32 scale per 128 values (deepep_ll): the routed experts read the
+  /// inputs' quantized copy (kernels/fp8's quantize_blocks, tested on its own against exact
+  /// rounding, as the router is), the router and the shared expert read x.
+  std::vector<float> output_fp8_dispatch;
+  std::vector<float> bound_fp8_dispatch;
+};
+
+/// Which extra bounds reference_forward derives (each costs a pass over the tokens; the fp8 one
+/// a second pass through every expert).
+struct ReferenceBounds {
+  bool prereduced = false;
+  bool fp8_dispatch = false;
 };
 
 /// One MLP (gate/up, SiLU·up, down) on rows x[m][H] with its bound: y[m][H] values of the
@@ -31,6 +47,7 @@ MlpReference mlp_reference(std::span<const float> x, int num_rows, int hidden,
 
 /// Runs the reference on x[T][H]. Routing uses the backend-independent route_token math (the
 /// router is replicated, not sharded, and is tested against a naive router on its own).
-ReferenceOutput reference_forward(const LayerSpec& spec, std::span<const float> x, int num_tokens);
+ReferenceOutput reference_forward(const LayerSpec& spec, std::span<const float> x, int num_tokens,
+                                  const ReferenceBounds& extra = {});
 
 }  // namespace moeplan::kernels

@@ -37,23 +37,79 @@ Result<VerifyRequest> make_verify_request(const VerifyOptions& o, int world_size
   auto layouts = parse_layout_list(o.layouts, *spec, world_size, true, req.model.name);
   if (!layouts) return layouts.error();
   req.layouts = *layouts;
-  auto dispatchers = parse_dispatcher_list(o.dispatchers);
+  auto dispatchers = parse_dispatcher_list(o.dispatchers, true);
   if (!dispatchers) return dispatchers.error();
   req.dispatchers = *dispatchers;
+  if (o.ranks_per_node < 0 || (o.ranks_per_node > 0 && world_size % o.ranks_per_node != 0)) {
+    return input_error("ranks-per-node", ": expected a divisor of the " +
+                                             std::to_string(world_size) + " ranks, got " +
+                                             std::to_string(o.ranks_per_node));
+  }
+  if (o.ll_max_tokens < 0) {
+    return input_error("ll-max-tokens",
+                       ": expected 0 (sized to the largest rank) or a positive "
+                       "token count, got " +
+                           std::to_string(o.ll_max_tokens));
+  }
+  req.dispatch.ranks_per_node = o.ranks_per_node;
+  req.dispatch.ll_max_tokens = o.ll_max_tokens;
+  // A dispatcher named on the command line must run somewhere; "all" leaves out what cannot run
+  // and says so.
+  const bool all = o.dispatchers == "all";
+  for (const Dispatcher d : req.dispatchers) {
+    int ran = 0;
+    std::string why;
+    for (const Layout& l : req.layouts) {
+      for (const int t : req.token_counts) {
+        Layout ld = l;
+        ld.dispatcher = d;
+        if (auto v = kernel_dispatch_violation(ld, t, req.dispatch)) {
+          // Whether the reason is the token count (deepep_ll's buffer) or the layout.
+          DispatchOptions any_tokens = req.dispatch;
+          any_tokens.ll_max_tokens = 0;
+          const bool by_tokens = !kernel_dispatch_violation(ld, t, any_tokens);
+          const std::string note = dispatcher_name(d) + " on " + l.short_name() +
+                                   (by_tokens ? " at " + std::to_string(t) + " tokens" : "") +
+                                   ": " + *v;
+          if (std::find(req.skipped.begin(), req.skipped.end(), note) == req.skipped.end()) {
+            req.skipped.push_back(note);
+          }
+          if (why.empty()) why = *v;
+        } else {
+          ++ran;
+        }
+      }
+    }
+    if (ran == 0 && !all) return input_error("dispatcher", ": " + why);
+  }
   MOEPLAN_TRY_STATUS(check_request(req, world_size));
+  if (case_count(req) == 0) {
+    return input_error("dispatcher", ": no layout of the request runs any of its dispatchers");
+  }
   return req;
 }
 
+bool runs(const VerifyRequest& r, const Layout& layout, Dispatcher d, int tokens) {
+  Layout l = layout;
+  l.dispatcher = d;
+  return !kernel_dispatch_violation(l, tokens, r.dispatch);
+}
+
 int case_count(const VerifyRequest& r) {
-  return static_cast<int>(r.layouts.size() * r.dispatchers.size() * r.dtypes.size() *
-                          r.token_counts.size());
+  int n = 0;
+  for (const Layout& l : r.layouts) {
+    for (const Dispatcher d : r.dispatchers) {
+      for (const int t : r.token_counts) n += runs(r, l, d, t) ? 1 : 0;
+    }
+  }
+  return n * static_cast<int>(r.dtypes.size());
 }
 
 Status check_request(const VerifyRequest& r, int world_size) {
   if (r.token_counts.empty() || r.dtypes.empty() || r.layouts.empty() || r.dispatchers.empty()) {
     return Error{"verify: nothing to run (no token counts, dtypes, layouts or dispatchers)"};
   }
-  for (const Dispatcher d : r.dispatchers) MOEPLAN_TRY_STATUS(check_kernel_dispatcher(d));
+  for (const Dispatcher d : r.dispatchers) MOEPLAN_TRY_STATUS(check_kernel_dispatcher(d, true));
   for (const int t : r.token_counts) {
     if (t < 1)
       return input_error("tokens", ": expected positive token counts, got " + std::to_string(t));
@@ -76,8 +132,12 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
   const int me = world.rank();
   const int world_size = world.size();
   std::vector<VerifyRow> rows;
-  const int total = static_cast<int>(req.dtypes.size() * req.token_counts.size() *
-                                     req.layouts.size() * req.dispatchers.size());
+  const int total = case_count(req);
+  ReferenceBounds extra;
+  for (const Dispatcher d : req.dispatchers) {
+    extra.prereduced = extra.prereduced || d == Dispatcher::kDeepEpNormal;
+    extra.fp8_dispatch = extra.fp8_dispatch || d == Dispatcher::kDeepEpLl;
+  }
   int done = 0;
   for (const DType dtype : req.dtypes) {
     const LayerSpec spec = *LayerSpec::from_model(req.model, req.scale, dtype, req.seed);
@@ -87,23 +147,24 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
       double max_ref = 0.0;
       if (me == 0) {
         const std::vector<float> x_all = make_input(spec, 0, tokens);
-        ref = reference_forward(spec, x_all, tokens);
+        ref = reference_forward(spec, x_all, tokens, extra);
         for (const float v : ref.output)
           max_ref = std::max(max_ref, static_cast<double>(std::fabs(v)));
       }
       for (const Layout& layout : req.layouts) {
-        const RankGroups groups = make_groups(world, layout);
+        const RankGroups groups = make_groups(world, layout, req.dispatch.ranks_per_node);
         const RankWeights weights = make_rank_weights(spec, layout, me);
         const TokenRange tr = token_range(tokens, layout.ep_size, layout.ep_rank(me));
         const std::vector<float> x = make_input(spec, tr.first, tr.count);
         for (const Dispatcher d : req.dispatchers) {
+          if (!runs(req, layout, d, tokens)) continue;  // listed in req.skipped
           Layout with_dispatcher = layout;
           with_dispatcher.dispatcher = d;
           fault_point(me);
           world.barrier();
           PhaseTimes times;
-          const std::vector<float> out =
-              moe_forward(*be, groups, spec, with_dispatcher, weights, x, tokens, &times);
+          const std::vector<float> out = moe_forward(*be, groups, spec, with_dispatcher, weights, x,
+                                                     tokens, &times, req.dispatch);
           std::vector<std::int64_t> ns{static_cast<std::int64_t>(times.total * 1e9)};
           world.all_reduce_max(ns);
 
@@ -135,6 +196,11 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
             row.layer_ms = static_cast<double>(ns[0]) * 1e-6;
             row.max_abs_ref = max_ref;
             bool ok = true;
+            const bool fp8 = d == Dispatcher::kDeepEpLl;
+            const std::vector<float>& expected = fp8 ? ref.output_fp8_dispatch : ref.output;
+            const std::vector<float>& bounds = d == Dispatcher::kDeepEpNormal ? ref.bound_prereduced
+                                               : fp8 ? ref.bound_fp8_dispatch
+                                                     : ref.bound;
             for (int r = 0; r < world_size; ++r) {
               const TokenRange rr = ranges[static_cast<std::size_t>(r)];
               const float* got = all.data() + ro[static_cast<std::size_t>(r)] / sizeof(float);
@@ -142,8 +208,8 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
                    i < static_cast<std::size_t>(rr.count) * static_cast<std::size_t>(h); ++i) {
                 const std::size_t ri =
                     static_cast<std::size_t>(rr.first) * static_cast<std::size_t>(h) + i;
-                const double diff = std::fabs(static_cast<double>(got[i]) - ref.output[ri]);
-                const double bound = ref.bound[ri];
+                const double diff = std::fabs(static_cast<double>(got[i]) - expected[ri]);
+                const double bound = bounds[ri];
                 if (!(diff <= bound)) ok = false;  // NaN fails too
                 row.max_abs_diff = std::max(row.max_abs_diff, diff);
                 if (bound > 0.0) row.max_bound_use = std::max(row.max_bound_use, diff / bound);

@@ -22,6 +22,10 @@ struct VerifyRequest {
   std::uint64_t seed = 20241120;  ///< PaddleNLP #9368's merge date
   std::string backend = "cpu";    ///< compute backend of the sharded layer: cpu or cuda
   int device = 0;                 ///< CUDA device of the cuda backend
+  DispatchOptions dispatch;       ///< ranks per node (deepep_normal), ll buffer (deepep_ll)
+  /// The (layout, dispatcher) pairs left out, each with why (a DeepEP dispatcher on a layout
+  /// with tp > 1, deepep_normal without two nodes, ...): cases runs() refuses.
+  std::vector<std::string> skipped;
 };
 
 struct VerifyRow {
@@ -46,6 +50,8 @@ struct VerifyOptions {
   int scale = 1;
   std::uint64_t seed = 20241120;
   std::string backend = "cpu";
+  int ranks_per_node = 0;  ///< group the ranks into nodes of this many (0: one node)
+  int ll_max_tokens = 0;   ///< deepep_ll's buffer, tokens per rank (0: the largest rank's)
 };
 
 /// The most tokens one verify case may have.
@@ -57,7 +63,11 @@ Result<VerifyRequest> make_verify_request(const VerifyOptions& options, int worl
 /// Checks every layout against the model and the world size before any work.
 Status check_request(const VerifyRequest& request, int world_size);
 
-/// Cases a request runs: layouts × dispatchers × dtypes × token counts.
+/// Whether the request runs `layout` with dispatcher `d` on `tokens` tokens
+/// (kernel_dispatch_violation).
+bool runs(const VerifyRequest& request, const Layout& layout, Dispatcher d, int tokens);
+
+/// Cases a request runs: the pairs of layouts × dispatchers that runs() × dtypes × token counts.
 int case_count(const VerifyRequest& request);
 
 /// Runs the request collectively on `world` (every rank calls it). Rank 0 returns the rows;

@@ -63,6 +63,8 @@ int print_rows(const kernels::VerifyRequest& req, const std::vector<kernels::Ver
                              {"layer_ms", r.layer_ms},
                              {"passed", r.passed}});
     }
+    out["skipped"] = req.skipped;
+    out["ranks_per_node"] = req.dispatch.ranks_per_node;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
   } else {
     std::printf("verify %s (scale 1/%d) on %d ranks (%s): sharded layer vs dense reference\n",
@@ -93,6 +95,7 @@ int print_rows(const kernels::VerifyRequest& req, const std::vector<kernels::Ver
             std::count_if(rows.begin(), rows.end(), [](const auto& r) { return r.passed; })),
         static_cast<std::size_t>(
             std::count_if(rows.begin(), rows.end(), [](const auto& r) { return !r.passed; })));
+    for (const auto& why : req.skipped) std::printf("not run: %s\n", why.c_str());
   }
   return all_passed ? kExitOk : kExitFailed;
 }
@@ -154,7 +157,14 @@ void add_verify_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--layouts", o->layouts, "all, or EPxTP list such as 4x1,2x2,1x4")
       ->capture_default_str();
-  cmd->add_option("--dispatcher", o->dispatchers, "all, or a list of padded_a2a, allgather, a2av")
+  cmd->add_option("--dispatcher", o->dispatchers,
+                  "all, or a list of padded_a2a, allgather, a2av, deepep_normal, deepep_ll")
+      ->capture_default_str();
+  cmd->add_option("--ranks-per-node", o->ranks_per_node,
+                  "Group the ranks into nodes of N (deepep_normal needs two or more; 0: one node)")
+      ->capture_default_str();
+  cmd->add_option("--ll-max-tokens", o->ll_max_tokens,
+                  "deepep_ll's buffer, tokens per rank (0: the largest rank's tokens)")
       ->capture_default_str();
   cmd->add_option("--scale", o->scale,
                   "Divide hidden and expert widths by S (counts and routing kept)")

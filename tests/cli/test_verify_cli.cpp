@@ -15,8 +15,10 @@ TEST(CliVerify, JsonRowsForEveryLayoutAndDispatcher) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("passed").get<bool>());
   EXPECT_EQ(j.at("ranks").get<int>(), 2);
-  // 2x1 and 1x2 (no ep-inner variant without both > 1) × 3 dispatchers × 2 dtypes.
-  ASSERT_EQ(j.at("rows").size(), 12U);
+  // 2x1 × 4 dispatchers (deepep_ll runs on ep 2; deepep_normal needs two nodes) and 1x2 × 3
+  // (DeepEP sends whole tokens: tp 1 only) × 2 dtypes; what did not run is listed with why.
+  ASSERT_EQ(j.at("rows").size(), 14U);
+  EXPECT_EQ(j.at("skipped").size(), 3U) << j.at("skipped").dump();
   for (const auto& row : j.at("rows")) {
     EXPECT_TRUE(row.at("passed").get<bool>());
     EXPECT_LE(row.at("max_bound_use").get<double>(), 1.0);
@@ -31,6 +33,37 @@ TEST(CliVerify, TableEndsWithPassCount) {
       "--layouts 2x1 --dispatcher a2av,allgather");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\n2 passed, 0 failed"), std::string::npos) << r.out;
+}
+
+TEST(CliVerify, DeepEpOnRanksGroupedIntoNodes) {
+  // 4 in-process ranks as 2 nodes of 2: deepep_normal's two hops and deepep_ll's fp8 payload.
+  const auto r = run_cli(
+      "verify --model deepseek-v3 --scale 128 --tokens 64 --dtype bf16 --ranks 4 "
+      "--layouts 4x1 --dispatcher deepep_normal,deepep_ll --ranks-per-node 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("rows").size(), 2U);
+  EXPECT_EQ(j.at("rows")[0].at("dispatcher"), "deepep_normal");
+  EXPECT_EQ(j.at("rows")[1].at("dispatcher"), "deepep_ll");
+  EXPECT_TRUE(j.at("passed").get<bool>());
+  EXPECT_EQ(j.at("ranks_per_node").get<int>(), 2);
+  // Bad groupings and buffers: one line naming the option, before any work.
+  expect_one_line_error(run_cli("verify --ranks 4 --ranks-per-node 3 --scale 64"),
+                        "--ranks-per-node: expected a divisor of the 4 ranks, got 3");
+  expect_one_line_error(
+      run_cli("verify --ranks 4 --layouts 4x1 --dispatcher deepep_normal --scale 64"),
+      "deepep_normal spans at least two nodes");
+  expect_one_line_error(run_cli("verify --ranks 4 --layouts 4x1 --dispatcher deepep_normal "
+                                "--ranks-per-node 4 --scale 64"),
+                        "at least two nodes, got ep_size 4");
+  expect_one_line_error(run_cli("verify --ranks 4 --layouts 2x2 --dispatcher deepep_ll "
+                                "--scale 64"),
+                        "expected tp_size 1, got 2");
+  expect_one_line_error(run_cli("verify --ranks 4 --layouts 4x1 --dispatcher deepep_ll "
+                                "--tokens 1024 --ll-max-tokens 128 --scale 64"),
+                        "expected ll-max-tokens ≥ 256");
+  expect_one_line_error(run_cli("verify --ranks 4 --ll-max-tokens -1 --scale 64"),
+                        "--ll-max-tokens: expected 0");
 }
 
 TEST(CliVerify, IllegalLayoutsRejectedBeforeWork) {

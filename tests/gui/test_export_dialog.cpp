@@ -175,8 +175,8 @@ TEST(GuiExportDialog, ExportsThePlanOnScreenInEveryFormat) {
   ASSERT_GE(a2av, 0) << "the decode plan lists an EP layout with the a2av dispatcher";
   d->layoutCombo()->setCurrentIndex(a2av);
   chooseByKeys(d->formatCombo(), QStringLiteral("vllm"));
-  EXPECT_TRUE(d->preview()->toPlainText().contains(
-      QStringLiteral("--all2all-backend deepep_low_latency")))
+  EXPECT_TRUE(
+      d->preview()->toPlainText().contains(QStringLiteral("--all2all-backend deepep_low_latency")))
       << d->preview()->toPlainText().toStdString();
   d->close();
 }

@@ -43,17 +43,20 @@ TEST(CaseLists, LayoutsAllAndNamed) {
 
 TEST(CaseLists, DispatchersTokensDtypes) {
   EXPECT_EQ(parse_dispatcher_list("all")->size(), 3U);
+  EXPECT_EQ(parse_dispatcher_list("all", true)->size(), 5U);  // verify: the DeepEP ones too
   EXPECT_EQ(*parse_dispatcher_list("a2av,allgather"),
             (std::vector<Dispatcher>{Dispatcher::kA2av, Dispatcher::kAllGather}));
   EXPECT_EQ(parse_dispatcher_list("ring").error().input, "dispatcher");
-  // The DeepEP dispatchers are costed by the planner, not implemented by the kernels: said so.
+  // The DeepEP dispatchers are verified but not measured by profile or validate: said so.
   const auto deepep = parse_dispatcher_list("a2av,deepep_normal");
   ASSERT_FALSE(deepep.ok());
   EXPECT_EQ(deepep.error().input, "dispatcher");
-  EXPECT_NE(deepep.error().message.find("deepep_normal is costed by the planner but not "
-                                        "implemented in the kernels yet"),
+  EXPECT_NE(deepep.error().message.find("deepep_normal is costed by the planner and checked by "
+                                        "verify but not measured by profile or validate yet"),
             std::string::npos)
       << deepep.error().message;
+  EXPECT_EQ(*parse_dispatcher_list("a2av,deepep_normal", true),
+            (std::vector<Dispatcher>{Dispatcher::kA2av, Dispatcher::kDeepEpNormal}));
   EXPECT_EQ(*parse_token_list("64,1024", 1L << 20, 2), (std::vector<int>{64, 1024}));
   EXPECT_EQ(parse_token_list("33", 1L << 20, 2).error().message,
             "tokens: expected positive token counts divisible by the 2 ranks (tokens per rank = "

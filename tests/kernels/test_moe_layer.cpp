@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "kernels/moe_layer.hpp"
 #include "kernels/reference.hpp"
@@ -91,6 +92,125 @@ TEST(MoeLayer, MixtralAndQwen3OnTwoRanks) {
     SCOPED_TRACE(name);
     expect_all_pass(run(req, 2), req.layouts.size() * 3);
   }
+}
+
+// DeepEP's two dispatchers on 4 ranks grouped as 2 nodes of 2 (and 8 ranks as 4 × 2, 2 × 4):
+// the two-hop normal mode (per-node dedup, the forwarder's reduction before the inter-node hop)
+// and the low-latency mode (fp8 e4m3 payload with per-128 scales, fixed buffer), each within its
+// derived bound (docs/VERIFY.md).
+TEST(MoeLayer, DeepEpDispatchersOnRanksGroupedIntoNodes) {
+  for (const char* name : {"qwen2-57b-a14b", "deepseek-v3", "mixtral-8x7b"}) {
+    VerifyRequest req;
+    req.model = model(name);
+    req.scale = name == std::string("qwen2-57b-a14b") ? 64 : 128;
+    req.token_counts = {37, 128};
+    req.dtypes = {DType::kFp32, DType::kBf16, DType::kFp16};
+    req.layouts = {Layout::of(4, 1)};
+    req.dispatchers = {Dispatcher::kDeepEpNormal, Dispatcher::kDeepEpLl};
+    req.dispatch.ranks_per_node = 2;
+    SCOPED_TRACE(name);
+    ASSERT_EQ(case_count(req), 2 * 3 * 2);
+    expect_all_pass(run(req, 4), 2 * 3 * 2);
+  }
+  VerifyRequest req;
+  req.model = model("qwen2-57b-a14b");
+  req.scale = 64;
+  req.token_counts = {5, 200};  // 5 tokens over 8 ranks: some ranks send nothing
+  req.dtypes = {DType::kBf16};
+  req.layouts = {Layout::of(8, 1)};
+  req.dispatchers = {Dispatcher::kDeepEpNormal, Dispatcher::kDeepEpLl};
+  for (const int per_node : {2, 4}) {
+    req.dispatch.ranks_per_node = per_node;
+    SCOPED_TRACE(per_node);
+    expect_all_pass(run(req, 8), 2 * 2);
+  }
+}
+
+TEST(MoeLayer, DeepEpLegalityAndTheLowLatencyBuffer) {
+  const Layout ep4 = Layout::of(4, 1, RankMapping::kTpInnermost, Dispatcher::kDeepEpNormal);
+  // One node (no grouping, or all 4 ranks in one): deepep_normal does not run.
+  EXPECT_TRUE(kernel_dispatch_violation(ep4, 64, {}).has_value());
+  EXPECT_TRUE(kernel_dispatch_violation(ep4, 64, {4, 0}).has_value());
+  EXPECT_FALSE(kernel_dispatch_violation(ep4, 64, {2, 0}).has_value());
+  EXPECT_TRUE(
+      kernel_dispatch_violation(
+          Layout::of(2, 2, RankMapping::kTpInnermost, Dispatcher::kDeepEpNormal), 64, {1, 0})
+          ->find("tp_size 1") != std::string::npos);
+  // deepep_ll: 130 tokens over ep 4 put 33 on the largest rank.
+  const Layout ll = Layout::of(4, 1, RankMapping::kTpInnermost, Dispatcher::kDeepEpLl);
+  EXPECT_FALSE(kernel_dispatch_violation(ll, 130, {0, 33}).has_value());
+  const auto over = kernel_dispatch_violation(ll, 130, {0, 32});
+  ASSERT_TRUE(over.has_value());
+  EXPECT_NE(over->find("33 on the largest EP rank; expected ll-max-tokens ≥ 33"), std::string::npos)
+      << *over;
+  // A buffer larger than needed is what deployments configure: the layer runs in it.
+  VerifyRequest req;
+  req.model = model("qwen2-57b-a14b");
+  req.scale = 64;
+  req.token_counts = {130};
+  req.dtypes = {DType::kBf16};
+  req.layouts = {Layout::of(4, 1)};
+  req.dispatchers = {Dispatcher::kDeepEpLl};
+  req.dispatch.ll_max_tokens = 64;
+  expect_all_pass(run(req, 4), 1);
+}
+
+TEST(MoeLayer, DeepEpLowLatencySendsFp8AndALostPairIsCaught) {
+  auto m = model("qwen2-57b-a14b");
+  const LayerSpec spec = *LayerSpec::from_model(m, 64, DType::kFp32, 7);
+  const int tokens = 16;
+  const int h = spec.hidden;
+  const std::vector<float> x = make_input(spec, 0, tokens);
+  const ReferenceOutput ref = reference_forward(spec, x, tokens, {true, true});
+  ASSERT_EQ(ref.bound_prereduced.size(), ref.output.size());
+  ASSERT_EQ(ref.output_fp8_dispatch.size(), ref.output.size());
+  for (std::size_t i = 0; i < ref.output.size(); ++i) {
+    EXPECT_GE(ref.bound_prereduced[i], ref.bound[i]);
+  }
+  // Rank 0's tokens through deepep_ll and through a2av (the same layer, fp32 payload).
+  std::vector<float> ll, a2av;
+  run_in_process(4, [&](Communicator& world) {
+    auto be = make_cpu_backend();
+    const TokenRange tr = token_range(tokens, 4, world.rank());
+    const std::vector<float> xr = make_input(spec, tr.first, tr.count);
+    for (const Dispatcher d : {Dispatcher::kDeepEpLl, Dispatcher::kA2av}) {
+      const Layout l = Layout::of(4, 1, RankMapping::kTpInnermost, d);
+      const RankGroups g = make_groups(world, l);
+      auto o = moe_forward(*be, g, spec, l, make_rank_weights(spec, l, world.rank()), xr, tokens);
+      if (world.rank() == 0) (d == Dispatcher::kA2av ? a2av : ll) = o;
+    }
+  });
+  ASSERT_EQ(ll.size(), static_cast<std::size_t>(tokens / 4 * h));
+  ASSERT_EQ(a2av.size(), ll.size());
+  // deepep_ll matches the reference on fp8 inputs, and not the one on fp32 inputs: it really
+  // sends fp8 (a2av matches the fp32 one).
+  std::size_t ll_fp8 = 0, ll_fp32 = 0, a2av_fp32 = 0;
+  for (std::size_t i = 0; i < ll.size(); ++i) {
+    ll_fp8 += std::fabs(ll[i] - ref.output_fp8_dispatch[i]) <= ref.bound_fp8_dispatch[i] ? 1U : 0U;
+    ll_fp32 += std::fabs(ll[i] - ref.output[i]) <= ref.bound[i] ? 1U : 0U;
+    a2av_fp32 += std::fabs(a2av[i] - ref.output[i]) <= ref.bound[i] ? 1U : 0U;
+  }
+  EXPECT_EQ(ll_fp8, ll.size());
+  EXPECT_EQ(a2av_fp32, ll.size());
+  EXPECT_LT(ll_fp32, ll.size() / 2) << "deepep_ll's experts read fp8 inputs, not the fp32 rows";
+
+  // A dispatcher that lost token 0's first pair would be off by weight · that expert's output,
+  // far outside the bound: verify fails it.
+  auto be = make_cpu_backend();
+  std::vector<float> logits(static_cast<std::size_t>(tokens * spec.num_experts));
+  be->router_logits(OpContext{}, x, tokens, h, make_router_weight(spec), spec.num_experts, logits);
+  std::vector<int> ids(static_cast<std::size_t>(tokens * spec.top_k));
+  std::vector<float> weights(ids.size());
+  be->route(OpContext{}, spec.router, logits, make_score_bias(spec), tokens, spec.num_experts,
+            spec.top_k, ids, weights);
+  const MlpReference y = mlp_reference(std::span(x).first(static_cast<std::size_t>(h)), 1, h,
+                                       make_expert(spec, ids[0], 0, 1), spec.dtype);
+  std::size_t caught = 0;
+  for (int c = 0; c < h; ++c) {
+    const auto i = static_cast<std::size_t>(c);
+    caught += std::fabs(weights[0] * y.y[i]) > ref.bound_fp8_dispatch[i] ? 1U : 0U;
+  }
+  EXPECT_GT(caught, static_cast<std::size_t>(h) / 2);
 }
 
 TEST(MoeLayer, CorruptedOutputIsCaught) {

@@ -373,10 +373,49 @@ UninitVector<std::uint8_t> return_rows(Communicator& comm, std::span<const std::
   return back;
 }
 
-// A token on the wire of deepep_normal: its row in the storage dtype, then its k expert ids
+// Values per fp8 scale of the DeepEP dispatch payload (DeepSeek-V3's activation groups).
+constexpr int kFp8Group = 128;
+
+// Tokens quantized once for the DeepEP dispatch: fp8 e4m3 values and one fp32 scale per 128.
+struct Fp8Rows {
+  int hidden = 0;
+  int groups = 0;
+  UninitVector<std::uint8_t> q;  // [n][H]
+  UninitVector<float> scales;    // [n][groups]
+  std::size_t bytes() const { return sz(hidden) + sz(groups) * sizeof(float); }
+  // Writes row `i` (values, then scales) to `dst`.
+  void write(int i, std::uint8_t* dst) const {
+    std::memcpy(dst, q.data() + sz(i) * sz(hidden), sz(hidden));
+    std::memcpy(dst + hidden, scales.data() + sz(i) * sz(groups), sz(groups) * sizeof(float));
+  }
+};
+
+Fp8Rows quantize_rows(std::span<const float> x, int n, int h) {
+  Fp8Rows r;
+  r.hidden = h;
+  r.groups = (h + kFp8Group - 1) / kFp8Group;
+  r.q = UninitVector<std::uint8_t>(sz(n) * sz(h));
+  r.scales = UninitVector<float>(sz(n) * sz(r.groups));
+  for (int i = 0; i < n; ++i) {
+    quantize_blocks(x.subspan(sz(i) * sz(h), sz(h)), 1, h, 1, kFp8Group,
+                    std::span(r.q.data() + sz(i) * sz(h), sz(h)),
+                    std::span(r.scales.data() + sz(i) * sz(r.groups), sz(r.groups)));
+  }
+  return r;
+}
+
+// Dequantizes one wire row (values, then scales) into `out` [H].
+void dequantize_row(const std::uint8_t* src, int h, std::vector<float>& scale, float* out) {
+  const int groups = (h + kFp8Group - 1) / kFp8Group;
+  scale.resize(sz(groups));
+  std::memcpy(scale.data(), src + h, sz(groups) * sizeof(float));
+  dequantize_blocks(std::span(src, sz(h)), scale, 1, h, 1, kFp8Group, std::span(out, sz(h)));
+}
+
+// A token on the wire of deepep_normal's dispatch: its fp8 row and scales, then its k expert ids
 // (int32) and k routing weights (fp32), which the forwarder and the expert rank need.
 struct TokenRecord {
-  std::size_t row_bytes = 0;
+  std::size_t row_bytes = 0;  // fp8 values and scales
   int k = 0;
   std::size_t bytes() const { return row_bytes + sz(k) * (sizeof(int) + sizeof(float)); }
   const int* ids(const std::uint8_t* rec) const {
@@ -401,11 +440,12 @@ UninitVector<float> sum_rows(Backend& be, std::span<const float> rows, std::span
   return out;
 }
 
-// DeepEP's normal mode: each token goes once to every node that holds one of its experts, over
-// the rail (to the rank with this rank's index there), and that forwarder sends it once to every
-// rank of its node that holds one of its experts. The expert rank weights and sums its experts'
-// outputs per token; the forwarder sums its node's ranks per token before the inter-node hop
-// back; the source sums the nodes (and the shared expert) in the final combine.
+// DeepEP's normal mode: each token, quantized once to fp8 e4m3 with per-128 scales, goes once to
+// every node that holds one of its experts, over the rail (to the rank with this rank's index
+// there), and that forwarder sends it once to every rank of its node that holds one of its
+// experts. The expert rank weights and sums its experts' outputs per token; the forwarder sums
+// its node's ranks per token before the inter-node hop back; the source sums the nodes (and the
+// shared expert) in the final combine. The way back carries the storage dtype.
 Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, const RankWeights& w,
                          std::span<const float> x, const Routing& r, PhaseTimes& t) {
   MOEPLAN_ASSERT(g.node && g.rail, "deepep_normal needs the node and rail groups");
@@ -417,12 +457,13 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   const int nodes = g.rail->size();
   const int my_node = g.rail->rank();
   const int num_tokens = static_cast<int>(r.ids.size()) / k;
-  const TokenRecord rec{storage_bytes(s.dtype, sz(h)), k};
-  const std::size_t row_bytes = rec.row_bytes;
+  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
   const auto node_of = [&](int e) { return (e / n_local) / per_node; };
   const auto index_of = [&](int e) { return (e / n_local) % per_node; };
   auto t0 = Clock::now();
 
+  const Fp8Rows fp8 = quantize_rows(x, num_tokens, h);
+  const TokenRecord rec{fp8.bytes(), k};
   // Hop 1 (rail): each token once to each destination node.
   std::vector<std::vector<int>> to_node(sz(nodes));
   std::vector<char> seen(sz(nodes));
@@ -437,9 +478,9 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   const UninitVector<std::uint8_t> fwd = send_records(
       *g.rail, to_node, rec.bytes(),
       [&](int tok, std::uint8_t* dst) {
-        pack(s.dtype, x.data() + sz(tok) * sz(h), sz(h), dst);
-        std::memcpy(dst + row_bytes, r.ids.data() + sz(tok) * sz(k), sz(k) * sizeof(int));
-        std::memcpy(dst + row_bytes + sz(k) * sizeof(int), r.weights.data() + sz(tok) * sz(k),
+        fp8.write(tok, dst);
+        std::memcpy(dst + rec.row_bytes, r.ids.data() + sz(tok) * sz(k), sz(k) * sizeof(int));
+        std::memcpy(dst + rec.row_bytes + sz(k) * sizeof(int), r.weights.data() + sz(tok) * sz(k),
                     sz(k) * sizeof(float));
       },
       from_rail);
@@ -471,11 +512,12 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   std::vector<int> ids(sz(received) * sz(k));
   std::vector<float> weights(ids.size());
   UninitVector<float> xr(sz(received) * sz(h));
+  std::vector<float> scale;
   for (int v = 0; v < received; ++v) {
     const std::uint8_t* src = got.data() + sz(v) * rec.bytes();
-    unpack(s.dtype, src, sz(h), xr.data() + sz(v) * sz(h));
-    std::memcpy(ids.data() + sz(v) * sz(k), src + row_bytes, sz(k) * sizeof(int));
-    std::memcpy(weights.data() + sz(v) * sz(k), src + row_bytes + sz(k) * sizeof(int),
+    dequantize_row(src, h, scale, xr.data() + sz(v) * sz(h));
+    std::memcpy(ids.data() + sz(v) * sz(k), src + rec.row_bytes, sz(k) * sizeof(int));
+    std::memcpy(weights.data() + sz(v) * sz(k), src + rec.row_bytes + sz(k) * sizeof(int),
                 sz(k) * sizeof(float));
   }
   const Permutation perm = be.permute(OpContext{}, ids, w.first_expert, n_local);
@@ -538,83 +580,69 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   return d;
 }
 
-// Values per fp8 scale of the low-latency dispatch (DeepEP's, DeepSeek-V3's activation groups).
-constexpr int kLlGroup = 128;
-
 // DeepEP's low-latency mode: every (token, expert) pair sent directly to the expert's rank as
-// fp8 e4m3 values with one fp32 scale per 128 values (quantized once per token), into a fixed
-// buffer of `max_tokens` rows per local expert and source rank (an equal-split all-to-all, as
-// DeepEP's fixed RDMA buffer); the outputs come back in the storage dtype into the same slots
-// and the source weights and sums them.
+// fp8 e4m3 values with one fp32 scale per 128 (each token quantized once) — the counts first,
+// then only the pairs (DeepEP writes them into a fixed receive buffer of `max_tokens` rows per
+// local expert and source rank: a forward whose rank holds more tokens is refused before it
+// starts, kernel_dispatch_violation); the outputs come back in the storage dtype and the source
+// weights and sums them.
 Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const RankWeights& w,
                      std::span<const float> x, const Routing& r, int max_tokens, PhaseTimes& t) {
   const int ep = g.ep->size();
-  const int n_local = s.num_experts / ep;
+  const int e_total = s.num_experts;
+  const int n_local = e_total / ep;
   const int k = s.top_k;
   const int h = s.hidden;
   const int num_tokens = static_cast<int>(r.ids.size()) / k;
   MOEPLAN_ASSERT(num_tokens <= max_tokens, "deepep_ll: more tokens than the buffer holds");
-  const int groups = (h + kLlGroup - 1) / kLlGroup;
-  const std::size_t slot_bytes = sz(h) + sz(groups) * sizeof(float);
-  const std::size_t header = sz(n_local) * sizeof(std::int32_t);
-  const std::size_t block = header + sz(n_local) * sz(max_tokens) * slot_bytes;
   auto t0 = Clock::now();
 
-  // Quantize each token once (1 × 128 groups, DeepSeek-V3's activation scaling).
-  UninitVector<std::uint8_t> q(sz(num_tokens) * sz(h));
-  UninitVector<float> scales(sz(num_tokens) * sz(groups));
-  for (int tok = 0; tok < num_tokens; ++tok) {
-    quantize_blocks(x.subspan(sz(tok) * sz(h), sz(h)), 1, h, 1, kLlGroup,
-                    std::span(q.data() + sz(tok) * sz(h), sz(h)),
-                    std::span(scales.data() + sz(tok) * sz(groups), sz(groups)));
+  const Fp8Rows fp8 = quantize_rows(x, num_tokens, h);
+  const std::size_t msg = fp8.bytes();
+  // Pairs by expert (stable: token order within an expert), so contiguous per destination rank.
+  const Permutation out_perm = be.permute(OpContext{}, r.ids, 0, e_total);
+  std::vector<std::int64_t> send_counts(sz(e_total)), recv_counts(sz(e_total));
+  for (int e = 0; e < e_total; ++e) {
+    send_counts[sz(e)] = out_perm.offsets[sz(e) + 1] - out_perm.offsets[sz(e)];
   }
-  // Slot of pair p: its expert's position in the destination's block, in token order.
-  std::vector<std::uint8_t> send(sz(ep) * block, 0);
-  std::vector<std::int32_t> used(sz(s.num_experts), 0);
-  std::vector<std::size_t> slot_of(r.ids.size());
-  for (std::size_t p = 0; p < r.ids.size(); ++p) {
-    const int e = r.ids[p];
-    const int dst = e / n_local;
-    const int j = e % n_local;
-    const int pos = used[sz(e)]++;
-    slot_of[p] = sz(dst) * sz(n_local) * sz(max_tokens) + sz(j) * sz(max_tokens) + sz(pos);
-    std::uint8_t* at =
-        send.data() + sz(dst) * block + header + (sz(j) * sz(max_tokens) + sz(pos)) * slot_bytes;
-    const std::size_t tok = p / sz(k);
-    std::memcpy(at, q.data() + tok * sz(h), sz(h));
-    std::memcpy(at + h, scales.data() + tok * sz(groups), sz(groups) * sizeof(float));
+  g.ep->all_to_all(send_counts.data(), sz(n_local) * sizeof(std::int64_t), recv_counts.data());
+  std::vector<std::int64_t> to_rank(sz(ep)), from_rank(sz(ep));
+  for (int i = 0; i < ep; ++i) {
+    for (int j = 0; j < n_local; ++j) {
+      to_rank[sz(i)] += send_counts[sz(i) * sz(n_local) + sz(j)];
+      from_rank[sz(i)] += recv_counts[sz(i) * sz(n_local) + sz(j)];
+      MOEPLAN_ASSERT(recv_counts[sz(i) * sz(n_local) + sz(j)] <= max_tokens,
+                     "deepep_ll: a source sent more rows than the buffer holds");
+    }
   }
-  for (int dst = 0; dst < ep; ++dst) {
-    std::memcpy(send.data() + sz(dst) * block, used.data() + sz(dst) * sz(n_local), header);
+  const Exchange out = exchange_of(to_rank, msg);
+  const Exchange in = exchange_of(from_rank, msg);
+  UninitVector<std::uint8_t> send(out.total);
+  for (std::size_t i = 0; i < out_perm.order.size(); ++i) {
+    fp8.write(out_perm.order[i] / k, send.data() + i * msg);
   }
-  UninitVector<std::uint8_t> recv(send.size());
-  g.ep->all_to_all(send.data(), block, recv.data());
+  UninitVector<std::uint8_t> recv(in.total);
+  g.ep->all_to_all_v(send.data(), out.bytes, out.offsets, recv.data(), in.bytes, in.offsets);
 
-  // Dequantize into [local expert][source][rows].
-  std::vector<std::int32_t> count(sz(ep) * sz(n_local));
-  for (int src = 0; src < ep; ++src) {
-    std::memcpy(count.data() + sz(src) * sz(n_local), recv.data() + sz(src) * block, header);
-  }
+  // recv is [source][local expert][rows]: dequantize into [local expert][source][rows].
   std::vector<int> offsets(sz(n_local) + 1, 0);
   for (int j = 0; j < n_local; ++j) {
-    int n = 0;
-    for (int src = 0; src < ep; ++src) n += count[sz(src) * sz(n_local) + sz(j)];
-    offsets[sz(j) + 1] = offsets[sz(j)] + n;
+    std::int64_t n = 0;
+    for (int i = 0; i < ep; ++i) n += recv_counts[sz(i) * sz(n_local) + sz(j)];
+    offsets[sz(j) + 1] = offsets[sz(j)] + static_cast<int>(n);
   }
-  UninitVector<float> rows(sz(offsets.back()) * sz(h));
-  std::vector<std::size_t> row_slot(sz(offsets.back()));  // recv slot of each grouped row
-  std::vector<float> sc(sz(groups));
+  const std::size_t received = in.total / msg;
+  UninitVector<float> rows(received * sz(h));
+  std::vector<std::size_t> grouped_of(received);  // grouped row of each received row
   {
-    std::size_t row = 0;
-    for (int j = 0; j < n_local; ++j) {
-      for (int src = 0; src < ep; ++src) {
-        for (int i = 0; i < count[sz(src) * sz(n_local) + sz(j)]; ++i, ++row) {
-          const std::uint8_t* at = recv.data() + sz(src) * block + header +
-                                   (sz(j) * sz(max_tokens) + sz(i)) * slot_bytes;
-          std::memcpy(sc.data(), at + h, sz(groups) * sizeof(float));
-          dequantize_blocks(std::span(at, sz(h)), sc, 1, h, 1, kLlGroup,
-                            std::span(rows.data() + row * sz(h), sz(h)));
-          row_slot[row] = sz(src) * sz(n_local) * sz(max_tokens) + sz(j) * sz(max_tokens) + sz(i);
+    std::vector<std::size_t> cursor(offsets.begin(), offsets.end() - 1);
+    std::size_t at = 0;
+    std::vector<float> scale;
+    for (int i = 0; i < ep; ++i) {
+      for (int j = 0; j < n_local; ++j) {
+        for (std::int64_t c = 0; c < recv_counts[sz(i) * sz(n_local) + sz(j)]; ++c, ++at) {
+          grouped_of[at] = cursor[sz(j)]++;
+          dequantize_row(recv.data() + at * msg, h, scale, rows.data() + grouped_of[at] * sz(h));
         }
       }
     }
@@ -623,22 +651,23 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
 
   const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
-  // Combine: outputs back into the same slots, in the storage dtype.
+  // Combine: each output back to its token's rank in the storage dtype, in the received order.
   t0 = Clock::now();
   const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
-  const std::size_t back_block = sz(n_local) * sz(max_tokens) * row_bytes;
-  std::vector<std::uint8_t> out(sz(ep) * back_block, 0);
-  for (std::size_t row = 0; row < row_slot.size(); ++row) {
-    pack(s.dtype, y.data() + row * sz(h), sz(h), out.data() + row_slot[row] * row_bytes);
+  UninitVector<std::uint8_t> outputs(received * row_bytes);
+  for (std::size_t at = 0; at < received; ++at) {
+    pack(s.dtype, y.data() + grouped_of[at] * sz(h), sz(h), outputs.data() + at * row_bytes);
   }
-  UninitVector<std::uint8_t> back(out.size());
-  g.ep->all_to_all(out.data(), back_block, back.data());
+  const Exchange back_out = exchange_of(from_rank, row_bytes);
+  const Exchange back_in = exchange_of(to_rank, row_bytes);
+  UninitVector<std::uint8_t> back(back_in.total);
+  g.ep->all_to_all_v(outputs.data(), back_out.bytes, back_out.offsets, back.data(), back_in.bytes,
+                     back_in.offsets);
   Dispatched d;
-  d.rows = UninitVector<float>(r.ids.size() * sz(h));
+  d.rows = unpack_all(s.dtype, back, out_perm.order.size() * sz(h));
   d.pair_row.resize(r.ids.size());
-  for (std::size_t p = 0; p < r.ids.size(); ++p) {
-    unpack(s.dtype, back.data() + slot_of[p] * row_bytes, sz(h), d.rows.data() + p * sz(h));
-    d.pair_row[p] = static_cast<int>(p);
+  for (std::size_t i = 0; i < out_perm.order.size(); ++i) {
+    d.pair_row[sz(out_perm.order[i])] = static_cast<int>(i);
   }
   t.dispatch += since(t0);
   return d;

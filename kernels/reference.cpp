@@ -115,9 +115,10 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   const int k = s.top_k;
   const double u = unit_roundoff(s.dtype);
   const Eigen::Map<const RowMat> xm(x.data(), num_tokens, h);
-  // The routed experts' inputs as deepep_ll sends them: each token quantized in 1 × 128 groups.
+  // The routed experts' inputs as the DeepEP dispatchers send them: each token quantized in 1 × 128
+  // groups.
   RowMat x8;
-  if (extra.fp8_dispatch) {
+  if (extra.fp8_inputs) {
     constexpr int kGroup = 128;
     x8.resize(num_tokens, h);
     const int groups = (h + kGroup - 1) / kGroup;
@@ -144,8 +145,8 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   DMat acc = DMat::Zero(num_tokens, h);
   DMat mag = DMat::Zero(num_tokens, h);    // Σ_k |w|·|y|: for the combine's summation bound
   DMat delta = DMat::Zero(num_tokens, h);  // Σ_k |w|·bound(y)
-  DMat acc8, mag8, delta8;                 // the same with the fp8 inputs (deepep_ll)
-  if (extra.fp8_dispatch) {
+  DMat acc8, mag8, delta8;                 // the same with the fp8 inputs (DeepEP)
+  if (extra.fp8_inputs) {
     acc8 = mag8 = delta8 = DMat::Zero(num_tokens, h);
   }
   for (int e = 0; e < s.num_experts; ++e) {
@@ -174,7 +175,7 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
         delta(t, c) += std::fabs(wt) * y.bound(r, c);
       }
     }
-    if (extra.fp8_dispatch) {
+    if (extra.fp8_inputs) {
       RowMat rows8(m, h);
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         rows8.row(static_cast<Eigen::Index>(i)) = x8.row(tokens[i].first);
@@ -215,7 +216,7 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
     acc += y.y.cast<double>();
     mag += y.y.cast<double>().cwiseAbs();
     delta += y.bound;
-    if (extra.fp8_dispatch) {  // the shared expert reads x, not the fp8 copy
+    if (extra.fp8_inputs) {  // the shared expert reads x, not the fp8 copy
       acc8 += y.y.cast<double>();
       mag8 += y.y.cast<double>().cwiseAbs();
       delta8 += y.bound;
@@ -225,10 +226,10 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   ReferenceOutput out;
   out.output.resize(sz(num_tokens) * sz(h));
   out.bound.resize(out.output.size());
-  if (extra.prereduced) out.bound_prereduced.resize(out.output.size());
-  if (extra.fp8_dispatch) {
-    out.output_fp8_dispatch.resize(out.output.size());
-    out.bound_fp8_dispatch.resize(out.output.size());
+  if (extra.fp8_inputs) {
+    out.output_fp8_inputs.resize(out.output.size());
+    out.bound_fp8_inputs.resize(out.output.size());
+    out.bound_fp8_inputs_prereduced.resize(out.output.size());
   }
   const double g_k = gamma32(k + 1);
   for (int t = 0; t < num_tokens; ++t) {
@@ -239,24 +240,38 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
       out.output[i] = v;
       const double pre = delta(t, c) + g_k * mag(t, c);
       out.bound[i] = static_cast<float>(after_rounding(pre, std::fabs(v), u));
-      if (extra.prereduced) {
-        // deepep_normal sums partial outputs in two stages on the way back (per expert rank,
-        // per node), each stored in the dtype: each adds u·Σ|partials| ≤ u·(1 + u)·Σ|terms|,
-        // the terms within delta of the reference's and summed in fp32 (γ).
-        const double terms = (mag(t, c) + delta(t, c)) * (1.0 + g_k);
-        const double pre2 =
-            delta(t, c) + g_k * terms * (1.0 + 4.0 * u) + u * terms + u * (1.0 + u) * terms;
-        out.bound_prereduced[i] = static_cast<float>(after_rounding(pre2, std::fabs(v), u));
-      }
-      if (extra.fp8_dispatch) {
+      if (extra.fp8_inputs) {
         const float v8 = round_to(s.dtype, static_cast<float>(acc8(t, c)));
-        out.output_fp8_dispatch[i] = v8;
+        out.output_fp8_inputs[i] = v8;
         const double pre8 = delta8(t, c) + g_k * mag8(t, c);
-        out.bound_fp8_dispatch[i] = static_cast<float>(after_rounding(pre8, std::fabs(v8), u));
+        out.bound_fp8_inputs[i] = static_cast<float>(after_rounding(pre8, std::fabs(v8), u));
+        // deepep_normal stores two stages of partial sums on the way back (per expert rank, per
+        // node): each adds u·Σ|partials| ≤ u·(1 + u)·Σ|terms|, the terms within delta8 of the
+        // reference's and summed in fp32 (γ).
+        const double terms = (mag8(t, c) + delta8(t, c)) * (1.0 + g_k);
+        const double pre2 =
+            delta8(t, c) + g_k * terms * (1.0 + 4.0 * u) + u * terms + u * (1.0 + u) * terms;
+        out.bound_fp8_inputs_prereduced[i] =
+            static_cast<float>(after_rounding(pre2, std::fabs(v8), u));
       }
     }
   }
   return out;
+}
+
+const std::vector<float>& reference_of(const ReferenceOutput& ref, models::Dispatcher d) {
+  if (!models::is_deepep(d)) return ref.output;
+  MOEPLAN_ASSERT(ref.output_fp8_inputs.size() == ref.output.size(),
+                 "reference_of: the reference was made without fp8_inputs");
+  return ref.output_fp8_inputs;
+}
+
+const std::vector<float>& bound_of(const ReferenceOutput& ref, models::Dispatcher d) {
+  if (!models::is_deepep(d)) return ref.bound;
+  MOEPLAN_ASSERT(ref.output_fp8_inputs.size() == ref.output.size(),
+                 "bound_of: the reference was made without fp8_inputs");
+  return d == models::Dispatcher::kDeepEpNormal ? ref.bound_fp8_inputs_prereduced
+                                                : ref.bound_fp8_inputs;
 }
 
 }  // namespace moeplan::kernels

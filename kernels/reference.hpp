@@ -9,29 +9,33 @@
 #include <vector>
 
 #include "kernels/layer_spec.hpp"
+#include "models/layout.hpp"
 
 namespace moeplan::kernels {
 
 struct ReferenceOutput {
   std::vector<float> output;  ///< [T][H], values of the storage dtype
   std::vector<float> bound;   ///< [T][H]: |sharded − reference| ≤ bound for any correct layout
-  /// [T][H] when asked: the bound of a dispatcher that sums partial outputs in two stages on
-  /// the way back, each stored in the dtype (deepep_normal: per expert rank, per node).
-  std::vector<float> bound_prereduced;
-  /// [T][H] when asked: the output and bound of a dispatcher that sends the expert inputs as
-  /// fp8 e4m3 with one fp32 scale per 128 values (deepep_ll): the routed experts read the
-  /// inputs' quantized copy (kernels/fp8's quantize_blocks, tested on its own against exact
-  /// rounding, as the router is), the router and the shared expert read x.
-  std::vector<float> output_fp8_dispatch;
-  std::vector<float> bound_fp8_dispatch;
+  /// [T][H] when asked (ReferenceBounds::fp8_inputs): the output and bound of the DeepEP
+  /// dispatchers, which send the expert inputs as fp8 e4m3 with one fp32 scale per 128 values:
+  /// the routed experts read the inputs' quantized copy (kernels/fp8's quantize_blocks, tested on
+  /// its own against exact rounding, as the router is), the router and the shared expert read x.
+  std::vector<float> output_fp8_inputs;
+  std::vector<float> bound_fp8_inputs;  ///< deepep_ll: the combine sums the k outputs
+  /// deepep_normal: the way back also stores two stages of partial sums in the dtype (per expert
+  /// rank, per node).
+  std::vector<float> bound_fp8_inputs_prereduced;
 };
 
-/// Which extra bounds reference_forward derives (each costs a pass over the tokens; the fp8 one
-/// a second pass through every expert).
+/// Which extra outputs reference_forward derives (a second pass through every routed expert).
 struct ReferenceBounds {
-  bool prereduced = false;
-  bool fp8_dispatch = false;
+  bool fp8_inputs = false;
 };
+
+/// What a layer with dispatcher `d` must match (the fp8-input output for the DeepEP ones) and
+/// its bound; the fp8 ones need reference_forward with fp8_inputs.
+const std::vector<float>& reference_of(const ReferenceOutput& ref, models::Dispatcher d);
+const std::vector<float>& bound_of(const ReferenceOutput& ref, models::Dispatcher d);
 
 /// One MLP (gate/up, SiLU·up, down) on rows x[m][H] with its bound: y[m][H] values of the
 /// dtype as the sharded layer stores them after its TP reduction, `scale[r]` applied to row r

@@ -134,10 +134,7 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
   std::vector<VerifyRow> rows;
   const int total = case_count(req);
   ReferenceBounds extra;
-  for (const Dispatcher d : req.dispatchers) {
-    extra.prereduced = extra.prereduced || d == Dispatcher::kDeepEpNormal;
-    extra.fp8_dispatch = extra.fp8_dispatch || d == Dispatcher::kDeepEpLl;
-  }
+  for (const Dispatcher d : req.dispatchers) extra.fp8_inputs = extra.fp8_inputs || is_deepep(d);
   int done = 0;
   for (const DType dtype : req.dtypes) {
     const LayerSpec spec = *LayerSpec::from_model(req.model, req.scale, dtype, req.seed);
@@ -196,11 +193,8 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
             row.layer_ms = static_cast<double>(ns[0]) * 1e-6;
             row.max_abs_ref = max_ref;
             bool ok = true;
-            const bool fp8 = d == Dispatcher::kDeepEpLl;
-            const std::vector<float>& expected = fp8 ? ref.output_fp8_dispatch : ref.output;
-            const std::vector<float>& bounds = d == Dispatcher::kDeepEpNormal ? ref.bound_prereduced
-                                               : fp8 ? ref.bound_fp8_dispatch
-                                                     : ref.bound;
+            const std::vector<float>& expected = reference_of(ref, d);
+            const std::vector<float>& bounds = bound_of(ref, d);
             for (int r = 0; r < world_size; ++r) {
               const TokenRange rr = ranges[static_cast<std::size_t>(r)];
               const float* got = all.data() + ro[static_cast<std::size_t>(r)] / sizeof(float);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "kernels/moe_layer.hpp"
 #include "kernels/reference.hpp"
@@ -155,44 +156,54 @@ TEST(MoeLayer, DeepEpLegalityAndTheLowLatencyBuffer) {
   expect_all_pass(run(req, 4), 1);
 }
 
-TEST(MoeLayer, DeepEpLowLatencySendsFp8AndALostPairIsCaught) {
+TEST(MoeLayer, DeepEpSendsFp8AndALostPairIsCaught) {
   auto m = model("qwen2-57b-a14b");
   const LayerSpec spec = *LayerSpec::from_model(m, 64, DType::kFp32, 7);
   const int tokens = 16;
   const int h = spec.hidden;
   const std::vector<float> x = make_input(spec, 0, tokens);
-  const ReferenceOutput ref = reference_forward(spec, x, tokens, {true, true});
-  ASSERT_EQ(ref.bound_prereduced.size(), ref.output.size());
-  ASSERT_EQ(ref.output_fp8_dispatch.size(), ref.output.size());
+  const ReferenceOutput ref = reference_forward(spec, x, tokens, {true});
+  ASSERT_EQ(ref.output_fp8_inputs.size(), ref.output.size());
   for (std::size_t i = 0; i < ref.output.size(); ++i) {
-    EXPECT_GE(ref.bound_prereduced[i], ref.bound[i]);
+    EXPECT_GE(ref.bound_fp8_inputs_prereduced[i], ref.bound_fp8_inputs[i]);
   }
-  // Rank 0's tokens through deepep_ll and through a2av (the same layer, fp32 payload).
-  std::vector<float> ll, a2av;
+  // Rank 0's tokens through the DeepEP dispatchers (2 nodes of 2) and through a2av (the same
+  // layer, fp32 payload).
+  std::map<Dispatcher, std::vector<float>> out;
   run_in_process(4, [&](Communicator& world) {
     auto be = make_cpu_backend();
     const TokenRange tr = token_range(tokens, 4, world.rank());
     const std::vector<float> xr = make_input(spec, tr.first, tr.count);
-    for (const Dispatcher d : {Dispatcher::kDeepEpLl, Dispatcher::kA2av}) {
+    for (const Dispatcher d :
+         {Dispatcher::kDeepEpLl, Dispatcher::kDeepEpNormal, Dispatcher::kA2av}) {
       const Layout l = Layout::of(4, 1, RankMapping::kTpInnermost, d);
-      const RankGroups g = make_groups(world, l);
-      auto o = moe_forward(*be, g, spec, l, make_rank_weights(spec, l, world.rank()), xr, tokens);
-      if (world.rank() == 0) (d == Dispatcher::kA2av ? a2av : ll) = o;
+      const RankGroups g = make_groups(world, l, 2);
+      auto o = moe_forward(*be, g, spec, l, make_rank_weights(spec, l, world.rank()), xr, tokens,
+                           nullptr, {2, 0});
+      if (world.rank() == 0) out[d] = o;
     }
   });
-  ASSERT_EQ(ll.size(), static_cast<std::size_t>(tokens / 4 * h));
-  ASSERT_EQ(a2av.size(), ll.size());
-  // deepep_ll matches the reference on fp8 inputs, and not the one on fp32 inputs: it really
-  // sends fp8 (a2av matches the fp32 one).
-  std::size_t ll_fp8 = 0, ll_fp32 = 0, a2av_fp32 = 0;
-  for (std::size_t i = 0; i < ll.size(); ++i) {
-    ll_fp8 += std::fabs(ll[i] - ref.output_fp8_dispatch[i]) <= ref.bound_fp8_dispatch[i] ? 1U : 0U;
-    ll_fp32 += std::fabs(ll[i] - ref.output[i]) <= ref.bound[i] ? 1U : 0U;
+  const std::vector<float>& a2av = out[Dispatcher::kA2av];
+  ASSERT_EQ(a2av.size(), static_cast<std::size_t>(tokens / 4 * h));
+  std::size_t a2av_fp32 = 0;
+  for (std::size_t i = 0; i < a2av.size(); ++i) {
     a2av_fp32 += std::fabs(a2av[i] - ref.output[i]) <= ref.bound[i] ? 1U : 0U;
   }
-  EXPECT_EQ(ll_fp8, ll.size());
-  EXPECT_EQ(a2av_fp32, ll.size());
-  EXPECT_LT(ll_fp32, ll.size() / 2) << "deepep_ll's experts read fp8 inputs, not the fp32 rows";
+  EXPECT_EQ(a2av_fp32, a2av.size());
+  // The DeepEP ones match the reference on fp8 inputs, and not the one on fp32 inputs: they
+  // really send fp8.
+  for (const Dispatcher d : {Dispatcher::kDeepEpLl, Dispatcher::kDeepEpNormal}) {
+    const std::vector<float>& got = out[d];
+    ASSERT_EQ(got.size(), a2av.size());
+    const std::vector<float>& bound = bound_of(ref, d);
+    std::size_t as_fp8 = 0, as_fp32 = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      as_fp8 += std::fabs(got[i] - ref.output_fp8_inputs[i]) <= bound[i] ? 1U : 0U;
+      as_fp32 += std::fabs(got[i] - ref.output[i]) <= ref.bound[i] ? 1U : 0U;
+    }
+    EXPECT_EQ(as_fp8, got.size()) << dispatcher_name(d);
+    EXPECT_LT(as_fp32, got.size() / 2) << dispatcher_name(d) << "'s experts read fp8 inputs";
+  }
 
   // A dispatcher that lost token 0's first pair would be off by weight · that expert's output,
   // far outside the bound: verify fails it.
@@ -208,7 +219,7 @@ TEST(MoeLayer, DeepEpLowLatencySendsFp8AndALostPairIsCaught) {
   std::size_t caught = 0;
   for (int c = 0; c < h; ++c) {
     const auto i = static_cast<std::size_t>(c);
-    caught += std::fabs(weights[0] * y.y[i]) > ref.bound_fp8_dispatch[i] ? 1U : 0U;
+    caught += std::fabs(weights[0] * y.y[i]) > ref.bound_fp8_inputs_prereduced[i] ? 1U : 0U;
   }
   EXPECT_GT(caught, static_cast<std::size_t>(h) / 2);
 }

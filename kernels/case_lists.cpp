@@ -36,18 +36,14 @@ Result<std::vector<Layout>> parse_layout_list(const std::string& text, const Lay
   return layouts;
 }
 
-Result<std::vector<Dispatcher>> parse_dispatcher_list(const std::string& text, bool for_verify) {
+Result<std::vector<Dispatcher>> parse_dispatcher_list(const std::string& text) {
   if (text == "all") {
-    if (for_verify) {
-      return std::vector<Dispatcher>(std::begin(kVerifyDispatchers), std::end(kVerifyDispatchers));
-    }
-    return std::vector<Dispatcher>(std::begin(kKernelDispatchers), std::end(kKernelDispatchers));
+    return std::vector<Dispatcher>(std::begin(kAllDispatchers), std::end(kAllDispatchers));
   }
   std::vector<Dispatcher> out;
   for (const auto& item : split_list(text)) {
     auto d = parse_dispatcher(item);
     if (!d) return input_error("dispatcher", ": " + d.error().message);
-    MOEPLAN_TRY_STATUS(check_kernel_dispatcher(*d, for_verify));
     out.push_back(*d);
   }
   if (out.empty()) return input_error("dispatcher", ": expected all or a list of dispatchers");

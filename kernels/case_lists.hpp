@@ -19,10 +19,9 @@ Result<std::vector<Layout>> parse_layout_list(const std::string& text, const Lay
                                               int world, bool both_mappings,
                                               const std::string& model_name);
 
-/// "all" or a list of dispatcher names: those profile and validate measure (kKernelDispatchers),
-/// or with `for_verify` those the sharded layer implements (kVerifyDispatchers).
-Result<std::vector<Dispatcher>> parse_dispatcher_list(const std::string& text,
-                                                      bool for_verify = false);
+/// "all" (every dispatcher the sharded layer implements: the five of models::kAllDispatchers) or
+/// a list of dispatcher names.
+Result<std::vector<Dispatcher>> parse_dispatcher_list(const std::string& text);
 
 /// A list of token counts in [1, max_tokens], each divisible by `divisor` (the ranks a count is
 /// split over; 1: any).

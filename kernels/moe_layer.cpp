@@ -13,17 +13,6 @@
 
 namespace moeplan::kernels {
 
-Status check_kernel_dispatcher(Dispatcher d, bool for_verify) {
-  const auto has = [d](const auto& list) {
-    return std::find(std::begin(list), std::end(list), d) != std::end(list);
-  };
-  if (has(kKernelDispatchers) || (for_verify && has(kVerifyDispatchers))) return Status::Ok();
-  return input_error("dispatcher", ": " + dispatcher_name(d) +
-                                       " is costed by the planner and checked by verify but not "
-                                       "measured by profile or validate yet; expected "
-                                       "padded_a2a, allgather or a2av");
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -19,18 +19,10 @@ namespace moeplan::kernels {
 using models::Dispatcher;
 using models::dispatcher_name;
 using models::kAllDispatchers;
-/// The dispatchers `profile` and `validate` measure.
+/// The dispatchers that run on every layout (the DeepEP ones need tp 1, and deepep_normal whole
+/// nodes: kernel_dispatch_violation).
 inline constexpr Dispatcher kKernelDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
                                                     Dispatcher::kA2av};
-/// The dispatchers the sharded layer implements and `verify` checks: the measured ones and the
-/// DeepEP ones (two-hop normal mode, fp8 low-latency mode), which `profile` and `validate` do not
-/// measure yet.
-inline constexpr Dispatcher kVerifyDispatchers[] = {Dispatcher::kPaddedA2a, Dispatcher::kAllGather,
-                                                    Dispatcher::kA2av, Dispatcher::kDeepEpNormal,
-                                                    Dispatcher::kDeepEpLl};
-/// Ok when `d` is in kKernelDispatchers (or, with `for_verify`, kVerifyDispatchers); otherwise
-/// an error on input "dispatcher" saying what runs it and which dispatchers are expected.
-Status check_kernel_dispatcher(Dispatcher d, bool for_verify = false);
 using models::Layout;
 using models::parse_dispatcher;
 using models::parse_layout;

@@ -12,12 +12,13 @@ namespace {
 class LayerCase final : public OpCase {
  public:
   LayerCase(kernels::Communicator& world, const kernels::LayerSpec& spec,
-            const kernels::Layout& layout, int num_tokens)
+            const kernels::Layout& layout, int num_tokens, const kernels::DispatchOptions& dispatch)
       : spec_(spec),
         layout_(layout),
         tokens_(num_tokens),
+        dispatch_(dispatch),
         backend_(kernels::make_cpu_backend()),
-        groups_(kernels::make_groups(world, layout)),
+        groups_(kernels::make_groups(world, layout, dispatch.ranks_per_node)),
         weights_(kernels::make_rank_weights(spec, layout, world.rank())) {
     const kernels::TokenRange tr =
         kernels::token_range(num_tokens, layout.ep_size, layout.ep_rank(world.rank()));
@@ -26,20 +27,23 @@ class LayerCase final : public OpCase {
   }
 
   void run() override {
-    out_ =
-        kernels::moe_forward(*backend_, groups_, spec_, layout_, weights_, x_, tokens_, &phases_);
+    out_ = kernels::moe_forward(*backend_, groups_, spec_, layout_, weights_, x_, tokens_, &phases_,
+                                dispatch_);
     if (fault_ && !out_.empty()) out_[out_.size() / 2] += 1.0F;
   }
 
   Check verify() override {
     run();
     // This rank's tokens against the dense reference and its derived bound (docs/VERIFY.md).
-    const kernels::ReferenceOutput ref = kernels::reference_forward(spec_, x_, count_);
+    const kernels::ReferenceOutput ref =
+        kernels::reference_forward(spec_, x_, count_, {models::is_deepep(layout_.dispatcher)});
+    const std::vector<float>& expected = kernels::reference_of(ref, layout_.dispatcher);
+    const std::vector<float>& bound = kernels::bound_of(ref, layout_.dispatcher);
     for (std::size_t i = 0; i < out_.size(); ++i) {
-      const double diff = std::fabs(static_cast<double>(out_[i]) - ref.output[i]);
-      if (!(diff <= ref.bound[i])) {
+      const double diff = std::fabs(static_cast<double>(out_[i]) - expected[i]);
+      if (!(diff <= bound[i])) {
         return {false, "output " + std::to_string(i) + " differs from the dense reference by " +
-                           std::to_string(diff) + " > bound " + std::to_string(ref.bound[i])};
+                           std::to_string(diff) + " > bound " + std::to_string(bound[i])};
       }
     }
     return {};
@@ -51,6 +55,7 @@ class LayerCase final : public OpCase {
   kernels::LayerSpec spec_;
   kernels::Layout layout_;
   int tokens_;
+  kernels::DispatchOptions dispatch_;
   int count_ = 0;
   std::unique_ptr<kernels::Backend> backend_;
   kernels::RankGroups groups_;
@@ -80,8 +85,9 @@ std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens
 
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
                                const kernels::Layout& layout, int num_tokens,
-                               const HarnessOptions& options, bool inject_fault) {
-  LayerCase c(world, spec, layout, num_tokens);
+                               const HarnessOptions& options, bool inject_fault,
+                               const kernels::DispatchOptions& dispatch) {
+  LayerCase c(world, spec, layout, num_tokens, dispatch);
   if (inject_fault) c.inject_fault();
   LayerMeasurement out;
   out.measurement = measure(c, world.size() > 1 ? &world : nullptr, options);

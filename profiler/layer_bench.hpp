@@ -20,9 +20,11 @@ struct LayerMeasurement {
 };
 
 /// Measures the layer with the layout's dispatcher collectively on `world`
-/// (layout.group_size() == world.size()).
+/// (layout.group_size() == world.size()); the DeepEP dispatchers with `dispatch`'s node grouping
+/// and buffer.
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
                                const kernels::Layout& layout, int num_tokens,
-                               const HarnessOptions& options, bool inject_fault = false);
+                               const HarnessOptions& options, bool inject_fault = false,
+                               const kernels::DispatchOptions& dispatch = {});
 
 }  // namespace moeplan::profiler

@@ -10,9 +10,10 @@ namespace moeplan::profiler {
 
 const std::vector<OpTable>& all_ops() {
   static const std::vector<OpTable> ops = {
-      gemm_op(),         router_topk_op(), permute_op(),       stage_op(),        silu_mul_op(),
-      sigmoid_gate_op(), combine_sum_op(), all_to_all_op(),    all_to_all_v_op(), all_gather_op(),
-      all_gather_v_op(), all_reduce_op(),  reduce_scatter_op()};
+      gemm_op(),           router_topk_op(),    permute_op(),     stage_op(),
+      silu_mul_op(),       sigmoid_gate_op(),   combine_sum_op(), quantize_fp8_op(),
+      dequantize_fp8_op(), combine_reduce_op(), all_to_all_op(),  all_to_all_v_op(),
+      all_gather_op(),     all_gather_v_op(),   all_reduce_op(),  reduce_scatter_op()};
   return ops;
 }
 

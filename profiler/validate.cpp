@@ -28,8 +28,10 @@ Result<planner::LayerCost> predict(const ValidateRequest& req, const planner::Cl
   load.counts = {routed_counts(req.spec, c.tokens)};
   planner::Layout l = c.layout;
   l.num_gpus = world;
-  const planner::CostContext ctx{
-      req.scaled, cluster, costs, {planner::Phase::kPrefill, c.tokens / world}, load, {}};
+  planner::Workload workload{planner::Phase::kPrefill, c.tokens / world};
+  // deepep_ll's buffer as the layer sizes it: the largest EP rank's tokens.
+  workload.ll_max_tokens_per_rank = (c.tokens + l.ep_size - 1) / l.ep_size;
+  const planner::CostContext ctx{req.scaled, cluster, costs, workload, load, {}};
   auto lc = planner::cost_layout(ctx, l);
   if (!lc) return lc.error();
   return lc->per_layer;
@@ -86,14 +88,46 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   if (!dispatchers) return dispatchers.error();
   auto tokens = kernels::parse_token_list(o.tokens, kMaxValidateTokens, world);
   if (!tokens) return tokens.error();
-  for (const auto& l : *layouts) {
-    for (const auto d : *dispatchers) {
+  if (o.ranks_per_node < 0 || (o.ranks_per_node > 0 && world % o.ranks_per_node != 0)) {
+    return input_error("ranks-per-node", ": expected a divisor of the " + std::to_string(world) +
+                                             " ranks, got " + std::to_string(o.ranks_per_node));
+  }
+  r.world = world;
+  r.dispatch.ranks_per_node = o.ranks_per_node;
+  // Cases the kernels can run; "all" leaves out the others and says why, a dispatcher named
+  // explicitly must run on some layout.
+  for (const auto d : *dispatchers) {
+    std::string why;
+    int ran = 0;
+    for (const auto& l : *layouts) {
       kernels::Layout with_dispatcher = l;
       with_dispatcher.dispatcher = d;
+      if (auto v =
+              kernels::kernel_dispatch_violation(with_dispatcher, tokens->front(), r.dispatch)) {
+        const std::string note = kernels::dispatcher_name(d) + " on " + l.short_name() + ": " + *v;
+        if (std::find(r.skipped.begin(), r.skipped.end(), note) == r.skipped.end()) {
+          r.skipped.push_back(note);
+        }
+        if (why.empty()) why = *v;
+        continue;
+      }
+      ++ran;
       for (const int t : *tokens) r.cases.push_back({with_dispatcher, t});
     }
+    if (ran == 0 && o.dispatchers != "all") return input_error("dispatcher", ": " + why);
+  }
+  if (r.cases.empty()) {
+    return input_error("dispatcher", ": no layout of the request runs any of its dispatchers");
   }
   return r;
+}
+
+std::string ValidateRequest::cluster() const {
+  if (dispatch.ranks_per_node > 0) {
+    return "local:" + std::to_string(world / dispatch.ranks_per_node) + "x" +
+           std::to_string(dispatch.ranks_per_node);
+  }
+  return "local:" + std::to_string(world);
 }
 
 std::vector<ValidateRow> run_validate_cases(
@@ -106,7 +140,8 @@ std::vector<ValidateRow> run_validate_cases(
   for (const auto& c : req.cases) {
     if (stop && any_rank(world, stop())) break;
     kernels::fault_point(world.rank());
-    const auto lm = measure_layer(world, req.spec, c.layout, c.tokens, req.harness);
+    const auto lm =
+        measure_layer(world, req.spec, c.layout, c.tokens, req.harness, false, req.dispatch);
     ValidateRow r;
     r.c = c;
     r.measured_s = req.statistic == planner::CostStatistic::kP10 ? lm.measurement.stats.p10_s

@@ -29,6 +29,7 @@ struct ValidateOptions {
   std::uint64_t seed = 20241120;
   double max_seconds = 3.0;
   std::string statistic = "median";
+  int ranks_per_node = 0;  ///< group the ranks into nodes (deepep_normal; 0: one node)
 };
 
 struct ValidateCase {
@@ -43,6 +44,14 @@ struct ValidateRequest {
   std::vector<ValidateCase> cases;
   HarnessOptions harness;
   planner::CostStatistic statistic = planner::CostStatistic::kMedian;
+  kernels::DispatchOptions dispatch;  ///< node grouping; deepep_ll's buffer fits every case
+  /// What the layouts × dispatchers left out and why (a DeepEP dispatcher with tp > 1, ...).
+  std::vector<std::string> skipped;
+  int world = 1;  ///< ranks the cases run on
+  /// The cluster the predictions are made for: "local:N" (one node) or "local:MxN" (M nodes of
+  /// ranks_per_node, emulated on one host when the profile ran on one: make_cost_setup's
+  /// emulated_nodes).
+  std::string cluster() const;
 };
 
 /// The most tokens (over all ranks) one validate case may have.

@@ -96,6 +96,7 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                       {"roofline_median_abs_error", med_roof},
                       {"roofline_worst_abs_error", worst_roof}};
     out["cost_source_misses"] = misses;
+    out["skipped"] = req.skipped;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
   } else {
     std::printf(
@@ -129,6 +130,7 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                   misses.size());
       for (const auto& m : misses) std::printf("  - %s\n", m.c_str());
     }
+    for (const auto& why : req.skipped) std::printf("not run: %s\n", why.c_str());
   }
   return all_verified ? kExitOk : kExitFailed;
 }
@@ -147,8 +149,7 @@ int run_validate_command(const ValidateOptions& o) {
   Result<planner::CostSetup> setup = Error{"not loaded"};
   Status ok = req ? Status::Ok() : Status(req.error());
   if (ok && world->is_root()) {
-    setup =
-        planner::make_cost_setup("local:" + std::to_string(world->size()), o.costs, req->statistic);
+    setup = planner::make_cost_setup(req->cluster(), o.costs, req->statistic, true);
     if (!setup) ok = setup.error();
   }
   if (!world->agree(ok, report_and_flush)) return kExitBadInput;
@@ -182,7 +183,12 @@ void add_validate_command(CLI::App& app, Action& action) {
   cmd->add_option("--costs", o->costs, "Cost database written by moeplan profile (required)");
   cmd->add_option("--layouts", o->layouts, "all, or EPxTP list such as 2x1,1x2")
       ->capture_default_str();
-  cmd->add_option("--dispatcher", o->dispatchers, "all, or a list of padded_a2a, allgather, a2av")
+  cmd->add_option("--dispatcher", o->dispatchers,
+                  "all, or a list of padded_a2a, allgather, a2av, deepep_normal, deepep_ll")
+      ->capture_default_str();
+  cmd->add_option("--ranks-per-node", o->ranks_per_node,
+                  "Group the ranks into nodes of N (deepep_normal needs two or more; the "
+                  "predictions are for local:MxN; 0: one node)")
       ->capture_default_str();
   cmd->add_option("--tokens", o->tokens,
                   "Comma-separated global token counts (each divisible by the rank count)")

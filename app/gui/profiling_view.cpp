@@ -206,7 +206,9 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   layouts_->setToolTip(tr("--layouts: all, or an EPxTP list such as 2x1,1x2"));
   addField(val, tr("L&ayouts:"), layouts_, 1);
   dispatchers_ = new QLineEdit(QStringLiteral("all"), box);
-  dispatchers_->setToolTip(tr("--dispatcher: all, or a list of padded_a2a, allgather, a2av"));
+  dispatchers_->setToolTip(
+      tr("--dispatcher: all, or a list of padded_a2a, allgather, a2av, deepep_ll (deepep_normal "
+         "needs ranks grouped into nodes: moeplan validate --ranks-per-node)"));
   addField(val, tr("&Dispatchers:"), dispatchers_, 1);
   tokens_ = new QLineEdit(QStringLiteral("256,512"), box);
   tokens_->setToolTip(tr("--tokens: global token counts, each divisible by the rank count"));
@@ -453,7 +455,7 @@ bool ProfilingView::startValidate() {
     return false;
   }
   // The cluster `moeplan validate` predicts on: this machine with its ranks, from the profile.
-  auto setup = planner::make_cost_setup("local:" + std::to_string(ranks), o.costs, req->statistic);
+  auto setup = planner::make_cost_setup(req->cluster(), o.costs, req->statistic, true);
   if (!setup) {
     showError(errorText(setup.error()));
     return false;

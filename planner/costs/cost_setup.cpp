@@ -199,7 +199,7 @@ std::string describe_profile(const std::string& device, const std::vector<RunInf
 }  // namespace
 
 Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string& costs_path,
-                                  CostStatistic statistic) {
+                                  CostStatistic statistic, bool emulated_nodes) {
   CostSetup s;
   const auto local = parse_local_cluster(cluster);
   if (local && !*local) return local->error();
@@ -236,6 +236,15 @@ Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string&
     if (shape.nodes == 1) {
       const auto spec = derive_device_spec(*points, device, memory);
       c = local_cluster(shape, spec, derive_link_latency(*points, device), 0.0);
+    } else if (emulated_nodes && split.inter.empty()) {
+      // Nodes emulated on the profiled host: its shared memory is also the "network".
+      auto spec = derive_device_spec(split.intra, device, memory);
+      spec.nic_bandwidth = spec.nvlink_bandwidth;
+      const double latency = derive_link_latency(split.intra, device);
+      c = local_cluster(shape, spec, latency, latency);
+      s.profile_note +=
+          " Nodes emulated on one host: the links between them are its shared "
+          "memory, as measured within the node.";
     } else {
       // Within a node the collectives measured within one; between nodes those that crossed.
       const auto inter_spec = derive_device_spec(split.inter, device, memory);

@@ -36,9 +36,12 @@ struct CostSetup {
 /// profile of N ranks on several nodes when there is no one-node profile, and says so) and, when
 /// `costs_path` is not empty, the cost database (it must exist; it is opened, never created).
 /// Errors name the option (--cluster,
-/// --costs) and the file.
+/// --costs) and the file. `emulated_nodes`: local:KxM groups the ranks of a one-node profile
+/// into K nodes on that one host (validate --ranks-per-node), so the network between them is the
+/// host's shared memory, with the figures measured within the node.
 Result<CostSetup> make_cost_setup(const std::string& cluster, const std::string& costs_path,
-                                  CostStatistic statistic = CostStatistic::kMedian);
+                                  CostStatistic statistic = CostStatistic::kMedian,
+                                  bool emulated_nodes = false);
 
 /// The same for a cluster already built (a GUI's edited cluster): the roofline of `cluster` and,
 /// when `costs_path` is not empty, the database's measured costs for it, read as

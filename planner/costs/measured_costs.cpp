@@ -56,7 +56,8 @@ bool is_collective_op(const std::string& op) {
 
 bool is_elementwise_op(const std::string& op) {
   return op == "router_topk" || op == "permute" || op == "combine_sum" || op == "silu_mul" ||
-         op == "sigmoid_gate" || op == "stage";
+         op == "sigmoid_gate" || op == "stage" || op == "quantize_fp8" || op == "dequantize_fp8" ||
+         op == "combine_reduce";
 }
 
 constexpr const char* kMoeFusedOp = "moe_fused";
@@ -116,9 +117,9 @@ bool is_balanced(const MoeFusedQuery& q) {
 
 const std::vector<std::string>& planner_ops() {
   static const std::vector<std::string> ops = {
-      "gemm",           "router_topk",  "permute",      "combine_sum",
-      "silu_mul",       "sigmoid_gate", "stage",        "all_to_all",
-      "all_to_all_v",   "all_gather",   "all_gather_v", "all_reduce",
+      "gemm",           "router_topk",  "permute",      "combine_sum",    "silu_mul",
+      "sigmoid_gate",   "stage",        "quantize_fp8", "dequantize_fp8", "combine_reduce",
+      "all_to_all",     "all_to_all_v", "all_gather",   "all_gather_v",   "all_reduce",
       "reduce_scatter", kMoeFusedOp,    "moe_dispatch", "moe_combine"};
   return ops;
 }
@@ -521,6 +522,10 @@ double ep_roof(const void* ctx, double tokens) {
 }  // namespace
 
 Result<CostEstimate> MeasuredCosts::ep_kernel(const EpKernelQuery& q) const {
+  // A database without DeepEP kernel tables (a CPU profile, which runs the dispatchers over
+  // its measured collectives; an import without them) prices the kernel from its hops with its
+  // own collectives, each labelled with where it came from.
+  if (ep_.empty()) return CostSource::ep_kernel(q);
   auto roof = roofline_.ep_kernel(q);
   if (!roof) return roof.error();
   const std::string kernel = ep_kernel_name(q.mode, q.phase);

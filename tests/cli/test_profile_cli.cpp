@@ -126,6 +126,32 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
               1e-9);
   EXPECT_TRUE(row.at("verified").get<bool>());
   EXPECT_TRUE(row.at("sources").contains("experts"));
+
+  // The DeepEP dispatchers on the 2 ranks as 2 nodes of 1: measured like the others, their
+  // fp8 quantize/dequantize and the reductions from the profile's own ops, the hops from its
+  // collectives (no DeepEP kernel table in a CPU profile: nothing missed).
+  const auto d = run_cli(
+      "validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --layouts 2x1 "
+      "--dispatcher deepep_normal,deepep_ll --ranks-per-node 1 --tokens 32 --max-seconds 0.05 "
+      "--json --costs " +
+      db());
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const auto dj = nlohmann::json::parse(d.out);
+  ASSERT_EQ(dj.at("rows").size(), 2U);
+  EXPECT_EQ(dj.at("rows")[0].at("dispatcher"), "deepep_normal");
+  EXPECT_EQ(dj.at("rows")[1].at("dispatcher"), "deepep_ll");
+  for (const auto& r : dj.at("rows")) {
+    EXPECT_TRUE(r.at("verified").get<bool>());
+    EXPECT_GT(r.at("predicted_ms").get<double>(), 0.0);
+    const std::string dispatch = r.at("sources").at("dispatch").get<std::string>();
+    EXPECT_EQ(dispatch.find("miss"), std::string::npos) << dispatch;
+  }
+  EXPECT_TRUE(dj.at("cost_source_misses").empty()) << dj.at("cost_source_misses").dump();
+  // deepep_normal without a node grouping: refused before any work.
+  expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --layouts 2x1 "
+                           "--dispatcher deepep_normal --tokens 32 --costs " +
+                           db()),
+                   "deepep_normal spans at least two nodes");
 }
 
 pid_t spawn(const std::string& args) {

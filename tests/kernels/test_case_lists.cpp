@@ -42,20 +42,11 @@ TEST(CaseLists, LayoutsAllAndNamed) {
 }
 
 TEST(CaseLists, DispatchersTokensDtypes) {
-  EXPECT_EQ(parse_dispatcher_list("all")->size(), 3U);
-  EXPECT_EQ(parse_dispatcher_list("all", true)->size(), 5U);  // verify: the DeepEP ones too
+  EXPECT_EQ(parse_dispatcher_list("all")->size(), 5U);  // the DeepEP ones too
   EXPECT_EQ(*parse_dispatcher_list("a2av,allgather"),
             (std::vector<Dispatcher>{Dispatcher::kA2av, Dispatcher::kAllGather}));
   EXPECT_EQ(parse_dispatcher_list("ring").error().input, "dispatcher");
-  // The DeepEP dispatchers are verified but not measured by profile or validate: said so.
-  const auto deepep = parse_dispatcher_list("a2av,deepep_normal");
-  ASSERT_FALSE(deepep.ok());
-  EXPECT_EQ(deepep.error().input, "dispatcher");
-  EXPECT_NE(deepep.error().message.find("deepep_normal is costed by the planner and checked by "
-                                        "verify but not measured by profile or validate yet"),
-            std::string::npos)
-      << deepep.error().message;
-  EXPECT_EQ(*parse_dispatcher_list("a2av,deepep_normal", true),
+  EXPECT_EQ(*parse_dispatcher_list("a2av,deepep_normal"),
             (std::vector<Dispatcher>{Dispatcher::kA2av, Dispatcher::kDeepEpNormal}));
   EXPECT_EQ(*parse_token_list("64,1024", 1L << 20, 2), (std::vector<int>{64, 1024}));
   EXPECT_EQ(parse_token_list("33", 1L << 20, 2).error().message,
@@ -78,7 +69,12 @@ TEST(VerifyRequest, BuiltAndCheckedInTheLibrary) {
   auto r = make_verify_request(o, 4);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->layouts.size(), 4U);
-  EXPECT_EQ(case_count(*r), 4 * 3);
+  // 4 layouts × the 3 dispatchers of any layout, and deepep_ll on 4x1 (tp 1); deepep_normal
+  // needs the ranks grouped into nodes, and both DeepEP dispatchers tp 1: listed as not run.
+  EXPECT_EQ(case_count(*r), 4 * 3 + 1);
+  EXPECT_EQ(r->skipped.size(), 1U + 2U * 2U) << ::testing::PrintToString(r->skipped);
+  o.ranks_per_node = 2;
+  EXPECT_EQ(case_count(*make_verify_request(o, 4)), 4 * 3 + 2);
   o.backend = "gpu";
   EXPECT_EQ(make_verify_request(o, 4).error().message, "backend: expected cpu or cuda, got 'gpu'");
 }

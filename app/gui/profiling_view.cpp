@@ -207,9 +207,17 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   addField(val, tr("L&ayouts:"), layouts_, 1);
   dispatchers_ = new QLineEdit(QStringLiteral("all"), box);
   dispatchers_->setToolTip(
-      tr("--dispatcher: all, or a list of padded_a2a, allgather, a2av, deepep_ll (deepep_normal "
-         "needs ranks grouped into nodes: moeplan validate --ranks-per-node)"));
+      tr("--dispatcher: all, or a list of padded_a2a, allgather, a2av, deepep_normal, deepep_ll "
+         "(deepep_normal needs the ranks grouped into two or more nodes)"));
   addField(val, tr("&Dispatchers:"), dispatchers_, 1);
+  ranksPerNode_ = new QSpinBox(box);
+  ranksPerNode_->setRange(0, 64);
+  ranksPerNode_->setValue(0);
+  ranksPerNode_->setSpecialValueText(tr("one node"));
+  ranksPerNode_->setToolTip(
+      tr("--ranks-per-node: group the ranks into nodes of this many, emulated on this machine "
+         "(deepep_normal's two hops); the predictions are then for local:MxN"));
+  addField(val, tr("Node si&ze:"), ranksPerNode_);
   tokens_ = new QLineEdit(QStringLiteral("256,512"), box);
   tokens_->setToolTip(tr("--tokens: global token counts, each divisible by the rank count"));
   addField(val, tr("&Global tokens:"), tokens_, 1);
@@ -447,6 +455,7 @@ bool ProfilingView::startValidate() {
   o.layouts = layouts_->text().trimmed().toStdString();
   o.dispatchers = dispatchers_->text().trimmed().toStdString();
   o.tokens = tokens_->text().trimmed().toStdString();
+  o.ranks_per_node = ranksPerNode_->value();
   o.max_seconds = maxSeconds_->value();
   const int ranks = ranks_->value();
   auto req = profiler::make_validate_request(o, ranks);

@@ -103,6 +103,7 @@ class ProfilingView : public QWidget {
   QLineEdit* outputEdit() const { return output_; }
   QLineEdit* layoutsEdit() const { return layouts_; }
   QLineEdit* dispatchersEdit() const { return dispatchers_; }
+  QSpinBox* ranksPerNodeSpin() const { return ranksPerNode_; }
   QLineEdit* tokensEdit() const { return tokens_; }
   QLineEdit* validateDbEdit() const { return validateDb_; }
   QPushButton* profileButton() const { return profileButton_; }
@@ -157,6 +158,7 @@ class ProfilingView : public QWidget {
   QLineEdit* output_ = nullptr;
   QLineEdit* layouts_ = nullptr;
   QLineEdit* dispatchers_ = nullptr;
+  QSpinBox* ranksPerNode_ = nullptr;
   QLineEdit* tokens_ = nullptr;
   QLineEdit* validateDb_ = nullptr;
   QPushButton* profileButton_ = nullptr;

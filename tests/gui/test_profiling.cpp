@@ -289,6 +289,54 @@ TEST(GuiProfiling, ValidateShowsTheLibrarysPredictionsAgainstTheMeasuredLayer) {
   }
 }
 
+TEST(GuiProfiling, ValidatesTheDeepEpDispatchersOnRanksGroupedIntoNodes) {
+  app();
+  Session session;
+  ProfilingView v(&session);
+  setTinyOptions(v, tinyProfileDb());
+  v.validateDbEdit()->setText(QString::fromStdString(tinyProfileDb()));
+  v.layoutsEdit()->setText(QStringLiteral("2x1"));
+  v.dispatchersEdit()->setText(QStringLiteral("deepep_normal,deepep_ll"));
+  v.tokensEdit()->setText(QStringLiteral("32"));
+  // One node (the default): deepep_normal cannot run, said in the view, nothing starts.
+  EXPECT_FALSE(v.startValidate());
+  EXPECT_TRUE(v.errorLabel()->text().contains(QStringLiteral("at least two nodes")))
+      << v.errorLabel()->text().toStdString();
+  // The 2 ranks as 2 nodes of 1, typed as a user does.
+  v.ranksPerNodeSpin()->setFocus();
+  QTest::keyClick(v.ranksPerNodeSpin(), Qt::Key_Up);
+  ASSERT_EQ(v.ranksPerNodeSpin()->value(), 1);
+  ASSERT_TRUE(v.startValidate()) << v.errorLabel()->text().toStdString();
+  waitUntilIdle(v);
+  const auto& out = v.lastOutcome();
+  ASSERT_TRUE(out.error.isEmpty()) << out.error.toStdString();
+  ASSERT_EQ(out.rows.size(), 2U);
+
+  // The library's predictions for the same request, on the cluster validate predicts on.
+  profiler::ValidateOptions o;
+  o.model = kTinyModel;
+  o.scale = kTinyScale;
+  o.costs = tinyProfileDb();
+  o.layouts = "2x1";
+  o.dispatchers = "deepep_normal,deepep_ll";
+  o.tokens = "32";
+  o.ranks_per_node = 1;
+  auto req = profiler::make_validate_request(o, kTinyRanks);
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  EXPECT_EQ(req->cluster(), "local:2x1");
+  auto setup = planner::make_cost_setup(req->cluster(), o.costs, req->statistic, true);
+  ASSERT_TRUE(setup.ok()) << setup.error().message;
+  auto rows = out.rows;
+  for (auto& r : rows) r.predicted = r.roofline = {};
+  ASSERT_TRUE(profiler::add_predictions(*req, *setup, rows, kTinyRanks).ok());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(out.rows[i].c.layout.dispatcher, req->cases[i].layout.dispatcher);
+    EXPECT_TRUE(out.rows[i].verified) << out.rows[i].verify_detail;
+    EXPECT_GT(out.rows[i].measured_s, 0.0);
+    EXPECT_EQ(out.rows[i].predicted.total(), rows[i].predicted.total());
+  }
+}
+
 TEST(GuiProfiling, ProfileDbCostSourcePlansAsPlanCostsAndIsRemembered) {
   app();
   MainWindow w;

@@ -70,6 +70,23 @@ UninitVector<float> run_experts(Backend& be, const RankGroups& g, const LayerSpe
   return y;
 }
 
+// The pairs (token·k + j) of `ids` whose expert lives on this rank, grouped by local expert, and
+// their tokens' rows gathered from `x` [*][H] in that order: what the grouped FFN takes.
+struct LocalRows {
+  Permutation perm;
+  UninitVector<float> rows;
+};
+LocalRows gather_local_rows(Backend& be, std::span<const int> ids, std::span<const float> x, int k,
+                            int h, int first_expert, int n_local) {
+  LocalRows out{be.permute(OpContext{}, ids, first_expert, n_local), {}};
+  out.rows = UninitVector<float>(out.perm.order.size() * sz(h));
+  for (std::size_t i = 0; i < out.perm.order.size(); ++i) {
+    const float* src = x.data() + (sz(out.perm.order[i]) / sz(k)) * sz(h);
+    std::copy(src, src + h, out.rows.data() + i * sz(h));
+  }
+  return out;
+}
+
 // What a dispatcher hands to the combine: expert output rows and, for every local pair
 // (token·k + j), the row that holds its expert's output. A dispatcher that reduces on the way
 // back (deepep_normal) hands `per_token` rows per token with their own `weights` instead.
@@ -173,15 +190,10 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
   const UninitVector<float> x_all = unpack_all(s.dtype, x_all_bytes, sz(num_global_tokens) * sz(h));
 
   // Local filter: the pairs of every token whose expert lives here, grouped by expert.
-  const Permutation perm = be.permute(OpContext{}, ids_all, w.first_expert, n_local);
-  UninitVector<float> rows(perm.order.size() * sz(h));
-  for (std::size_t i = 0; i < perm.order.size(); ++i) {
-    const float* src = x_all.data() + (sz(perm.order[i]) / sz(k)) * sz(h);
-    std::copy(src, src + h, rows.data() + i * sz(h));
-  }
+  const LocalRows local = gather_local_rows(be, ids_all, x_all, k, h, w.first_expert, n_local);
   t.dispatch += since(t0);
 
-  const UninitVector<float> y = run_experts(be, g, s, w, rows, perm.offsets, t);
+  const UninitVector<float> y = run_experts(be, g, s, w, local.rows, local.perm.offsets, t);
 
   // All-gather-v of every rank's expert rows; each rank keeps the rows of its own tokens.
   t0 = Clock::now();
@@ -509,15 +521,11 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
     std::memcpy(weights.data() + sz(v) * sz(k), src + rec.row_bytes + sz(k) * sizeof(int),
                 sz(k) * sizeof(float));
   }
-  const Permutation perm = be.permute(OpContext{}, ids, w.first_expert, n_local);
-  UninitVector<float> rows(perm.order.size() * sz(h));
-  for (std::size_t i = 0; i < perm.order.size(); ++i) {
-    const float* src = xr.data() + (sz(perm.order[i]) / sz(k)) * sz(h);
-    std::copy(src, src + h, rows.data() + i * sz(h));
-  }
+  const LocalRows local = gather_local_rows(be, ids, xr, k, h, w.first_expert, n_local);
+  const Permutation& perm = local.perm;
   t.dispatch += since(t0);
 
-  const UninitVector<float> y = run_experts(be, g, s, w, rows, perm.offsets, t);
+  const UninitVector<float> y = run_experts(be, g, s, w, local.rows, perm.offsets, t);
 
   // Combine, level 1 (expert rank): Σ over its experts of weight · output, per received token.
   t0 = Clock::now();

@@ -97,6 +97,19 @@ struct Dispatched {
   std::vector<float> weights;  // [tokens][per_token] when per_token > 0
 };
 
+// The expert outputs returned in the order the pairs were sent (sorted by expert: `sent`), as
+// the combine takes them: row i is pair sent.order[i]'s.
+Dispatched returned_by_expert(DType dtype, std::span<const std::uint8_t> back,
+                              const Permutation& sent, std::size_t pairs, int h) {
+  Dispatched d;
+  d.rows = unpack_all(dtype, back, sent.order.size() * sz(h));
+  d.pair_row.resize(pairs);
+  for (std::size_t i = 0; i < sent.order.size(); ++i) {
+    d.pair_row[sz(sent.order[i])] = static_cast<int>(i);
+  }
+  return d;
+}
+
 Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, const RankWeights& w,
                       std::span<const float> x, const Routing& r, PhaseTimes& t) {
   const int ep = g.ep->size();
@@ -304,12 +317,7 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   }
   UninitVector<std::uint8_t> back(send.size());
   g.ep->all_to_all_v(recv.data(), rb, ro, back.data(), sb, so);
-  Dispatched d;
-  d.rows = unpack_all(s.dtype, back, out_perm.order.size() * sz(h));
-  d.pair_row.resize(r.ids.size());
-  for (std::size_t i = 0; i < out_perm.order.size(); ++i) {
-    d.pair_row[sz(out_perm.order[i])] = static_cast<int>(i);
-  }
+  Dispatched d = returned_by_expert(s.dtype, back, out_perm, r.ids.size(), h);
   t.dispatch += since(t0);
   return d;
 }
@@ -660,12 +668,7 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
   UninitVector<std::uint8_t> back(back_in.total);
   g.ep->all_to_all_v(outputs.data(), back_out.bytes, back_out.offsets, back.data(), back_in.bytes,
                      back_in.offsets);
-  Dispatched d;
-  d.rows = unpack_all(s.dtype, back, out_perm.order.size() * sz(h));
-  d.pair_row.resize(r.ids.size());
-  for (std::size_t i = 0; i < out_perm.order.size(); ++i) {
-    d.pair_row[sz(out_perm.order[i])] = static_cast<int>(i);
-  }
+  Dispatched d = returned_by_expert(s.dtype, back, out_perm, r.ids.size(), h);
   t.dispatch += since(t0);
   return d;
 }

@@ -427,8 +427,10 @@ struct TokenRecord {
   std::size_t row_bytes = 0;  // fp8 values and scales
   int k = 0;
   std::size_t bytes() const { return row_bytes + sz(k) * (sizeof(int) + sizeof(float)); }
-  const int* ids(const std::uint8_t* rec) const {
-    return reinterpret_cast<const int*>(rec + row_bytes);
+  // The record's ids into `out` (copied: a record need not be aligned for int).
+  void ids(const std::uint8_t* rec, std::vector<int>& out) const {
+    out.resize(sz(k));
+    std::memcpy(out.data(), rec + row_bytes, sz(k) * sizeof(int));
   }
 };
 
@@ -498,11 +500,13 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   // Hop 2 (node): each forwarded token once to each rank of this node that holds its experts.
   std::vector<std::vector<int>> to_rank(sz(per_node));
   std::vector<char> hit(sz(per_node));
+  std::vector<int> ids_u;
   for (int u = 0; u < forwarded; ++u) {
-    const int* ids = rec.ids(fwd.data() + sz(u) * rec.bytes());
+    rec.ids(fwd.data() + sz(u) * rec.bytes(), ids_u);
     std::fill(hit.begin(), hit.end(), 0);
     for (int j = 0; j < k; ++j) {
-      if (node_of(ids[j]) == my_node) hit[sz(index_of(ids[j]))] = 1;
+      const int e = ids_u[sz(j)];
+      if (node_of(e) == my_node) hit[sz(index_of(e))] = 1;
     }
     for (int l = 0; l < per_node; ++l) {
       if (hit[sz(l)] != 0) to_rank[sz(l)].push_back(u);

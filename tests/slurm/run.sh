@@ -160,15 +160,17 @@ fi
 
 # ---- verify: the sharded layer across two nodes ---------------------------------------------
 wait_idle
+# One rank per node: 2x1 runs all five dispatchers (deepep_normal's rail hop between the two
+# nodes), 1x2 the three that take tp > 1; 2 token counts: 16 cases.
 run_timed verify 60 "${SRUN[@]}" -J verify "$MOEPLAN" verify "${MODEL[@]}" --tokens 32,64 \
-  --layouts 2x1,1x2 --dtype fp32
+  --layouts 2x1,1x2 --dtype fp32 --ranks-per-node 1
 log=$WORK/logs/verify.log
 if [[ $RC != 0 ]]; then
   fail verify "exit $RC" "$log"
-elif ! grep -q "12 passed, 0 failed" "$log"; then
-  fail verify "expected '12 passed, 0 failed'" "$log"
+elif ! grep -q "16 passed, 0 failed" "$log"; then
+  fail verify "expected '16 passed, 0 failed'" "$log"
 else
-  ok "verify: srun -N2 -n2, 12 cases passed (${ELAPSED} s)"
+  ok "verify: srun -N2 -n2, 16 cases passed (${ELAPSED} s)"
 fi
 
 # ---- profile: a small profile across two nodes, then plan from it -------------------------

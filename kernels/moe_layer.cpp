@@ -413,12 +413,15 @@ Fp8Rows quantize_rows(std::span<const float> x, int n, int h) {
   return r;
 }
 
-// Dequantizes one wire row (values, then scales) into `out` [H].
-void dequantize_row(const std::uint8_t* src, int h, std::vector<float>& scale, float* out) {
+// Dequantizes one wire row (values, then scales) into `out` [H], stored in the activation dtype
+// the experts compute in (as DeepEP's receivers dequantize for bf16 experts).
+void dequantize_row(const std::uint8_t* src, int h, DType dtype, std::vector<float>& scale,
+                    float* out) {
   const int groups = (h + kFp8Group - 1) / kFp8Group;
   scale.resize(sz(groups));
   std::memcpy(scale.data(), src + h, sz(groups) * sizeof(float));
   dequantize_blocks(std::span(src, sz(h)), scale, 1, h, 1, kFp8Group, std::span(out, sz(h)));
+  round_to(dtype, std::span(out, sz(h)));
 }
 
 // A token on the wire of deepep_normal's dispatch: its fp8 row and scales, then its k expert ids
@@ -528,7 +531,7 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   std::vector<float> scale;
   for (int v = 0; v < received; ++v) {
     const std::uint8_t* src = got.data() + sz(v) * rec.bytes();
-    dequantize_row(src, h, scale, xr.data() + sz(v) * sz(h));
+    dequantize_row(src, h, s.dtype, scale, xr.data() + sz(v) * sz(h));
     std::memcpy(ids.data() + sz(v) * sz(k), src + rec.row_bytes, sz(k) * sizeof(int));
     std::memcpy(weights.data() + sz(v) * sz(k), src + rec.row_bytes + sz(k) * sizeof(int),
                 sz(k) * sizeof(float));
@@ -651,7 +654,8 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
       for (int j = 0; j < n_local; ++j) {
         for (std::int64_t c = 0; c < recv_counts[sz(i) * sz(n_local) + sz(j)]; ++c, ++at) {
           grouped_of[at] = cursor[sz(j)]++;
-          dequantize_row(recv.data() + at * msg, h, scale, rows.data() + grouped_of[at] * sz(h));
+          dequantize_row(recv.data() + at * msg, h, s.dtype, scale,
+                         rows.data() + grouped_of[at] * sz(h));
         }
       }
     }

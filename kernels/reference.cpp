@@ -115,8 +115,8 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   const int k = s.top_k;
   const double u = unit_roundoff(s.dtype);
   const Eigen::Map<const RowMat> xm(x.data(), num_tokens, h);
-  // The routed experts' inputs as the DeepEP dispatchers send them: each token quantized in 1 × 128
-  // groups.
+  // The routed experts' inputs as the DeepEP dispatchers deliver them: each token quantized in
+  // 1 × 128 groups, dequantized and stored in the dtype.
   RowMat x8;
   if (extra.fp8_inputs) {
     constexpr int kGroup = 128;
@@ -127,6 +127,7 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
     for (int t = 0; t < num_tokens; ++t) {
       quantize_blocks(x.subspan(sz(t) * sz(h), sz(h)), 1, h, 1, kGroup, q, scales);
       dequantize_blocks(q, scales, 1, h, 1, kGroup, std::span(x8.row(t).data(), sz(h)));
+      round_to(s.dtype, std::span(x8.row(t).data(), sz(h)));
     }
   }
 

@@ -3,7 +3,8 @@
 // - quantize_fp8: each token to fp8 e4m3 with one fp32 scale per 128 values, into a fresh
 //   buffer. Bytes per token as the cost model counts them: the bf16 row read (2·H) and the fp8
 //   row with its scales written (H + 4·⌊H/128⌋).
-// - dequantize_fp8: received fp8 rows back to values for the experts; the same bytes per row.
+// - dequantize_fp8: received fp8 rows back to values for the experts, stored in the dtype; the
+//   same bytes per row.
 // - combine_reduce: partial outputs summed on the way back (deepep_normal's expert rank and
 //   forwarder), two rows into one per item, stored in the dtype: 3·H·b per item (two rows read,
 //   one written).
@@ -88,6 +89,7 @@ class DequantizeCase final : public OpCase {
   DequantizeCase(int rows, int hidden, DType dtype)
       : rows_(rows),
         h_(hidden),
+        dtype_(dtype),
         q_(usz(rows) * usz(hidden)),
         scales_(usz(rows) * usz(groups_of(hidden))) {
     quantize(random_values(dtype, usz(rows) * usz(hidden), 22), rows, hidden, q_, scales_);
@@ -101,6 +103,7 @@ class DequantizeCase final : public OpCase {
                                  std::span(scales_.data() + usz(r) * usz(g), usz(g)), 1, h_, 1,
                                  kGroup, std::span(out.data() + usz(r) * usz(h_), usz(h_)));
     }
+    kernels::round_to(dtype_, std::span(out.data(), out.size()));  // for the dtype's experts
     if (fault_) out[out.size() / 2] += 1.0F;
     out_ = std::move(out);
   }
@@ -112,7 +115,8 @@ class DequantizeCase final : public OpCase {
       const std::size_t r = i / usz(h_);
       const std::size_t c = i % usz(h_);
       const float expected =
-          kernels::e4m3_to_f32(q_[i]) * scales_[r * usz(g) + c / static_cast<std::size_t>(kGroup)];
+          kernels::round_to(dtype_, kernels::e4m3_to_f32(q_[i]) *
+                                        scales_[r * usz(g) + c / static_cast<std::size_t>(kGroup)]);
       if (out_[i] != expected) {
         return {false, "value " + std::to_string(i) + " = " + std::to_string(out_[i]) +
                            ", expected " + std::to_string(expected)};
@@ -123,6 +127,7 @@ class DequantizeCase final : public OpCase {
 
  private:
   int rows_, h_;
+  DType dtype_;
   kernels::UninitVector<std::uint8_t> q_;
   kernels::UninitVector<float> scales_;
   kernels::UninitVector<float> out_;

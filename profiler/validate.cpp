@@ -94,12 +94,12 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   }
   r.world = world;
   r.dispatch.ranks_per_node = o.ranks_per_node;
-  // Cases the kernels can run; "all" leaves out the others and says why, a dispatcher named
-  // explicitly must run on some layout.
-  for (const auto d : *dispatchers) {
-    std::string why;
-    int ran = 0;
-    for (const auto& l : *layouts) {
+  // Cases the kernels can run, layout by layout; "all" leaves out the others and says why, a
+  // dispatcher named explicitly must run on some layout.
+  std::map<kernels::Dispatcher, std::string> why_not;
+  std::map<kernels::Dispatcher, int> ran;
+  for (const auto& l : *layouts) {
+    for (const auto d : *dispatchers) {
       kernels::Layout with_dispatcher = l;
       with_dispatcher.dispatcher = d;
       if (auto v =
@@ -108,13 +108,17 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
         if (std::find(r.skipped.begin(), r.skipped.end(), note) == r.skipped.end()) {
           r.skipped.push_back(note);
         }
-        if (why.empty()) why = *v;
+        why_not.emplace(d, *v);
         continue;
       }
-      ++ran;
+      ++ran[d];
       for (const int t : *tokens) r.cases.push_back({with_dispatcher, t});
     }
-    if (ran == 0 && o.dispatchers != "all") return input_error("dispatcher", ": " + why);
+  }
+  if (o.dispatchers != "all") {
+    for (const auto d : *dispatchers) {
+      if (ran[d] == 0) return input_error("dispatcher", ": " + why_not[d]);
+    }
   }
   if (r.cases.empty()) {
     return input_error("dispatcher", ": no layout of the request runs any of its dispatchers");

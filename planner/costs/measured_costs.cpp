@@ -522,10 +522,11 @@ double ep_roof(const void* ctx, double tokens) {
 }  // namespace
 
 Result<CostEstimate> MeasuredCosts::ep_kernel(const EpKernelQuery& q) const {
-  // A database without DeepEP kernel tables (a CPU profile, which runs the dispatchers over
-  // its measured collectives; an import without them) prices the kernel from its hops with its
-  // own collectives, each labelled with where it came from.
-  if (ep_.empty()) return CostSource::ep_kernel(q);
+  // A database without DeepEP kernel tables, on a device with no calibrated DeepEP form (a CPU
+  // profile, whose dispatchers run over its measured collectives), prices the kernel from its
+  // hops with its own collectives, each labelled with where it came from. With a calibrated
+  // form (fitted on measured DeepEP kernels) a missing table falls back to that form.
+  if (ep_.empty() && !roofline_.calibrated_ep_kernel(q)) return CostSource::ep_kernel(q);
   auto roof = roofline_.ep_kernel(q);
   if (!roof) return roof.error();
   const std::string kernel = ep_kernel_name(q.mode, q.phase);

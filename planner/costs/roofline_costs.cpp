@@ -297,6 +297,10 @@ Result<CostEstimate> RooflineCosts::collective(const CollectiveQuery& q) const {
   return CostEstimate{t, kSourceCalibrated};
 }
 
+bool RooflineCosts::calibrated_ep_kernel(const EpKernelQuery& q) const {
+  return calibration_ && calibration_->ep_kernels.count(ep_kernel_name(q.mode, q.phase)) > 0;
+}
+
 Result<CostEstimate> RooflineCosts::ep_kernel(const EpKernelQuery& q) const {
   const auto it = calibration_ ? calibration_->ep_kernels.find(ep_kernel_name(q.mode, q.phase))
                                : std::map<std::string, EpKernelCalibration>::const_iterator{};

@@ -103,6 +103,8 @@ class RooflineCosts final : public CostSource {
   /// link time / nic_efficiency, the intra-node flows' routed time); otherwise the default
   /// (notify, then the slowest hop, routed).
   Result<CostEstimate> ep_kernel(const EpKernelQuery& q) const override;
+  /// Whether ep_kernel prices `q` with a calibrated DeepEP form (fitted on measured kernels).
+  bool calibrated_ep_kernel(const EpKernelQuery& q) const;
 
   /// The plain collective: routed over the cluster graph. Link load is linear in the bytes, so
   /// each collective's shape (op, groups, matrix normalised by `bytes`) is routed once and cached.

@@ -14,6 +14,7 @@
 #include "planner/layout.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/plan.hpp"
+#include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
 namespace {
@@ -296,6 +297,42 @@ TEST(DeepEpCost, MeasuredTablesAnswerTheKernels) {
       << c.per_layer.dispatch.source;
   EXPECT_GE(c.per_layer.dispatch.seconds, 893e-6);
   EXPECT_GE(c.per_layer.combine.seconds, 2150e-6);
+}
+
+TEST(DeepEpCost, ADatabaseWithoutDeepEpTables) {
+  EpKernelQuery q;
+  q.mode = EpKernelMode::kNormal;
+  q.phase = EpKernelPhase::kDispatch;
+  q.hidden = 7168;
+  q.top_k = 8;
+  q.num_experts = 256;
+  q.num_nodes = 2;
+  q.ep_size = 16;
+  q.tokens = 512;
+  q.hops.push_back(CollectiveQuery{CollectiveOp::kAllToAllV, {{0, 8}}, 1 << 20, {}, DType::kBf16});
+  // H200 has a DeepEP form calibrated on measured kernels: a database without tables falls back
+  // to it, and says it missed.
+  const auto gpu = load("deepseek-v3", "2x-hgx-h200");
+  const MeasuredCosts gpu_db(std::vector<CostPoint>{}, gpu.cluster, "measured:none");
+  auto calibrated = gpu_db.ep_kernel(q);
+  ASSERT_TRUE(calibrated.ok());
+  EXPECT_EQ(calibrated->source, kSourceMiss);
+  // A device without one (a CPU profile's): the kernel is its hops, priced by the database's
+  // own collectives (here none measured, so each hop is a labelled miss of its own), and the
+  // kernel itself is not listed as missed.
+  DeviceSpec cpu;
+  cpu.name = "cpu:test";
+  cpu.peak_fp32_flops = 1e11;
+  cpu.hbm_bandwidth = 1e10;
+  cpu.nvlink_bandwidth = 1e10;
+  cpu.nic_bandwidth = 1e10;
+  const auto cluster = local_cluster(LocalShape{2, 8, true}, cpu, 1e-6, 1e-6);
+  ASSERT_TRUE(cluster.ok()) << cluster.error().message;
+  const MeasuredCosts cpu_db(std::vector<CostPoint>{}, *cluster, "measured:none");
+  auto hops = cpu_db.ep_kernel(q);
+  ASSERT_TRUE(hops.ok()) << hops.error().message;
+  EXPECT_GT(hops->seconds, 0.0);
+  for (const auto& m : cpu_db.misses()) EXPECT_EQ(m.find("deepep"), std::string::npos) << m;
 }
 
 }  // namespace

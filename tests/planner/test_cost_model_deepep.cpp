@@ -254,6 +254,20 @@ CostPoint deepep_point(const std::string& op, const std::string& impl, int sms, 
   return p;
 }
 
+/// DeepSeek-V3's normal-mode dispatch kernel on 2 nodes of 8, 512 tokens per rank.
+EpKernelQuery v3_normal_dispatch() {
+  EpKernelQuery q;
+  q.mode = EpKernelMode::kNormal;
+  q.phase = EpKernelPhase::kDispatch;
+  q.hidden = 7168;
+  q.top_k = 8;
+  q.num_experts = 256;
+  q.num_nodes = 2;
+  q.ep_size = 16;
+  q.tokens = 512;
+  return q;
+}
+
 TEST(DeepEpCost, MeasuredTablesAnswerTheKernels) {
   const auto f = load("deepseek-v3", "2x-hgx-h200");
   const std::vector<CostPoint> points = {
@@ -264,15 +278,7 @@ TEST(DeepEpCost, MeasuredTablesAnswerTheKernels) {
       deepep_point("moe_combine", "deepep_normal", 20, 4096, 2150e-6),
   };
   const MeasuredCosts db(points, f.cluster, "measured:test");
-  EpKernelQuery q;
-  q.mode = EpKernelMode::kNormal;
-  q.phase = EpKernelPhase::kDispatch;
-  q.hidden = 7168;
-  q.top_k = 8;
-  q.num_experts = 256;
-  q.num_nodes = 2;
-  q.ep_size = 16;
-  q.tokens = 512;
+  EpKernelQuery q = v3_normal_dispatch();
   auto exact = db.ep_kernel(q);
   ASSERT_TRUE(exact.ok());
   EXPECT_DOUBLE_EQ(exact->seconds, 187e-6);
@@ -300,15 +306,7 @@ TEST(DeepEpCost, MeasuredTablesAnswerTheKernels) {
 }
 
 TEST(DeepEpCost, ADatabaseWithoutDeepEpTables) {
-  EpKernelQuery q;
-  q.mode = EpKernelMode::kNormal;
-  q.phase = EpKernelPhase::kDispatch;
-  q.hidden = 7168;
-  q.top_k = 8;
-  q.num_experts = 256;
-  q.num_nodes = 2;
-  q.ep_size = 16;
-  q.tokens = 512;
+  EpKernelQuery q = v3_normal_dispatch();
   q.hops.push_back(CollectiveQuery{CollectiveOp::kAllToAllV, {{0, 8}}, 1 << 20, {}, DType::kBf16});
   // H200 has a DeepEP form calibrated on measured kernels: a database without tables falls back
   // to it, and says it missed.

@@ -159,41 +159,28 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
     }
     if (tokens.empty()) continue;
     const ExpertWeights w = make_expert(s, e, 0, 1);
-    RowMat rows(static_cast<Eigen::Index>(tokens.size()), h);
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      rows.row(static_cast<Eigen::Index>(i)) = xm.row(tokens[i].first);
-    }
     const auto m = static_cast<Eigen::Index>(tokens.size());
-    const MlpOut y =
-        mlp_with_bound(rows, w, h, s.dtype, Eigen::VectorXf::Ones(m), Eigen::VectorXd::Zero(m));
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const auto r = static_cast<Eigen::Index>(i);
-      const double wt = tokens[i].second;
-      const int t = tokens[i].first;
-      for (int c = 0; c < h; ++c) {
-        acc(t, c) += wt * y.y(r, c);
-        mag(t, c) += std::fabs(wt * y.y(r, c));
-        delta(t, c) += std::fabs(wt) * y.bound(r, c);
-      }
-    }
-    if (extra.fp8_inputs) {
-      RowMat rows8(m, h);
+    // This expert's tokens taken from `inputs`, through its MLP, weighted into the three sums.
+    const auto add_expert = [&](const auto& inputs, DMat& sum, DMat& sum_abs, DMat& sum_bound) {
+      RowMat rows(m, h);
       for (std::size_t i = 0; i < tokens.size(); ++i) {
-        rows8.row(static_cast<Eigen::Index>(i)) = x8.row(tokens[i].first);
+        rows.row(static_cast<Eigen::Index>(i)) = inputs.row(tokens[i].first);
       }
-      const MlpOut y8 =
-          mlp_with_bound(rows8, w, h, s.dtype, Eigen::VectorXf::Ones(m), Eigen::VectorXd::Zero(m));
+      const MlpOut y =
+          mlp_with_bound(rows, w, h, s.dtype, Eigen::VectorXf::Ones(m), Eigen::VectorXd::Zero(m));
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         const auto r = static_cast<Eigen::Index>(i);
         const double wt = tokens[i].second;
         const int t = tokens[i].first;
         for (int c = 0; c < h; ++c) {
-          acc8(t, c) += wt * y8.y(r, c);
-          mag8(t, c) += std::fabs(wt * y8.y(r, c));
-          delta8(t, c) += std::fabs(wt) * y8.bound(r, c);
+          sum(t, c) += wt * y.y(r, c);
+          sum_abs(t, c) += std::fabs(wt * y.y(r, c));
+          sum_bound(t, c) += std::fabs(wt) * y.bound(r, c);
         }
       }
-    }
+    };
+    add_expert(xm, acc, mag, delta);
+    if (extra.fp8_inputs) add_expert(x8, acc8, mag8, delta8);
   }
 
   // Shared expert on every token (gated by sigmoid(x·g) for Qwen2-MoE).

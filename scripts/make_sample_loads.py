@@ -121,12 +121,30 @@ def topic_trace(rng):
     (OUT / "synthetic_topic_trace_olmoe_shape.json").write_text(text + "\n")
 
 
+def drift_qwen3_steps(rng):
+    # 32 steps [32, 48, 128] on Qwen3-30B-A3B's shape with drift: the traffic's topic changes
+    # every 8 steps, and with it each layer's 8 hot experts (40 % of the pairs between them, the
+    # rest uniform); 1,024 tokens × top-8 pairs per layer and step drawn as a multinomial. For
+    # `moeplan rebalance`: a placement fitted on the first topic falls behind, re-fits catch up.
+    experts, layers, steps, hot, share = 128, 48, 32, 8, 0.4
+    values = []
+    for s in range(steps):
+        k = s // 8
+        for layer in range(layers):
+            hot_set = {(k * 37 + 11 * j + 5 * layer) % experts for j in range(hot)}
+            probs = [share / hot if e in hot_set else (1 - share) / (experts - hot)
+                     for e in range(experts)]
+            values += multinomial(rng, 1024 * 8, probs)
+    write_npy(OUT / "synthetic_drift_qwen3_30b_steps32.npy", (steps, layers, experts), values)
+
+
 def main():
     rng = random.Random(20251202)
     powerlaw_dsv3_hidden(rng)
     hot_qwen3_csv(rng)
     dsv2lite_steps(rng)
     topic_trace(rng)
+    drift_qwen3_steps(random.Random(20261203))
 
 
 if __name__ == "__main__":

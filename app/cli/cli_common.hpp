@@ -58,6 +58,7 @@ void add_clusters_command(CLI::App& app, Action& action);
 void add_profile_command(CLI::App& app, Action& action);
 void add_validate_command(CLI::App& app, Action& action);
 void add_place_command(CLI::App& app, Action& action);
+void add_rebalance_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 
 /// Writes `spec` in `format` for `framework_version` ("" = the current release) into `out_dir`

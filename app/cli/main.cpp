@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, action);
   add_clusters_command(app, action);
   add_place_command(app, action);
+  add_rebalance_command(app, action);
   add_export_command(app, action);
   add_profile_command(app, action);
   add_validate_command(app, action);

@@ -304,7 +304,7 @@ QChart* LineChart::chart() const { return chartView_->chart(); }
 
 void LineChart::setData(const QString& title, const QStringList& series,
                         const std::vector<std::vector<double>>& values, const QString& xTitle,
-                        const QString& yTitle, double yMin, double yMax) {
+                        const QString& yTitle, double yMin, double yMax, double xFirst) {
   QChart* c = chart();
   clearChart(c);
   c->setTitle(title);
@@ -327,13 +327,15 @@ void LineChart::setData(const QString& title, const QStringList& series,
     pen.setWidth(2);
     line->setPen(pen);
     const auto& v = values[static_cast<std::size_t>(s)];
-    for (std::size_t i = 0; i < v.size(); ++i) line->append(static_cast<double>(i), v[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      line->append(xFirst + static_cast<double>(i), v[i]);
+    }
     n = std::max(n, static_cast<int>(v.size()));
     c->addSeries(line);
     line->attachAxis(x);
     line->attachAxis(y);
   }
-  x->setRange(0.0, std::max(1, n - 1));
+  x->setRange(xFirst, xFirst + std::max(1, n - 1));
   x->setTickCount(std::min(n, 11) > 1 ? std::min(n, 11) : 2);
 }
 

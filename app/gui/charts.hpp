@@ -83,9 +83,10 @@ class LineChart : public QWidget {
 
  public:
   explicit LineChart(QWidget* parent = nullptr);
+  /// Point i of a series sits at x = xFirst + i.
   void setData(const QString& title, const QStringList& series,
                const std::vector<std::vector<double>>& values, const QString& xTitle,
-               const QString& yTitle, double yMin, double yMax);
+               const QString& yTitle, double yMin, double yMax, double xFirst = 0.0);
   QChart* chart() const;
 
  private:

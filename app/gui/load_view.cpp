@@ -39,6 +39,11 @@ QString tokens(double v) { return QString::number(v, 'f', v < 10.0 ? 2 : 0); }
 
 }  // namespace
 
+const std::vector<int>& LoadView::rebalanceGrid() {
+  static const std::vector<int> kGrid = {1, 2, 4, 8};
+  return kGrid;
+}
+
 const std::vector<planner::PlacementPolicy>& LoadView::comparedPolicies() {
   static const std::vector<planner::PlacementPolicy> kPolicies = {
       planner::PlacementPolicy::kContiguous, planner::PlacementPolicy::kEplb,
@@ -104,7 +109,19 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   grid->addWidget(layerMap_, 1, 1);
   grid->setRowStretch(0, 1);
   grid->setRowStretch(1, 1);
+  timeline_ = new LineChart(this);
+  timeline_->setToolTip(
+      tr("A load with steps over time: eplb fitted once on the steps before the scored ones, "
+         "against eplb re-fitted every N steps on the last W steps; a re-fit's expert copies "
+         "are waited for before its step"));
+  grid->addWidget(timeline_, 2, 0, 1, 2);
+  grid->setRowStretch(2, 1);
   layout->addLayout(grid, 1);
+  rebalanceText_ = new QLabel(this);
+  rebalanceText_->setWordWrap(true);
+  layout->addWidget(rebalanceText_);
+  timeline_->hide();
+  rebalanceText_->hide();
 
   connect(&watcher_, &QFutureWatcher<BalanceOutcome>::finished, this, &LoadView::onDone);
   connect(layer_, &QSpinBox::valueChanged, this, &LoadView::redraw);
@@ -129,38 +146,70 @@ void LoadView::recompute() {
   }
   const int ep = lc->layout.ep_size;
   header_->setText(tr("Placing experts for ep%1…").arg(ep));
-  auto future =
-      QtConcurrent::run([load = load->load, fit = session_->policyFit(), ep, generation]() {
-        BalanceOutcome out;
-        out.generation = generation;
-        out.epSize = ep;
-        out.policies = comparedPolicies();
-        for (auto policy : out.policies) {
-          planner::PolicyFit f = fit;
-          f.policy = policy;
-          out.numNodes = planner::policy_config(f, load.num_experts, ep).num_nodes;
-          auto placed = planner::place_for_ep(load, f, ep);
-          if (!placed) {
-            out.error = errorText(placed.error());
-            return out;
-          }
-          auto fig = planner::balance_figures(load, placed->placement);
-          if (!fig) {
-            out.error = errorText(fig.error());
-            return out;
-          }
-          std::vector<std::vector<double>> loads;
-          for (int l = 0; l < load.num_layers(); ++l) {
-            const auto& map = placed->placement.physical_to_logical[static_cast<std::size_t>(
-                placed->placement.num_layers() == 1 ? 0 : l)];
-            loads.push_back(planner::gpu_loads(load.counts[static_cast<std::size_t>(l)], map, ep));
-          }
-          out.placements.push_back(std::move(*placed));
-          out.figures.push_back(std::move(*fig));
-          out.gpuLoads.push_back(std::move(loads));
-        }
+  // What the rebalancing simulation needs, copied for the worker.
+  std::optional<models::MoeModel> model = session_->model();
+  std::optional<planner::Cluster> cluster = session_->cluster();
+  auto future = QtConcurrent::run([load = load->load, steps = load->steps,
+                                   fit = session_->policyFit(), ep, generation,
+                                   model = std::move(model), cluster = std::move(cluster),
+                                   costDb = session_->costDb().toStdString(),
+                                   workload = session_->workload(), layout = lc->layout]() {
+    BalanceOutcome out;
+    out.generation = generation;
+    out.epSize = ep;
+    out.policies = comparedPolicies();
+    for (auto policy : out.policies) {
+      planner::PolicyFit f = fit;
+      f.policy = policy;
+      out.numNodes = planner::policy_config(f, load.num_experts, ep).num_nodes;
+      auto placed = planner::place_for_ep(load, f, ep);
+      if (!placed) {
+        out.error = errorText(placed.error());
         return out;
-      });
+      }
+      auto fig = planner::balance_figures(load, placed->placement);
+      if (!fig) {
+        out.error = errorText(fig.error());
+        return out;
+      }
+      std::vector<std::vector<double>> loads;
+      for (int l = 0; l < load.num_layers(); ++l) {
+        const auto& map = placed->placement.physical_to_logical[static_cast<std::size_t>(
+            placed->placement.num_layers() == 1 ? 0 : l)];
+        loads.push_back(planner::gpu_loads(load.counts[static_cast<std::size_t>(l)], map, ep));
+      }
+      out.placements.push_back(std::move(*placed));
+      out.figures.push_back(std::move(*fig));
+      out.gpuLoads.push_back(std::move(loads));
+    }
+    if (steps.size() >= 2 && model && cluster) {
+      planner::PolicyFit f = fit;
+      f.policy = planner::PlacementPolicy::kEplb;
+      planner::RebalanceRequest req;
+      req.policy = f.policy;
+      req.config = planner::policy_config(f, load.num_experts, ep);
+      req.every = rebalanceGrid();
+      req.windows.clear();
+      for (const int w : rebalanceGrid()) {
+        if (w < static_cast<int>(steps.size())) req.windows.push_back(w);
+      }
+      auto setup = planner::make_cost_setup(*cluster, costDb);
+      if (!setup) {
+        out.rebalanceError = errorText(setup.error());
+      } else {
+        const planner::ExpertLoad none;
+        const planner::CostContext ctx{*model, *cluster, setup->costs(), workload, none, nullptr};
+        out.rebalanceCosts = QString::fromStdString(setup->costs().name());
+        auto r = planner::simulate_rebalancing(steps, load.source, ctx, layout, req);
+        if (r) {
+          out.rebalance = std::move(*r);
+        } else {
+          out.rebalanceError = errorText(r.error());
+        }
+      }
+    }
+    return out;
+  });
   watcher_.setFuture(future);
   running_ = true;
   progress_->show();
@@ -202,8 +251,11 @@ void LoadView::redraw() {
     balance_->setData(tr("Balancedness per layer"), {}, {}, {}, {}, 0, 1);
     expertMap_->setData(tr("Expert × GPU"), {}, {}, {}, {});
     layerMap_->setData(tr("Layer × GPU"), {}, {}, {}, {});
+    timeline_->hide();
+    rebalanceText_->hide();
     return;
   }
+  drawRebalance();
   const auto& load = session_->load();
   const planner::LayoutCost* lc = session_->selectedLayoutCost();
   const int layer = layer_->value();
@@ -294,6 +346,77 @@ void LoadView::redraw() {
           .arg(outcome_.numNodes == 1 ? QString() : QStringLiteral("s"))
           .arg(QString::fromStdString(session_->policyFit().redundancy.describe()))
           .arg(QString::number(outcome_.placements.back().seconds, 'f', 2)));
+}
+
+void LoadView::drawRebalance() {
+  if (!outcome_.rebalance) {
+    timeline_->hide();
+    rebalanceText_->setText(outcome_.rebalanceError.isEmpty()
+                                ? QString()
+                                : tr("Rebalancing over time: %1").arg(outcome_.rebalanceError));
+    rebalanceText_->setVisible(!outcome_.rebalanceError.isEmpty());
+    return;
+  }
+  const planner::RebalanceResult& r = *outcome_.rebalance;
+  const auto& fixed = r.schemes.front();
+  // The re-fit shown: the recommended one, or, when fixed wins, the best scheme that does
+  // rebalance within the scored steps (else the first re-fit).
+  std::size_t shown = static_cast<std::size_t>(r.recommended);
+  if (shown == 0) {
+    shown = 1;
+    for (std::size_t i = 1; i < r.schemes.size(); ++i) {
+      const auto& s = r.schemes[i];
+      const auto& cur = r.schemes[shown];
+      if ((s.rebalances > 0 && cur.rebalances == 0) ||
+          ((s.rebalances > 0) == (cur.rebalances > 0) &&
+           s.net_seconds_per_step < cur.net_seconds_per_step)) {
+        shown = i;
+      }
+    }
+  }
+  const auto& refit = r.schemes[shown];
+  std::vector<double> a, b;
+  double hi = 0.0, lo = std::numeric_limits<double>::infinity();
+  for (std::size_t t = 0; t < fixed.series_step_seconds.size(); ++t) {
+    a.push_back(1e3 * fixed.series_step_seconds[t]);
+    b.push_back(1e3 * (refit.series_step_seconds[t] + refit.series_move_seconds[t]));
+    hi = std::max({hi, a.back(), b.back()});
+    lo = std::min({lo, a.back(), b.back()});
+  }
+  auto name = [](const planner::RebalanceScheme& s) {
+    return s.every == 0 ? tr("fixed (fit on %1 steps)").arg(s.window)
+                        : tr("every %1, window %2").arg(s.every).arg(s.window);
+  };
+  timeline_->setData(
+      tr("Rebalancing over time (%1 re-fits): MoE time per step (cost model, %2), a re-fit's "
+         "copy wait added to its step")
+          .arg(QString::fromStdString(outcome_.rebalance->policy))
+          .arg(outcome_.rebalanceCosts),
+      {tr("%1: net %2 ms/step").arg(name(fixed)).arg(1e3 * fixed.net_seconds_per_step, 0, 'f', 3),
+       tr("%1: net %2 ms/step, rebalances: %3, %4 GiB copied")
+           .arg(name(refit))
+           .arg(1e3 * refit.net_seconds_per_step, 0, 'f', 3)
+           .arg(refit.rebalances)
+           .arg(refit.bytes_moved / (1ULL << 30), 0, 'f', 2)},
+      {a, b}, tr("step of the load"), tr("ms per step"),
+      std::max(0.0, lo - 0.05 * (hi - lo) - 1e-3), hi + 0.05 * (hi - lo) + 1e-3, r.first_scored);
+  timeline_->show();
+  const auto& best = r.schemes[static_cast<std::size_t>(r.recommended)];
+  rebalanceText_->setText(
+      tr("Rebalancing over time (%1 steps, scored from step %2; %3 re-fit schemes tried, N and W "
+         "in {1, 2, 4, 8}): recommended <b>%4</b>, net %5 ms per step%6. The same figures: "
+         "<tt>moeplan rebalance</tt>.")
+          .arg(r.num_steps)
+          .arg(r.first_scored)
+          .arg(r.schemes.size() - 1)
+          .arg(name(best))
+          .arg(1e3 * best.net_seconds_per_step, 0, 'f', 3)
+          .arg(r.recommended == 0 ? tr(" (no re-fit saves more than its copies cost)")
+                                  : tr(", %1 % below fixed")
+                                        .arg(100.0 * (1.0 - best.net_seconds_per_step /
+                                                                fixed.net_seconds_per_step),
+                                             0, 'f', 1)));
+  rebalanceText_->show();
 }
 
 bool LoadView::savePlacement(const QString& path) {

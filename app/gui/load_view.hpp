@@ -7,10 +7,12 @@
 #include <QFutureWatcher>
 #include <QString>
 #include <QWidget>
+#include <optional>
 #include <vector>
 
 #include "planner/placement/placement.hpp"
 #include "planner/placement/placement_metrics.hpp"
+#include "planner/rebalance.hpp"
 
 class QCheckBox;
 class QComboBox;
@@ -36,6 +38,11 @@ struct BalanceOutcome {
   std::vector<planner::PlacementResult> placements;        ///< one per policy
   std::vector<planner::BalanceFigures> figures;            ///< one per policy
   std::vector<std::vector<std::vector<double>>> gpuLoads;  ///< [policy][layer][gpu]
+  /// A load with steps: eplb fitted once against re-fitted every N steps on the last W
+  /// (planner::simulate_rebalancing on the selected layout); empty otherwise.
+  std::optional<planner::RebalanceResult> rebalance;
+  QString rebalanceError;  ///< why the simulation could not run (the other figures stand)
+  QString rebalanceCosts;  ///< the cost source's name
 };
 
 class LoadView : public QWidget {
@@ -55,6 +62,12 @@ class LoadView : public QWidget {
   GroupedBarChart* gpuLoadChart() const { return bars_; }
   HeatMap* expertHeatMap() const { return expertMap_; }
   HeatMap* layerHeatMap() const { return layerMap_; }
+  /// Rebalancing over time (a load with steps): per-step time of the fixed placement and of
+  /// the recommended re-fit, and the recommendation.
+  LineChart* rebalanceChart() const { return timeline_; }
+  QLabel* rebalanceLabel() const { return rebalanceText_; }
+  /// Re-fit intervals N and windows W the simulation tries.
+  static const std::vector<int>& rebalanceGrid();
   /// Recomputes now (a running computation is abandoned).
   void recompute();
   /// Abandons the running placement: its result is dropped, the figures shown stay.
@@ -70,6 +83,7 @@ class LoadView : public QWidget {
   void onSave();
 
  private:
+  void drawRebalance();
   Session* session_;
   QSpinBox* layer_ = nullptr;
   QComboBox* policy_ = nullptr;
@@ -83,6 +97,8 @@ class LoadView : public QWidget {
   HeatMap* expertMap_ = nullptr;
   HeatMap* layerMap_ = nullptr;
   LineChart* balance_ = nullptr;
+  LineChart* timeline_ = nullptr;
+  QLabel* rebalanceText_ = nullptr;
   BalanceOutcome outcome_;
   int generation_ = 0;
   QFutureWatcher<BalanceOutcome> watcher_;

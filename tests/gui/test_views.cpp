@@ -15,6 +15,7 @@
 #include <QGraphicsScene>
 #include <QGraphicsSimpleTextItem>
 #include <QLabel>
+#include <QLineSeries>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -31,6 +32,7 @@
 #include "app/gui/session.hpp"
 #include "app/gui/topology_view.hpp"
 #include "models/registry.hpp"
+#include "models/resources.hpp"
 #include "planner/costs/cost_setup.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
@@ -395,6 +397,61 @@ TEST(GuiSession, CancelKeepsThePreviousPlan) {
   w.waitForIdle();
   EXPECT_EQ(cancelled.count(), 1);
   EXPECT_EQ(w.session()->plan(), before);
+}
+
+TEST(GuiLoadBalance, RebalancingOverTimeIsTheLibrarysSimulation) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadModel(QStringLiteral("deepseek-v2-lite")));
+  const QString steps = QString::fromStdString(
+      (moeplan::resource_dir() / "loads" / "dsv2lite_esft_steps16.npy").string());
+  ASSERT_TRUE(w.loadLoad(steps));
+  w.waitForIdle();
+  LoadView* v = w.loadView();
+  const BalanceOutcome& out = v->outcome();
+  ASSERT_TRUE(out.error.isEmpty()) << out.error.toStdString();
+  ASSERT_TRUE(out.rebalance.has_value()) << out.rebalanceError.toStdString();
+  const planner::LayoutCost* lc = w.session()->selectedLayoutCost();
+  ASSERT_NE(lc, nullptr);
+  // The same simulation through the library: eplb, N and W in {1, 2, 4, 8}.
+  const auto& s = *w.session();
+  auto setup = planner::make_cost_setup(*s.cluster(), s.costDb().toStdString());
+  ASSERT_TRUE(setup);
+  planner::PolicyFit fit = s.policyFit();
+  fit.policy = planner::PlacementPolicy::kEplb;
+  planner::RebalanceRequest req;
+  req.config = planner::policy_config(fit, s.model()->num_experts, lc->layout.ep_size);
+  req.every = req.windows = LoadView::rebalanceGrid();
+  const planner::ExpertLoad none;
+  const planner::CostContext ctx{*s.model(),   *s.cluster(), setup->costs(),
+                                 s.workload(), none,         nullptr};
+  auto r =
+      planner::simulate_rebalancing(s.load()->steps, s.load()->load.source, ctx, lc->layout, req);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(out.rebalance->schemes.size(), r->schemes.size());
+  EXPECT_EQ(out.rebalance->recommended, r->recommended);
+  for (std::size_t i = 0; i < r->schemes.size(); ++i) {
+    EXPECT_EQ(out.rebalance->schemes[i].series_step_seconds, r->schemes[i].series_step_seconds);
+    EXPECT_EQ(out.rebalance->schemes[i].bytes_moved, r->schemes[i].bytes_moved);
+  }
+  // The chart: the fixed placement's per-step time from the first scored step on, in ms.
+  EXPECT_FALSE(v->rebalanceChart()->isHidden());
+  const auto series = v->rebalanceChart()->chart()->series();
+  ASSERT_EQ(series.size(), 2);
+  auto* fixed = qobject_cast<QLineSeries*>(series.at(0));
+  ASSERT_NE(fixed, nullptr);
+  ASSERT_EQ(fixed->count(), 16 - r->first_scored);
+  for (int t = 0; t < fixed->count(); ++t) {
+    EXPECT_DOUBLE_EQ(fixed->at(t).x(), r->first_scored + t);
+    EXPECT_DOUBLE_EQ(fixed->at(t).y(),
+                     1e3 * r->schemes[0].series_step_seconds[static_cast<std::size_t>(t)]);
+  }
+  EXPECT_TRUE(v->rebalanceLabel()->text().contains(QStringLiteral("recommended")));
+  // A load without steps has no time series.
+  ASSERT_TRUE(w.loadLoad(QString::fromLatin1(kSkewed)));
+  w.waitForIdle();
+  EXPECT_FALSE(v->outcome().rebalance.has_value());
+  EXPECT_TRUE(v->rebalanceChart()->isHidden());
 }
 
 TEST(GuiLoadBalance, CancelKeepsThePreviousFigures) {

@@ -8,6 +8,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/dtype_convert.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/layer_ops.hpp"
 #include "kernels/router_math.hpp"
 
@@ -152,6 +153,10 @@ class CpuBackend final : public Backend {
   // out = (SiLU(x·Wg) ⊙ (x·Wu)) · Wd; the activation is stored in `dtype`.
   static void mlp(const ConstMap& x, const ExpertWeights& w, int hidden, DType dtype, RowMat& act,
                   Map out) {
+    if (!w.fp8.empty()) {
+      mlp_fp8(x, w, hidden, dtype, act, out);
+      return;
+    }
     const int width = w.width;
     const ConstMap w1(w.gate_up.data(), hidden, 2 * width);
     const ConstMap w2(w.down.data(), width, hidden);
@@ -160,6 +165,49 @@ class CpuBackend final : public Backend {
     act.resize(x.rows(), width);
     silu_mul_rows(gu.data(), static_cast<long>(x.rows()), width, dtype, act.data());
     matmul(ConstMap(act.data(), act.rows(), act.cols()), w2, out);
+  }
+
+  // The fp8 block-scaled MLP (DeepSeek-V3's recipe): the rows and the activation quantized to
+  // e4m3 in 1 × act_group groups, the weights read from their e4m3 form and block scales. The
+  // CPU has no fp8 arithmetic: each GEMM multiplies the exact dequantized values in fp32, which
+  // is the block-scaled product with the per-block scaling folded into the operands.
+  static void mlp_fp8(const ConstMap& x, const ExpertWeights& w, int hidden, DType dtype,
+                      RowMat& act, Map out) {
+    const Fp8ExpertWeights& f = w.fp8.front();
+    const int width = w.width;
+    const auto m = x.rows();
+    // The weights are decoded one panel of block columns at a time, each multiplied while it
+    // is still in cache: a call reads each weight byte once from memory, not a decoded fp32
+    // copy. Scratch is reused across calls on this thread.
+    thread_local RowMat xq, panel, gu;
+    xq = x;
+    fake_quantize_rows(xq.data(), static_cast<int>(m), hidden, f.act_group);
+    gu.resize(m, 2 * width);
+    const int p = 4 * f.block_out;  // columns per panel: whole blocks
+    const ConstMap xmap(xq.data(), m, hidden);
+    for (const auto& [c0, scales] :
+         {std::pair{0, f.gate_scales.data()}, std::pair{width, f.up_scales.data()}}) {
+      const int ld_scales = (width + f.block_out - 1) / f.block_out;
+      for (int first = 0; first < width; first += p) {
+        const int cols = std::min(p, width - first);
+        panel.resize(hidden, cols);
+        dequantize_panel(f.gate_up.data(), 2 * width, c0, hidden, first, cols, f.block_in,
+                         f.block_out, scales, ld_scales, panel.data(), cols, 0);
+        gu.middleCols(c0 + first, cols).noalias() = xmap * panel;
+      }
+    }
+    act.resize(m, width);
+    silu_mul_rows(gu.data(), static_cast<long>(m), width, dtype, act.data());
+    fake_quantize_rows(act.data(), static_cast<int>(m), width, f.act_group);
+    const ConstMap amap(act.data(), m, width);
+    const int ld_scales = (hidden + f.block_out - 1) / f.block_out;
+    for (int first = 0; first < hidden; first += p) {
+      const int cols = std::min(p, hidden - first);
+      panel.resize(width, cols);
+      dequantize_panel(f.down.data(), hidden, 0, width, first, cols, f.block_in, f.block_out,
+                       f.down_scales.data(), ld_scales, panel.data(), cols, 0);
+      out.middleCols(first, cols).noalias() = amap * panel;
+    }
   }
 
   // The one GEMM of the CPU backend (the MLP's and the gemm op's): Eigen, fp32 accumulation.

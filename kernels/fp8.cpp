@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace moeplan::kernels {
 
@@ -95,6 +96,63 @@ void dequantize_blocks(std::span<const std::uint8_t> q, std::span<const float> s
       values[i] = e4m3_to_f32(q[i]) * scales[at(r / block_rows, c / block_cols, bc)];
     }
   }
+}
+
+void fake_quantize_rows(float* x, int rows, int cols, int group) {
+  const int g = blocks(cols, group);
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(cols));
+  std::vector<float> scales(static_cast<std::size_t>(g));
+  for (int r = 0; r < rows; ++r) {
+    const std::span<float> row(x + static_cast<std::ptrdiff_t>(r) * cols,
+                               static_cast<std::size_t>(cols));
+    quantize_blocks(row, 1, cols, 1, group, q, scales);
+    dequantize_blocks(q, scales, 1, cols, 1, group, row);
+  }
+}
+
+void dequantize_panel(const std::uint8_t* q, int ld, int c0, int rows, int first_col, int cols,
+                      int block_rows, int block_cols, const float* scales, int scale_ld, float* out,
+                      int out_ld, int out_c0) {
+  // Branch-free decode (vectorizes): the 7 magnitude bits shifted into an fp32 exponent and
+  // mantissa (bias 7 becomes bias 0: the value / 2^120, subnormals included), times 2^120
+  // (exact), times the block scale (one rounding, as e4m3_to_f32(q) · scale), sign last. The NaN
+  // codes (0x7f, 0xff) never come out of quantize_blocks for finite weights.
+  const float k2p120 = std::ldexp(1.0F, 120);
+  const int b0 = first_col / block_cols;
+  const int b1 = blocks(first_col + cols, block_cols);
+  for (int r = 0; r < rows; ++r) {
+    const std::uint8_t* in = q + static_cast<std::ptrdiff_t>(r) * ld + c0;
+    float* o = out + static_cast<std::ptrdiff_t>(r) * out_ld + out_c0 - first_col;
+    const float* srow = scales + static_cast<std::ptrdiff_t>(r / block_rows) * scale_ld;
+    for (int b = b0; b < b1; ++b) {
+      const float sc = srow[b];
+      const int begin = std::max(first_col, b * block_cols);
+      const int end = std::min(first_col + cols, (b + 1) * block_cols);
+      for (int c = begin; c < end; ++c) {
+        const std::uint32_t bits = in[c];
+        const std::uint32_t mag = (bits & 0x7fU) << 20;
+        float v = 0.0F;
+        std::memcpy(&v, &mag, sizeof v);
+        v = v * k2p120 * sc;
+        std::uint32_t vb = 0;
+        std::memcpy(&vb, &v, sizeof vb);
+        vb |= (bits & 0x80U) << 24;
+        std::memcpy(&o[c], &vb, sizeof vb);
+      }
+    }
+  }
+}
+
+void dequantize_part(const std::uint8_t* q, int ld, int c0, int rows, int cols, int block_rows,
+                     int block_cols, const float* scales, float* out, int out_ld, int out_c0) {
+  dequantize_panel(q, ld, c0, rows, 0, cols, block_rows, block_cols, scales,
+                   blocks(cols, block_cols), out, out_ld, out_c0);
+}
+
+double e4m3_error_bound(double abs_value, double scale) {
+  const double u32 = std::ldexp(1.0, -24);
+  return (std::ldexp(1.0, -4) + 4.0 * u32) * abs_value +
+         std::ldexp(1.0, -10) * scale * (1.0 + 4.0 * u32);
 }
 
 }  // namespace moeplan::kernels

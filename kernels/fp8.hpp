@@ -29,4 +29,26 @@ void quantize_blocks(std::span<const float> values, int rows, int cols, int bloc
 void dequantize_blocks(std::span<const std::uint8_t> q, std::span<const float> scales, int rows,
                        int cols, int block_rows, int block_cols, std::span<float> values);
 
+/// Each row of the row-major [rows × cols] matrix `x` quantized to e4m3 in 1 × `group` groups
+/// and dequantized, in place: exactly quantize_blocks then dequantize_blocks on the row (the
+/// dynamic activation quantization of DeepSeek-V3's fp8 GEMMs).
+void fake_quantize_rows(float* x, int rows, int cols, int group);
+
+/// Dequantizes the [rows × cols] part of `q` at column `c0` (row stride `ld`) whose scales are
+/// `scales` (quantize_blocks's layout for that part alone) into `out` at column `out_c0` (row
+/// stride `out_ld`): out = e4m3_to_f32(q) · scale of its block.
+void dequantize_part(const std::uint8_t* q, int ld, int c0, int rows, int cols, int block_rows,
+                     int block_cols, const float* scales, float* out, int out_ld, int out_c0);
+
+/// The same for a panel of such a part: its columns [first_col, first_col + cols) (first_col a
+/// multiple of block_cols), the part's scales having `scale_ld` blocks per row of blocks.
+void dequantize_panel(const std::uint8_t* q, int ld, int c0, int rows, int first_col, int cols,
+                      int block_rows, int block_cols, const float* scales, int scale_ld, float* out,
+                      int out_ld, int out_c0);
+
+/// The largest |dequantized − v| of one value v of a block (or group) whose scale is `scale`
+/// (amax / 448): half a step of e4m3 (2^-4 relative on normals, 2^-10 · scale on subnormals)
+/// and the two fp32 roundings (v / scale, q · scale).
+double e4m3_error_bound(double abs_value, double scale);
+
 }  // namespace moeplan::kernels

@@ -1,9 +1,12 @@
 // Layer shapes and deterministic weights.
 #include "kernels/layer_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kernels/dtype_convert.hpp"
+#include "kernels/fp8.hpp"
 
 namespace moeplan::kernels {
 
@@ -33,6 +36,38 @@ void fill_block(const LayerSpec& s, std::uint32_t tensor, std::int64_t total_col
 // Uniform[-a, a) with a = sqrt(3 / fan_in): unit variance inputs keep unit-scale outputs.
 float init_scale(int fan_in) { return std::sqrt(3.0F / static_cast<float>(fan_in)); }
 
+int blocks(int n, int b) { return (n + b - 1) / b; }
+
+// Quantizes the [rows][cols] part at column `c0` of `values` (row stride `ld`) in
+// [block_rows × block_cols] blocks: its e4m3 bits into `q` (same layout), its scales into
+// `scales`, and its values replaced by their exact dequantized values.
+void quantize_part(std::vector<float>& values, int ld, int c0, int rows, int cols, int block_rows,
+                   int block_cols, std::vector<std::uint8_t>& q, std::vector<float>& scales) {
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  std::vector<float> part(n), deq(n);
+  std::vector<std::uint8_t> bits(n);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      part[static_cast<std::size_t>(r * cols + c)] =
+          values[static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
+                 static_cast<std::size_t>(c0 + c)];
+    }
+  }
+  scales.assign(static_cast<std::size_t>(blocks(rows, block_rows) * blocks(cols, block_cols)),
+                0.0F);
+  quantize_blocks(part, rows, cols, block_rows, block_cols, bits, scales);
+  dequantize_blocks(bits, scales, rows, cols, block_rows, block_cols, deq);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const auto src = static_cast<std::size_t>(r * cols + c);
+      const auto dst = static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
+                       static_cast<std::size_t>(c0 + c);
+      values[dst] = deq[src];
+      q[dst] = bits[src];
+    }
+  }
+}
+
 ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t up_id,
                        std::uint32_t down_id, int full_width, int slice, int num_slices) {
   ExpertWeights w;
@@ -45,6 +80,23 @@ ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t 
   fill_block(s, gate_id, full_width, 0, h, c0, w.width, a1, w.gate_up.data(), 2 * w.width, 0);
   fill_block(s, up_id, full_width, 0, h, c0, w.width, a1, w.gate_up.data(), 2 * w.width, w.width);
   fill_block(s, down_id, h, c0, w.width, 0, h, init_scale(full_width), w.down.data(), h, 0);
+  if (s.fp8() && w.width > 0) {
+    // The checkpoint's blocks: gate and up [width][H] (outputs × inputs) are stored here
+    // transposed, [H][width], so their blocks are block_in rows × block_out columns; down
+    // [H][width] is stored [width][H]: block_in rows (its inputs) × block_out columns.
+    Fp8ExpertWeights f;
+    f.block_out = s.fp8_block_out;
+    f.block_in = s.fp8_block_in;
+    f.act_group = s.fp8_act_group;
+    f.gate_up.resize(w.gate_up.size());
+    f.down.resize(w.down.size());
+    quantize_part(w.gate_up, 2 * w.width, 0, h, w.width, f.block_in, f.block_out, f.gate_up,
+                  f.gate_scales);
+    quantize_part(w.gate_up, 2 * w.width, w.width, h, w.width, f.block_in, f.block_out, f.gate_up,
+                  f.up_scales);
+    quantize_part(w.down, h, 0, w.width, h, f.block_in, f.block_out, f.down, f.down_scales);
+    w.fp8.push_back(std::move(f));
+  }
   return w;
 }
 
@@ -86,6 +138,44 @@ Result<LayerSpec> LayerSpec::from_model(const models::MoeModel& m, int scale, DT
   s.dtype = dtype;
   s.seed = seed;
   return s;
+}
+
+Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
+  spec.fp8_block_out = spec.fp8_block_in = spec.fp8_act_group = 0;
+  if (f.scheme == WeightScheme::kPlain) return Status::Ok();
+  if (f.scheme != WeightScheme::kFp8Block) {
+    return input_error("weights", ": the CPU kernels run plain and fp8-block weights; " + f.name() +
+                                      " (" + f.describe() + ") has no kernel yet");
+  }
+  if (f.block_out <= 0 || f.block_in <= 0) {
+    return input_error("weights", ": fp8-block needs positive block sizes, got " +
+                                      std::to_string(f.block_out) + " × " +
+                                      std::to_string(f.block_in));
+  }
+  spec.fp8_block_out = f.block_out;
+  spec.fp8_block_in = f.block_in;
+  // Activations in 1 × 128 groups unless the format says otherwise (DeepSeek-V3: dynamic).
+  spec.fp8_act_group = f.activation_group > 0 ? f.activation_group : f.block_in;
+  return Status::Ok();
+}
+
+std::optional<std::string> fp8_slice_violation(const LayerSpec& spec, int num_slices) {
+  if (!spec.fp8() || num_slices <= 1) return std::nullopt;
+  const int b = std::max({spec.fp8_block_out, spec.fp8_block_in, spec.fp8_act_group});
+  for (const auto& [name, width] : {std::pair{"expert", spec.intermediate},
+                                    std::pair{"shared expert", spec.shared_intermediate}}) {
+    if (width == 0) continue;
+    const int slice = width / num_slices;
+    if (slice % spec.fp8_block_out != 0 || slice % spec.fp8_block_in != 0 ||
+        slice % spec.fp8_act_group != 0) {
+      return std::string("fp8 blocks of ") + std::to_string(spec.fp8_block_out) + "×" +
+             std::to_string(spec.fp8_block_in) + " do not divide the " + name +
+             " width / tp = " + std::to_string(width) + " / " + std::to_string(num_slices) + " = " +
+             std::to_string(slice) + " (frameworks refuse such a split; expected a multiple of " +
+             std::to_string(b) + ")";
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<float> make_router_weight(const LayerSpec& s) {

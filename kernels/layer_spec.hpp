@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/dtype.hpp"
 #include "models/moe_model.hpp"
 #include "models/result.hpp"
+#include "models/weight_format.hpp"
 
 namespace moeplan::kernels {
 
@@ -23,6 +25,15 @@ struct LayerSpec {
   models::RouterSpec router;
   DType dtype = DType::kFp32;
   std::uint64_t seed = 0;
+  /// fp8 block-scaled expert weights (DeepSeek-V3's recipe), 0 when plain: each expert matrix
+  /// (gate, up, down; routed and shared) stored as fp8 e4m3 with one fp32 scale per
+  /// [fp8_block_out × fp8_block_in] block (output channels × inputs), and each GEMM's
+  /// activation input quantized to fp8 e4m3 in 1 × fp8_act_group groups.
+  int fp8_block_out = 0;
+  int fp8_block_in = 0;
+  int fp8_act_group = 0;
+
+  bool fp8() const { return fp8_block_out > 0; }
 
   /// The model's layer with hidden and expert widths divided by `scale` (expert count, top-k and
   /// routing kept). Errors when `scale` does not divide a width.
@@ -30,14 +41,41 @@ struct LayerSpec {
                                       std::uint64_t seed);
 };
 
+/// An expert's fp8 block-scaled form: e4m3 bits in the layout of gate_up and down, and the fp32
+/// scales of the gate, up and down parts, each row-major by block over that part as stored here
+/// ([H][width] parts: ⌈H/block_in⌉ × ⌈width/block_out⌉; down [width][H]:
+/// ⌈width/block_in⌉ × ⌈H/block_out⌉; edge blocks partial, as DeepSeek-V3's checkpoint tiles).
+struct Fp8ExpertWeights {
+  int block_out = 0;
+  int block_in = 0;
+  int act_group = 0;
+  std::vector<std::uint8_t> gate_up;  ///< [H][2·width]
+  std::vector<std::uint8_t> down;     ///< [width][H]
+  std::vector<float> gate_scales;
+  std::vector<float> up_scales;
+  std::vector<float> down_scales;
+};
+
 /// One expert's weights (routed or shared), possibly a tp-slice of its intermediate dim:
 /// gate_up [H][2·width] (gate columns first, then up), down [width][H]; values representable in
-/// the storage dtype.
+/// the storage dtype. With fp8 weights (`fp8` not empty) gate_up and down hold the exact
+/// dequantized values of the fp8 form, which the reference computes with; the CPU backend's
+/// GEMMs read the fp8 form.
 struct ExpertWeights {
   int width = 0;
   std::vector<float> gate_up;
   std::vector<float> down;
+  std::vector<Fp8ExpertWeights> fp8;  ///< empty, or one entry: the fp8 form
 };
+
+/// Sets `spec`'s weight format from a model's: plain, or fp8 block-scaled (fp8_block_*). The
+/// other formats (fp8 per channel or tensor, MXFP4, NVFP4, W4A16) have no kernels yet: an error
+/// names the input "weights".
+Status apply_weight_format(LayerSpec& spec, const WeightFormat& format);
+
+/// Why a TP split into `num_slices` slices cannot run `spec`'s fp8 blocks (a slice boundary
+/// inside a block: the expert width / tp must be a multiple of the block), or nothing.
+std::optional<std::string> fp8_slice_violation(const LayerSpec& spec, int num_slices);
 
 /// Tensor ids of the deterministic weight generator.
 enum class Tensor : std::uint32_t {

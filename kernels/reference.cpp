@@ -2,6 +2,7 @@
 #include "kernels/reference.hpp"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/backend.hpp"
@@ -39,14 +40,19 @@ double after_rounding(double delta, double ref_abs, double u) {
   return delta + 2.0 * u * (ref_abs + delta);
 }
 
-MlpOut mlp_with_bound(const RowMat& x, const ExpertWeights& w, int hidden, DType dtype,
+MlpOut mlp_with_bound(const RowMat& x_in, const ExpertWeights& w, int hidden, DType dtype,
                       const Eigen::VectorXf& scale, const Eigen::VectorXd& scale_delta) {
   const double u = unit_roundoff(dtype);
   const double u32 = std::ldexp(1.0, -24);
   const int width = w.width;
   const Eigen::Map<const RowMat> w1(w.gate_up.data(), hidden, 2 * width);
   const Eigen::Map<const RowMat> w2(w.down.data(), width, hidden);
-  const Eigen::Index m = x.rows();
+  const Eigen::Index m = x_in.rows();
+  // fp8 weights: gate_up and down hold the exact dequantized values; the rows are quantized in
+  // 1 × act_group groups exactly as the layer quantizes them (same inputs, same function).
+  const int act_group = w.fp8.empty() ? 0 : w.fp8.front().act_group;
+  RowMat x = x_in;
+  if (act_group > 0) fake_quantize_rows(x.data(), static_cast<int>(m), hidden, act_group);
 
   const RowMat gu = x * w1;
   const RowMat mgu = x.cwiseAbs() * w1.cwiseAbs();
@@ -68,6 +74,54 @@ MlpOut mlp_with_bound(const RowMat& x, const ExpertWeights& w, int hidden, DType
       act(r, c) = a;
       act_abs(r, c) = std::fabs(a);
       dact(r, c) = static_cast<float>(after_rounding(da_pre, std::fabs(a), u));
+    }
+  }
+  if (act_group > 0) {
+    // The layer quantizes its activation (within dact of this one) in 1 × act_group groups
+    // before the down projection; so does this reference, with the same function. Where the
+    // two activations differ, the group's scale lies in [amax − d, amax + d] / 448 (d: the
+    // group's largest dact) and each value's code between the codes of the extremes of
+    // a / scale over those ranges (rounding is monotone): the layer's value is within the
+    // largest corner distance of this one, plus the fp32 product's rounding.
+    const double widen = std::ldexp(1.0, -22);
+    for (Eigen::Index r = 0; r < m; ++r) {
+      for (int g0 = 0; g0 < width; g0 += act_group) {
+        const int g1 = std::min(width, g0 + act_group);
+        float amax = 0.0F;
+        double dmax = 0.0;
+        for (int c = g0; c < g1; ++c) {
+          amax = std::max(amax, std::fabs(act(r, c)));
+          dmax = std::max(dmax, double{dact(r, c)});
+        }
+        const float sr = amax > 0.0F ? amax / kE4m3Max : 1.0F;
+        const double s_lo = (amax - dmax) / kE4m3Max * (1.0 - widen);
+        const double s_hi = (amax + dmax) / kE4m3Max * (1.0 + widen);
+        const bool scale_known = s_lo > 0.0;
+        for (int c = g0; c < g1; ++c) {
+          const float a = act(r, c);
+          const float aq = e4m3_to_f32(f32_to_e4m3(a / sr)) * sr;
+          const double d = dact(r, c);
+          double e = 0.0;
+          if (scale_known) {
+            const double ylo = std::min((a - d) / s_lo, (a - d) / s_hi) * (1.0 + widen) - 1e-30;
+            const double yhi = std::max((a + d) / s_lo, (a + d) / s_hi) * (1.0 + widen) + 1e-30;
+            const double ylo2 = std::min(ylo, yhi * (1.0 - 2.0 * widen));
+            const double v1 = e4m3_to_f32(f32_to_e4m3(static_cast<float>(std::min(ylo, ylo2))));
+            const double v2 = e4m3_to_f32(f32_to_e4m3(static_cast<float>(yhi)));
+            for (const double sc : {s_lo, s_hi}) {
+              for (const double v : {v1, v2}) e = std::max(e, std::fabs(sc * v - aq));
+            }
+            e += widen * s_hi * std::max(std::fabs(v1), std::fabs(v2));
+          } else {
+            // An (almost) all-zero group whose scale may be 1: the plain rounding bound.
+            e = d + e4m3_error_bound(std::fabs(a) + d, (amax + dmax) / kE4m3Max + 1.0) +
+                e4m3_error_bound(std::fabs(a), sr);
+          }
+          act(r, c) = aq;
+          dact(r, c) = static_cast<float>(e);
+          act_abs(r, c) = static_cast<float>(std::fabs(aq) + e);
+        }
+      }
     }
   }
   RowMat y = act * w2;

@@ -19,6 +19,7 @@ Result<VerifyRequest> make_verify_request(const VerifyOptions& o, int world_size
   VerifyRequest req;
   auto m = models::load_model(o.model);
   if (!m) return m.error();
+  MOEPLAN_TRY_STATUS(models::apply_weights_choice(*m, o.weights));
   req.model = *m;
   req.scale = o.scale;
   req.seed = o.seed;
@@ -32,11 +33,24 @@ Result<VerifyRequest> make_verify_request(const VerifyOptions& o, int world_size
   auto dtypes = parse_storage_dtype_list(o.dtypes);
   if (!dtypes) return dtypes.error();
   req.dtypes = *dtypes;
-  auto spec = LayerSpec::from_model(req.model, req.scale, DType::kFp32, req.seed);
+  auto spec = verify_spec(req, DType::kFp32);
   if (!spec) return spec.error();
   auto layouts = parse_layout_list(o.layouts, *spec, world_size, true, req.model.name);
   if (!layouts) return layouts.error();
-  req.layouts = *layouts;
+  // fp8 blocks must not straddle two TP slices (the frameworks refuse such a split too).
+  std::string fp8_why;
+  for (const Layout& l : *layouts) {
+    if (auto v = fp8_slice_violation(*spec, l.tp_size)) {
+      const std::string note = "every dispatcher on " + l.short_name() + ": " + *v;
+      if (std::find(req.skipped.begin(), req.skipped.end(), note) == req.skipped.end()) {
+        req.skipped.push_back(note);
+      }
+      fp8_why = *v;
+    } else {
+      req.layouts.push_back(l);
+    }
+  }
+  if (req.layouts.empty()) return input_error("layouts", ": " + fp8_why);
   auto dispatchers = parse_dispatcher_list(o.dispatchers);
   if (!dispatchers) return dispatchers.error();
   req.dispatchers = *dispatchers;
@@ -113,14 +127,29 @@ Status check_request(const VerifyRequest& r, int world_size) {
     if (t < 1)
       return input_error("tokens", ": expected positive token counts, got " + std::to_string(t));
   }
-  auto spec = LayerSpec::from_model(r.model, r.scale, DType::kFp32, r.seed);
+  auto spec = verify_spec(r, DType::kFp32);
   if (!spec) return spec.error();
   for (const Layout& l : r.layouts) {
     MOEPLAN_TRY_STATUS(check_layout(*spec, l, world_size));
+    if (auto v = fp8_slice_violation(*spec, l.tp_size)) {
+      return input_error("layouts", ": " + l.short_name() + ": " + *v);
+    }
+  }
+  if (spec->fp8() && r.backend != "cpu") {
+    return input_error("backend", ": " + r.backend +
+                                      " has no fp8 block-scaled expert GEMM yet (cuBLASLt is not "
+                                      "wired in); expected cpu, or --weights bf16");
   }
   auto be = make_backend(r.backend, r.device);
   if (!be) return be.error();
   return Status::Ok();
+}
+
+Result<LayerSpec> verify_spec(const VerifyRequest& r, DType dtype) {
+  auto spec = LayerSpec::from_model(r.model, r.scale, dtype, r.seed);
+  if (!spec) return spec.error();
+  MOEPLAN_TRY_STATUS(apply_weight_format(*spec, r.model.weights));
+  return spec;
 }
 
 std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
@@ -136,7 +165,7 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
   for (const Dispatcher d : req.dispatchers) extra.fp8_inputs = extra.fp8_inputs || is_deepep(d);
   int done = 0;
   for (const DType dtype : req.dtypes) {
-    const LayerSpec spec = *LayerSpec::from_model(req.model, req.scale, dtype, req.seed);
+    const LayerSpec spec = *verify_spec(req, dtype);
     const int h = spec.hidden;
     for (const int tokens : req.token_counts) {
       ReferenceOutput ref;

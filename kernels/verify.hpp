@@ -52,6 +52,9 @@ struct VerifyOptions {
   std::string backend = "cpu";
   int ranks_per_node = 0;  ///< group the ranks into nodes of this many (0: one node)
   int ll_max_tokens = 0;   ///< deepep_ll's buffer, tokens per rank (0: the largest rank's)
+  /// Weight format (models::weight_format_names); empty: the model's own (DeepSeek-V3: its
+  /// fp8 128×128 blocks). The kernels run plain and fp8-block weights.
+  std::string weights;
 };
 
 /// The most tokens one verify case may have.
@@ -62,6 +65,10 @@ Result<VerifyRequest> make_verify_request(const VerifyOptions& options, int worl
 
 /// Checks every layout against the model and the world size before any work.
 Status check_request(const VerifyRequest& request, int world_size);
+
+/// The layer the request verifies at storage dtype `dtype`: the model scaled by the request's
+/// scale, with the model's weight format (plain or fp8 blocks).
+Result<LayerSpec> verify_spec(const VerifyRequest& request, DType dtype);
 
 /// Whether the request runs `layout` with dispatcher `d` on `tokens` tokens
 /// (kernel_dispatch_violation).

@@ -63,12 +63,17 @@ int print_rows(const kernels::VerifyRequest& req, const std::vector<kernels::Ver
                              {"layer_ms", r.layer_ms},
                              {"passed", r.passed}});
     }
+    out["weights"] = req.model.weights.to_json();
     out["skipped"] = req.skipped;
     out["ranks_per_node"] = req.dispatch.ranks_per_node;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
   } else {
     std::printf("verify %s (scale 1/%d) on %d ranks (%s): sharded layer vs dense reference\n",
                 req.model.name.c_str(), req.scale, world_size, mode.c_str());
+    if (req.model.weights.quantized()) {
+      std::printf("expert weights: %s; activations: %s\n", req.model.weights.describe().c_str(),
+                  req.model.weights.describe_activations().c_str());
+    }
     Table t;
     t.add_column("layout");
     t.add_column("mapping");
@@ -172,6 +177,9 @@ void add_verify_command(CLI::App& app, Action& action) {
   cmd->add_option("--ranks", *ranks,
                   "In-process ranks (threads); default 4, or the mpirun world size");
   cmd->add_option("--seed", o->seed, "Seed of the weights and inputs")->capture_default_str();
+  cmd->add_option("--weights", o->weights,
+                  "Expert weight format: the model's own by default (DeepSeek-V3: fp8-block); "
+                  "bf16/fp16 (plain) or fp8-block run");
   cmd->add_option("--backend", o->backend,
                   "Compute backend: cpu, or cuda (in-process ranks share device 0; under mpirun "
                   "one GPU per process and NCCL)")

@@ -35,6 +35,32 @@ TEST(CliVerify, TableEndsWithPassCount) {
   EXPECT_NE(r.out.find("\n2 passed, 0 failed"), std::string::npos) << r.out;
 }
 
+TEST(CliVerify, Fp8BlockWeights) {
+  // Qwen2-57B-A14B at 1/8 width with DeepSeek-V3's fp8 recipe: H 448 and I 320 are not whole
+  // 128 blocks (partial edge blocks, as checkpoints tile them); tp 2 would split a block.
+  const auto r = run_cli(
+      "verify --model qwen2-57b-a14b --weights fp8-block --scale 8 --ranks 2 --tokens 16 "
+      "--dtype bf16 --layouts 2x1 --dispatcher a2av --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("passed").get<bool>());
+  EXPECT_EQ(j.at("weights").at("name"), "fp8-block");
+  ASSERT_EQ(j.at("rows").size(), 1U);
+  // DeepSeek-V3 runs its own fp8 format by default, and says so.
+  const auto d = run_cli(
+      "verify --model deepseek-v3 --scale 8 --ranks 2 --tokens 8 --dtype fp32 --layouts 2x1 "
+      "--dispatcher a2av");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("expert weights: fp8 e4m3, 128×128 blocks"), std::string::npos) << d.out;
+  expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights mxfp4 --scale 8"),
+                        "--weights: the CPU kernels run plain and fp8-block weights; mxfp4");
+  expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights fp8-block --scale 8 "
+                                "--ranks 2 --layouts 1x2"),
+                        "--layouts: fp8 blocks of 128×128 do not divide the expert width");
+  expect_one_line_error(run_cli("verify --model deepseek-v3 --scale 8 --ranks 1 --backend cuda"),
+                        "--backend: cuda has no fp8 block-scaled expert GEMM yet");
+}
+
 TEST(CliVerify, DeepEpOnRanksGroupedIntoNodes) {
   // 4 in-process ranks as 2 nodes of 2: deepep_normal's two hops and deepep_ll's fp8 payload.
   const auto r = run_cli(

@@ -340,6 +340,9 @@ TEST_F(CudaOps, VerifyQwen2AndDeepSeekV3OnGpu) {
     SCOPED_TRACE(model);
     VerifyRequest req;
     req.model = load(model);
+    // Plain weights: the CUDA backend has no fp8 block-scaled GEMM yet (DeepSeek-V3's own
+    // format is refused on it, CudaOps.Fp8BlockWeightsRefused).
+    ASSERT_TRUE(models::apply_weights_choice(req.model, "bf16").ok());
     req.scale = scale;
     req.token_counts = {64, 300};
     req.dtypes = {DType::kFp32, DType::kBf16, DType::kFp16};
@@ -356,6 +359,21 @@ TEST_F(CudaOps, VerifyQwen2AndDeepSeekV3OnGpu) {
       EXPECT_GT(r.max_abs_ref, 0.0);
     }
   }
+}
+
+TEST(CudaVerify, Fp8BlockWeightsRefused) {
+  VerifyRequest req;
+  req.model = load("deepseek-v3");
+  req.scale = 8;
+  req.token_counts = {64};
+  req.dtypes = {DType::kBf16};
+  req.layouts = {Layout::of(1, 1, RankMapping::kTpInnermost)};
+  req.dispatchers = {Dispatcher::kA2av};
+  req.backend = "cuda";
+  const Status st = check_request(req, 1);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().input, "backend");
+  EXPECT_NE(st.error().message.find("no fp8 block-scaled expert GEMM"), std::string::npos);
 }
 
 TEST_F(CudaOps, VerifyTwoInProcessRanksShareTheGpu) {

@@ -8,7 +8,12 @@
 #include <random>
 #include <vector>
 
+#include "kernels/backend.hpp"
+#include "kernels/dtype_convert.hpp"
 #include "kernels/fp8.hpp"
+#include "kernels/layer_spec.hpp"
+#include "kernels/reference.hpp"
+#include "models/registry.hpp"
 
 namespace moeplan::kernels {
 namespace {
@@ -132,6 +137,131 @@ TEST(BlockQuant, ScalesPerBlockWithPartialEdges) {
   quantize_blocks(zeros, 4, 4, 128, 128, zq, zs);
   EXPECT_EQ(zs[0], 1.0F);
   for (const auto b : zq) EXPECT_EQ(b, 0);
+}
+
+TEST(Fp8Quant, FakeQuantizedRowsAndDequantizedPartsMatchTheBlockFunctions) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> nd(0.0F, 2.0F);
+  const int rows = 3, cols = 300;
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for (float& v : x) v = nd(gen);
+  std::vector<float> y = x;
+  fake_quantize_rows(y.data(), rows, cols, 128);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> row(x.begin() + r * cols, x.begin() + (r + 1) * cols), back(row.size());
+    std::vector<std::uint8_t> q(row.size());
+    std::vector<float> s(3);
+    quantize_blocks(row, 1, cols, 1, 128, q, s);
+    dequantize_blocks(q, s, 1, cols, 1, 128, back);
+    for (int c = 0; c < cols; ++c) {
+      EXPECT_EQ(y[static_cast<std::size_t>(r * cols + c)], back[static_cast<std::size_t>(c)]);
+      EXPECT_LE(std::fabs(back[static_cast<std::size_t>(c)] - row[static_cast<std::size_t>(c)]),
+                e4m3_error_bound(std::fabs(row[static_cast<std::size_t>(c)]),
+                                 s[static_cast<std::size_t>(c / 128)]));
+    }
+  }
+  // Every finite code through dequantize_part: e4m3_to_f32(code) · scale exactly.
+  std::vector<std::uint8_t> codes;
+  for (int c = 0; c < 256; ++c) {
+    if (!is_nan_code(c)) codes.push_back(static_cast<std::uint8_t>(c));
+  }
+  const int n = static_cast<int>(codes.size());
+  for (const float scale : {1.0F, 0.0123F, 3.5F, 1e-20F}) {
+    std::vector<float> dec(codes.size());
+    dequantize_part(codes.data(), n, 0, 1, n, 1, n, &scale, dec.data(), n, 0);
+    for (int i = 0; i < n; ++i) {
+      const float want = e4m3_to_f32(codes[static_cast<std::size_t>(i)]) * scale;
+      EXPECT_EQ(std::memcmp(&dec[static_cast<std::size_t>(i)], &want, 4), 0)
+          << int{codes[static_cast<std::size_t>(i)]} << " at scale " << scale;
+    }
+  }
+  // A [5 × 200] part at column 40 of a [5 × 300] store.
+  std::vector<float> part(5 * 200), deq(part.size()), out(5 * 300, -1.0F);
+  for (float& v : part) v = nd(gen);
+  std::vector<std::uint8_t> q(part.size()), store(5 * 300, 0);
+  std::vector<float> s(2);
+  quantize_blocks(part, 5, 200, 128, 128, q, s);
+  dequantize_blocks(q, s, 5, 200, 128, 128, deq);
+  for (int r = 0; r < 5; ++r) {
+    for (int c = 0; c < 200; ++c)
+      store[static_cast<std::size_t>(r * 300 + 40 + c)] = q[static_cast<std::size_t>(r * 200 + c)];
+  }
+  dequantize_part(store.data(), 300, 40, 5, 200, 128, 128, s.data(), out.data(), 300, 40);
+  for (int r = 0; r < 5; ++r) {
+    EXPECT_EQ(out[static_cast<std::size_t>(r * 300 + 39)], -1.0F);  // outside the part
+    for (int c = 0; c < 200; ++c) {
+      EXPECT_EQ(out[static_cast<std::size_t>(r * 300 + 40 + c)],
+                deq[static_cast<std::size_t>(r * 200 + c)]);
+    }
+  }
+}
+
+// The CPU backend's fp8 block-scaled MLP: its e4m3 weights and block scales, the rows and the
+// activation quantized in 1 × 128 groups; within the reference's derived bound at every storage
+// dtype, and, in fp32 (where the bound has no dtype rounding to cover), a wrong block scale —
+// what a kernel reading another block's scale would do — breaks it.
+TEST(Fp8Quant, BackendMlpWithinTheReferenceBoundAndAWrongScaleIsCaught) {
+  auto m = models::load_model("deepseek-v3");
+  ASSERT_TRUE(m.ok());
+  for (const DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    auto spec = LayerSpec::from_model(*m, 8, dtype, 3);
+    ASSERT_TRUE(spec.ok());
+    ASSERT_TRUE(apply_weight_format(*spec, m->weights).ok());
+    ASSERT_TRUE(spec->fp8());
+    EXPECT_EQ(spec->fp8_block_out, 128);
+    EXPECT_EQ(spec->fp8_act_group, 128);
+    const ExpertWeights w = make_expert(*spec, 5, 0, 1);
+    ASSERT_EQ(w.fp8.size(), 1U);
+    // gate_up holds the exact dequantized values of the fp8 form.
+    const auto& f = w.fp8.front();
+    EXPECT_EQ(w.gate_up[1], e4m3_to_f32(f.gate_up[1]) * f.gate_scales[0]);
+    const int h = spec->hidden, rows = 12;
+    const std::vector<float> x = make_input(*spec, 0, rows);
+    const std::vector<int> offsets{0, rows};
+    auto cpu = make_cpu_backend();
+    const MlpReference ref = mlp_reference(x, rows, h, w, dtype);
+    const auto bound_use = [&](const ExpertWeights& weights) {
+      std::vector<float> out(static_cast<std::size_t>(rows * h));
+      cpu->expert_ffn(OpContext{}, x, offsets, std::span(&weights, 1), h, dtype, out);
+      double use = 0.0;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const double stored = static_cast<double>(round_to(dtype, out[i]));
+        use = std::max(use, std::fabs(stored - ref.y[i]) / ref.bound[i]);
+      }
+      return use;
+    };
+    EXPECT_LE(bound_use(w), 1.0);
+    if (dtype == DType::kFp32) {
+      ExpertWeights wrong = w;
+      wrong.fp8.front().up_scales[1] *= 1.25F;  // the up projection's second column block
+      EXPECT_GT(bound_use(wrong), 1.0);
+      wrong = w;
+      wrong.fp8.front().down_scales[3] *= 1.25F;  // one block of the down projection
+      EXPECT_GT(bound_use(wrong), 1.0);
+    }
+  }
+}
+
+TEST(Fp8Quant, UnsupportedFormatsAndSplitBlocksAreNamed) {
+  auto m = models::load_model("qwen2-57b-a14b");
+  ASSERT_TRUE(m.ok());
+  auto spec = LayerSpec::from_model(*m, 8, DType::kBf16, 3);
+  ASSERT_TRUE(spec.ok());
+  for (const char* name : {"mxfp4", "fp8-channel", "w4a16"}) {
+    auto f = parse_weight_format(name, DType::kBf16);
+    ASSERT_TRUE(f.ok()) << name;
+    const Status st = apply_weight_format(*spec, *f);
+    ASSERT_FALSE(st.ok()) << name;
+    EXPECT_EQ(st.error().input, "weights");
+    EXPECT_NE(st.error().message.find("no kernel yet"), std::string::npos);
+  }
+  auto f = parse_weight_format("fp8-block", DType::kBf16);
+  ASSERT_TRUE(f.ok() && apply_weight_format(*spec, *f).ok());
+  EXPECT_FALSE(fp8_slice_violation(*spec, 1).has_value());  // 320 wide: a partial edge block
+  const auto v = fp8_slice_violation(*spec, 2);             // 160: a block split over 2 ranks
+  ASSERT_TRUE(v.has_value());
+  EXPECT_NE(v->find("320 / 2 = 160"), std::string::npos);
 }
 
 }  // namespace

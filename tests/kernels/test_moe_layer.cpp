@@ -71,6 +71,9 @@ TEST(MoeLayer, EpInnermostMappingAndEightRanks) {
 TEST(MoeLayer, DeepSeekV3GroupLimitedSigmoidRouting) {
   VerifyRequest req;
   req.model = model("deepseek-v3");
+  // Plain weights: at this scale an expert is 16 wide, and fp8's 128 blocks cannot be split
+  // over tp 2 (DeepSeekV3Fp8BlockWeights runs the fp8 path at a scale that can).
+  ASSERT_TRUE(models::apply_weights_choice(req.model, "bf16").ok());
   req.scale = 128;  // H 56, I 16, 256 experts, noaux_tc 4 of 8 groups, shared expert
   req.token_counts = {48};
   req.dtypes = {DType::kFp32, DType::kBf16};
@@ -78,6 +81,45 @@ TEST(MoeLayer, DeepSeekV3GroupLimitedSigmoidRouting) {
                  Layout::of(2, 2, RankMapping::kTpInnermost)};
   req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
   expect_all_pass(run(req, 4), 2 * 2 * 3);
+}
+
+// fp8 block-scaled weights (DeepSeek-V3's own format, and Qwen2-57B-A14B with --weights
+// fp8-block): e4m3 weights in 128 × 128 blocks, activations quantized in 1 × 128 groups before
+// each GEMM, every dispatcher on every layout whose TP slices hold whole blocks, within the
+// bound derived for it (docs/VERIFY.md).
+TEST(MoeLayer, Fp8BlockWeightsOnEveryLayoutAndDispatcher) {
+  {
+    VerifyRequest req;
+    req.model = model("deepseek-v3");
+    ASSERT_TRUE(req.model.weights.quantized());
+    req.scale = 8;  // H 896 (7 blocks), I 256 (2 blocks), shared 256
+    req.token_counts = {40};
+    req.dtypes = {DType::kFp32, DType::kBf16};
+    req.layouts = {Layout::of(4, 1, RankMapping::kTpInnermost),
+                   Layout::of(2, 2, RankMapping::kTpInnermost),
+                   Layout::of(2, 2, RankMapping::kEpInnermost)};
+    req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
+    req.dispatchers.push_back(Dispatcher::kDeepEpLl);
+    std::size_t cases = 0;
+    for (const auto& l : req.layouts) {
+      for (const auto d : req.dispatchers) cases += runs(req, l, d, 40) ? 1U : 0U;
+    }
+    expect_all_pass(run(req, 4), cases * 2);
+    // 1x4 splits the 256-wide experts into 64-wide slices: refused before any work.
+    req.layouts = {Layout::of(1, 4, RankMapping::kTpInnermost)};
+    EXPECT_FALSE(check_request(req, 4).ok());
+  }
+  {
+    VerifyRequest req;
+    req.model = model("qwen2-57b-a14b");
+    ASSERT_TRUE(models::apply_weights_choice(req.model, "fp8-block").ok());
+    req.scale = 8;  // H 448 (3.5 blocks: a partial edge block), I 320 (2.5 blocks)
+    req.token_counts = {24};
+    req.dtypes = {DType::kBf16};
+    req.layouts = {Layout::of(2, 1, RankMapping::kTpInnermost)};
+    req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
+    expect_all_pass(run(req, 2), 3);
+  }
 }
 
 TEST(MoeLayer, MixtralAndQwen3OnTwoRanks) {

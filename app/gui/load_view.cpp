@@ -114,9 +114,9 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
       tr("A load with steps over time: eplb fitted once on the steps before the scored ones, "
          "against eplb re-fitted every N steps on the last W steps; a re-fit's expert copies "
          "are waited for before its step"));
-  grid->addWidget(timeline_, 2, 0, 1, 2);
-  grid->setRowStretch(2, 1);
-  layout->addLayout(grid, 1);
+  layout->addLayout(grid, 3);
+  // Below the grid, in the outer layout: hidden (a load without steps) it takes no room.
+  layout->addWidget(timeline_, 1);
   rebalanceText_ = new QLabel(this);
   rebalanceText_->setWordWrap(true);
   layout->addWidget(rebalanceText_);

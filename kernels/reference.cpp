@@ -103,10 +103,13 @@ MlpOut mlp_with_bound(const RowMat& x_in, const ExpertWeights& w, int hidden, DT
           const double d = dact(r, c);
           double e = 0.0;
           if (scale_known) {
-            const double ylo = std::min((a - d) / s_lo, (a - d) / s_hi) * (1.0 + widen) - 1e-30;
-            const double yhi = std::max((a + d) / s_lo, (a + d) / s_hi) * (1.0 + widen) + 1e-30;
-            const double ylo2 = std::min(ylo, yhi * (1.0 - 2.0 * widen));
-            const double v1 = e4m3_to_f32(f32_to_e4m3(static_cast<float>(std::min(ylo, ylo2))));
+            // The extremes of the layer's a / scale, widened outward for its fp32 division and
+            // for the cast to float here (each at most 2^-24 relative).
+            const double lo = std::min((a - d) / s_lo, (a - d) / s_hi);
+            const double hi = std::max((a + d) / s_lo, (a + d) / s_hi);
+            const double ylo = lo - widen * std::fabs(lo) - 1e-30;
+            const double yhi = hi + widen * std::fabs(hi) + 1e-30;
+            const double v1 = e4m3_to_f32(f32_to_e4m3(static_cast<float>(ylo)));
             const double v2 = e4m3_to_f32(f32_to_e4m3(static_cast<float>(yhi)));
             for (const double sc : {s_lo, s_hi}) {
               for (const double v : {v1, v2}) e = std::max(e, std::fabs(sc * v - aq));

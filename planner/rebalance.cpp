@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "planner/placement/placement_metrics.hpp"
 
@@ -168,15 +169,25 @@ Placement align_placement(const Placement& previous, Placement next, const Layou
     const auto& before = previous.physical_to_logical[uz(l)];
     auto& after = next.physical_to_logical[uz(l)];
     const std::vector<int> fresh = after;
+    // Each rank's experts before and in the new map, once.
+    std::vector<std::set<int>> had_rank, has_rank;
+    for (int r = 0; r < next.ep_size; ++r) {
+      had_rank.push_back(held(before, {r}, spr));
+      has_rank.push_back(held(fresh, {r}, spr));
+    }
     // 1. Nodes: node i takes the new map's node block node_of[i].
     std::vector<std::size_t> node_of(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) node_of[i] = i;
     if (same_size && nodes.size() > 1) {
+      std::vector<std::set<int>> had_node, has_node;
+      for (const auto& ranks : nodes) {
+        had_node.push_back(held(before, ranks, spr));
+        has_node.push_back(held(fresh, ranks, spr));
+      }
       std::vector<std::vector<double>> overlap(nodes.size(), std::vector<double>(nodes.size()));
       for (std::size_t i = 0; i < nodes.size(); ++i) {
-        const auto had = held(before, nodes[i], spr);
         for (std::size_t j = 0; j < nodes.size(); ++j) {
-          overlap[i][j] = common(had, held(fresh, nodes[j], spr));
+          overlap[i][j] = common(had_node[i], has_node[j]);
         }
       }
       node_of = greedy_match(overlap);
@@ -187,9 +198,8 @@ Placement align_placement(const Placement& previous, Placement next, const Layou
       const auto& src = nodes[node_of[n]];
       std::vector<std::vector<double>> overlap(dst.size(), std::vector<double>(src.size()));
       for (std::size_t i = 0; i < dst.size(); ++i) {
-        const auto had = held(before, {dst[i]}, spr);
         for (std::size_t j = 0; j < src.size(); ++j) {
-          overlap[i][j] = common(had, held(fresh, {src[j]}, spr));
+          overlap[i][j] = common(had_rank[uz(dst[i])], has_rank[uz(src[j])]);
         }
       }
       const auto rank_of = greedy_match(overlap);
@@ -263,6 +273,12 @@ Result<RebalanceResult> simulate_rebalancing(const LoadSteps& steps, const std::
   out.expert_bytes = m.expert_weight_bytes(layout.tp_size);
   const int multiplicity = num_layers == 1 ? num_moe : 1;
 
+  // Each step's load once, and the scores of (step, placement) pairs once: schemes that hold
+  // the same map at a step (the fixed one, re-fits on the same window) share its cost.
+  std::vector<ExpertLoad> step_load;
+  for (int t = 0; t < num_steps; ++t) step_load.push_back(sum_steps(steps, t, t + 1, source));
+  std::map<std::pair<int, std::vector<std::vector<int>>>, std::pair<double, double>> scored;
+
   // Placements fitted on steps [a, b), shared by the schemes that fit the same steps.
   std::map<std::pair<int, int>, Placement> fitted;
   auto fit = [&](int a, int b) -> Result<Placement> {
@@ -274,7 +290,12 @@ Result<RebalanceResult> simulate_rebalancing(const LoadSteps& steps, const std::
   };
   // One forward pass of step t on a placement.
   auto score = [&](int t, const Placement& p, double& seconds, double& balance) -> Status {
-    ExpertLoad load = sum_steps(steps, t, t + 1, source);
+    auto key = std::make_pair(t, p.physical_to_logical);
+    if (auto it = scored.find(key); it != scored.end()) {
+      std::tie(seconds, balance) = it->second;
+      return Status::Ok();
+    }
+    const ExpertLoad& load = step_load[uz(t)];
     CostContext c{ctx.model,    ctx.cluster, ctx.costs,
                   ctx.workload, load,        [&p](int) -> Result<Placement> { return p; }};
     auto cost = cost_layout(c, layout);
@@ -283,6 +304,7 @@ Result<RebalanceResult> simulate_rebalancing(const LoadSteps& steps, const std::
     auto f = balance_figures(load, p);
     if (!f) return f.error();
     balance = f->balancedness;
+    scored.emplace(std::move(key), std::make_pair(seconds, balance));
     return Status::Ok();
   };
   auto run = [&](int every, int window) -> Result<RebalanceScheme> {

@@ -47,6 +47,12 @@ std::string scheme_name(const planner::RebalanceScheme& s) {
   return "every " + std::to_string(s.every) + ", window " + std::to_string(s.window);
 }
 
+std::vector<double> in_ms(const std::vector<double>& seconds) {
+  std::vector<double> ms;
+  for (const double x : seconds) ms.push_back(1e3 * x);
+  return ms;
+}
+
 nlohmann::json scheme_json(const planner::RebalanceScheme& s) {
   return {{"every", s.every},
           {"window", s.window},
@@ -58,18 +64,8 @@ nlohmann::json scheme_json(const planner::RebalanceScheme& s) {
           {"net_ms_per_step", 1e3 * s.net_seconds_per_step},
           {"mean_balancedness", s.mean_balancedness},
           {"series",
-           {{"moe_ms",
-             [&] {
-               std::vector<double> v;
-               for (const double x : s.series_step_seconds) v.push_back(1e3 * x);
-               return v;
-             }()},
-            {"move_ms",
-             [&] {
-               std::vector<double> v;
-               for (const double x : s.series_move_seconds) v.push_back(1e3 * x);
-               return v;
-             }()},
+           {{"moe_ms", in_ms(s.series_step_seconds)},
+            {"move_ms", in_ms(s.series_move_seconds)},
             {"balancedness", s.series_balancedness}}}};
 }
 
@@ -281,8 +277,8 @@ void add_rebalance_command(CLI::App& app, Action& action) {
                   "Forward passes each step of the load stands for")
       ->capture_default_str();
   cmd->add_flag("--no-align", o->no_align,
-                "Copy what each re-fit's map says (default: first permute its ranks within each "
-                "node to keep experts in place)");
+                "Copy what each re-fit's map says (default: first relabel its nodes and the "
+                "ranks within each node to keep experts in place)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_option("-o,--output", o->output, "Write to this file (atomically) instead of stdout");
   cmd->callback([&action, o] { action = [o] { return run_rebalance(*o); }; });

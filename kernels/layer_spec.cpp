@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/dtype_convert.hpp"
+#include "kernels/four_bit.hpp"
 #include "kernels/fp8.hpp"
 
 namespace moeplan::kernels {
@@ -68,6 +69,34 @@ void quantize_part(std::vector<float>& values, int ld, int c0, int rows, int col
   }
 }
 
+// Replaces the [rows][cols] part at column `c0` of `values` (row stride `ld`; rows are inputs)
+// by its 4-bit form decoded in the dtype: W4A16 int4 groups or MXFP4, `group` inputs each.
+void four_bit_part(const LayerSpec& s, std::vector<float>& values, int ld, int c0, int rows,
+                   int cols) {
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  std::vector<float> part(n);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      part[static_cast<std::size_t>(r * cols + c)] =
+          values[static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
+                 static_cast<std::size_t>(c0 + c)];
+    }
+  }
+  if (s.four_bit == WeightScheme::kMxfp4) {
+    dequantize_mxfp4(quantize_mxfp4(part, rows, cols, s.four_bit_group), s.dtype, part);
+  } else {
+    dequantize_int4_groups(
+        quantize_int4_groups(part, rows, cols, s.four_bit_group, s.four_bit_zero_points), s.dtype,
+        part);
+  }
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      values[static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
+             static_cast<std::size_t>(c0 + c)] = part[static_cast<std::size_t>(r * cols + c)];
+    }
+  }
+}
+
 ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t up_id,
                        std::uint32_t down_id, int full_width, int slice, int num_slices) {
   ExpertWeights w;
@@ -96,6 +125,13 @@ ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t 
                   f.up_scales);
     quantize_part(w.down, h, 0, w.width, h, f.block_in, f.block_out, f.down, f.down_scales);
     w.fp8.push_back(std::move(f));
+  }
+  if (s.four_bit_weights() && w.width > 0) {
+    // Groups run along each matrix's inputs: H for gate and up (every slice holds all of it),
+    // the width for down (a slice holds whole groups: weight_slice_violation).
+    four_bit_part(s, w.gate_up, 2 * w.width, 0, h, w.width);
+    four_bit_part(s, w.gate_up, 2 * w.width, w.width, h, w.width);
+    four_bit_part(s, w.down, h, 0, w.width, h);
   }
   return w;
 }
@@ -142,10 +178,39 @@ Result<LayerSpec> LayerSpec::from_model(const models::MoeModel& m, int scale, DT
 
 Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
   spec.fp8_block_out = spec.fp8_block_in = spec.fp8_act_group = 0;
+  spec.four_bit = WeightScheme::kPlain;
+  spec.four_bit_group = 0;
+  spec.four_bit_zero_points = false;
   if (f.scheme == WeightScheme::kPlain) return Status::Ok();
+  if (f.scheme == WeightScheme::kW4A16 || f.scheme == WeightScheme::kMxfp4) {
+    if (f.group_size <= 0) {
+      return input_error("weights", ": " + f.name() + " (" + f.describe() +
+                                        ") has no CPU kernel; groups of a positive size run");
+    }
+    // Every matrix's inputs in whole groups (int4 words pack 8 inputs, fp4 bytes 2).
+    const int pack = f.scheme == WeightScheme::kW4A16 ? 8 : 2;
+    for (const auto& [key, width] : {std::pair{"hidden_size", spec.hidden},
+                                     std::pair{"moe_intermediate_size", spec.intermediate},
+                                     std::pair{"shared expert width", spec.shared_intermediate}}) {
+      if (width != 0 && (width % f.group_size != 0 || width % pack != 0)) {
+        return input_error("weights", ": " + f.name() + " groups of " +
+                                          std::to_string(f.group_size) + " inputs do not divide " +
+                                          key + " = " + std::to_string(width) +
+                                          " (after --scale); expected a multiple of " +
+                                          std::to_string(std::max(f.group_size, pack)) +
+                                          " (checkpoints have no partial groups)");
+      }
+    }
+    spec.four_bit = f.scheme;
+    spec.four_bit_group = f.group_size;
+    spec.four_bit_zero_points = f.scheme == WeightScheme::kW4A16 && f.zero_points;
+    return Status::Ok();
+  }
   if (f.scheme != WeightScheme::kFp8Block) {
-    return input_error("weights", ": the CPU kernels run plain and fp8-block weights; " + f.name() +
-                                      " (" + f.describe() + ") has no kernel yet");
+    return input_error("weights",
+                       ": the CPU kernels run plain, fp8-block, w4a16 and mxfp4 "
+                       "weights; " +
+                           f.name() + " (" + f.describe() + ") has no kernel yet");
   }
   if (f.block_out <= 0 || f.block_in <= 0) {
     return input_error("weights", ": fp8-block needs positive block sizes, got " +
@@ -159,20 +224,27 @@ Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
   return Status::Ok();
 }
 
-std::optional<std::string> fp8_slice_violation(const LayerSpec& spec, int num_slices) {
-  if (!spec.fp8() || num_slices <= 1) return std::nullopt;
-  const int b = std::max({spec.fp8_block_out, spec.fp8_block_in, spec.fp8_act_group});
+std::optional<std::string> weight_slice_violation(const LayerSpec& spec, int num_slices) {
+  if (num_slices <= 1) return std::nullopt;
   for (const auto& [name, width] : {std::pair{"expert", spec.intermediate},
                                     std::pair{"shared expert", spec.shared_intermediate}}) {
     if (width == 0) continue;
     const int slice = width / num_slices;
-    if (slice % spec.fp8_block_out != 0 || slice % spec.fp8_block_in != 0 ||
-        slice % spec.fp8_act_group != 0) {
+    const auto where = std::string(" do not divide the ") + name +
+                       " width / tp = " + std::to_string(width) + " / " +
+                       std::to_string(num_slices) + " = " + std::to_string(slice);
+    if (spec.fp8() && (slice % spec.fp8_block_out != 0 || slice % spec.fp8_block_in != 0 ||
+                       slice % spec.fp8_act_group != 0)) {
+      const int b = std::max({spec.fp8_block_out, spec.fp8_block_in, spec.fp8_act_group});
       return std::string("fp8 blocks of ") + std::to_string(spec.fp8_block_out) + "×" +
-             std::to_string(spec.fp8_block_in) + " do not divide the " + name +
-             " width / tp = " + std::to_string(width) + " / " + std::to_string(num_slices) + " = " +
-             std::to_string(slice) + " (frameworks refuse such a split; expected a multiple of " +
-             std::to_string(b) + ")";
+             std::to_string(spec.fp8_block_in) + where +
+             " (frameworks refuse such a split; expected a multiple of " + std::to_string(b) + ")";
+    }
+    if (spec.four_bit_weights() && slice % spec.four_bit_group != 0) {
+      return std::string(spec.four_bit == WeightScheme::kMxfp4 ? "mxfp4" : "w4a16") +
+             " groups of " + std::to_string(spec.four_bit_group) + " inputs" + where +
+             " (a group of the down projection would span two ranks; expected a multiple of " +
+             std::to_string(spec.four_bit_group) + ")";
     }
   }
   return std::nullopt;

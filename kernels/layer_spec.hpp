@@ -32,8 +32,16 @@ struct LayerSpec {
   int fp8_block_out = 0;
   int fp8_block_in = 0;
   int fp8_act_group = 0;
+  /// 4-bit expert weights decoded on load (W4A16): kW4A16 (int4 groups of four_bit_group inputs,
+  /// fp16 scales, zero points when four_bit_zero_points) or kMxfp4 (e2m1, e8m0 scale per
+  /// four_bit_group inputs); kPlain otherwise. Each expert matrix is quantized to the format and
+  /// the kernels (and the reference) compute with its decoded values in the dtype.
+  WeightScheme four_bit = WeightScheme::kPlain;
+  int four_bit_group = 0;
+  bool four_bit_zero_points = false;
 
   bool fp8() const { return fp8_block_out > 0; }
+  bool four_bit_weights() const { return four_bit != WeightScheme::kPlain; }
 
   /// The model's layer with hidden and expert widths divided by `scale` (expert count, top-k and
   /// routing kept). Errors when `scale` does not divide a width.
@@ -68,14 +76,16 @@ struct ExpertWeights {
   std::vector<Fp8ExpertWeights> fp8;  ///< empty, or one entry: the fp8 form
 };
 
-/// Sets `spec`'s weight format from a model's: plain, or fp8 block-scaled (fp8_block_*). The
-/// other formats (fp8 per channel or tensor, MXFP4, NVFP4, W4A16) have no kernels yet: an error
-/// names the input "weights".
+/// Sets `spec`'s weight format from a model's: plain, fp8 block-scaled (fp8_block_*), or
+/// W4A16 / MXFP4 decoded on load (four_bit*). The other formats (fp8 per channel or tensor,
+/// NVFP4, int4 per channel) have no kernels yet: an error names the input "weights". So does a
+/// 4-bit group that does not divide the layer's widths (checkpoints have no partial groups).
 Status apply_weight_format(LayerSpec& spec, const WeightFormat& format);
 
-/// Why a TP split into `num_slices` slices cannot run `spec`'s fp8 blocks (a slice boundary
-/// inside a block: the expert width / tp must be a multiple of the block), or nothing.
-std::optional<std::string> fp8_slice_violation(const LayerSpec& spec, int num_slices);
+/// Why a TP split into `num_slices` slices cannot run `spec`'s weight format (a slice boundary
+/// inside an fp8 block or a 4-bit group: the expert width / tp must be a multiple of it), or
+/// nothing.
+std::optional<std::string> weight_slice_violation(const LayerSpec& spec, int num_slices);
 
 /// Tensor ids of the deterministic weight generator.
 enum class Tensor : std::uint32_t {

@@ -37,20 +37,21 @@ Result<VerifyRequest> make_verify_request(const VerifyOptions& o, int world_size
   if (!spec) return spec.error();
   auto layouts = parse_layout_list(o.layouts, *spec, world_size, true, req.model.name);
   if (!layouts) return layouts.error();
-  // fp8 blocks must not straddle two TP slices (the frameworks refuse such a split too).
-  std::string fp8_why;
+  // fp8 blocks and 4-bit groups must not straddle two TP slices (the frameworks refuse such a
+  // split too).
+  std::string format_why;
   for (const Layout& l : *layouts) {
-    if (auto v = fp8_slice_violation(*spec, l.tp_size)) {
+    if (auto v = weight_slice_violation(*spec, l.tp_size)) {
       const std::string note = "every dispatcher on " + l.short_name() + ": " + *v;
       if (std::find(req.skipped.begin(), req.skipped.end(), note) == req.skipped.end()) {
         req.skipped.push_back(note);
       }
-      fp8_why = *v;
+      format_why = *v;
     } else {
       req.layouts.push_back(l);
     }
   }
-  if (req.layouts.empty()) return input_error("layouts", ": " + fp8_why);
+  if (req.layouts.empty()) return input_error("layouts", ": " + format_why);
   auto dispatchers = parse_dispatcher_list(o.dispatchers);
   if (!dispatchers) return dispatchers.error();
   req.dispatchers = *dispatchers;
@@ -131,7 +132,7 @@ Status check_request(const VerifyRequest& r, int world_size) {
   if (!spec) return spec.error();
   for (const Layout& l : r.layouts) {
     MOEPLAN_TRY_STATUS(check_layout(*spec, l, world_size));
-    if (auto v = fp8_slice_violation(*spec, l.tp_size)) {
+    if (auto v = weight_slice_violation(*spec, l.tp_size)) {
       return input_error("layouts", ": " + l.short_name() + ": " + *v);
     }
   }

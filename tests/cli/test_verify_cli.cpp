@@ -52,13 +52,47 @@ TEST(CliVerify, Fp8BlockWeights) {
       "--dispatcher a2av");
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_NE(d.out.find("expert weights: fp8 e4m3, 128×128 blocks"), std::string::npos) << d.out;
-  expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights mxfp4 --scale 8"),
-                        "--weights: the CPU kernels run plain and fp8-block weights; mxfp4");
+  expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights nvfp4 --scale 8"),
+                        "--weights: the CPU kernels run plain, fp8-block, w4a16 and mxfp4 "
+                        "weights; nvfp4");
+  expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights w4a16 --scale 8"),
+                        "--weights: w4a16 groups of 128 inputs do not divide "
+                        "hidden_size = 448");
   expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights fp8-block --scale 8 "
                                 "--ranks 2 --layouts 1x2"),
                         "--layouts: fp8 blocks of 128×128 do not divide the expert width");
   expect_one_line_error(run_cli("verify --model deepseek-v3 --scale 8 --ranks 1 --backend cuda"),
                         "--backend: cuda has no fp8 block-scaled expert GEMM yet");
+}
+
+TEST(CliVerify, FourBitWeightsDecodedOnLoad) {
+  // MXFP4 (groups of 32) on Qwen3-30B-A3B at 1/8 width: H 256, I 96; every dispatcher and the
+  // 2x1 and 1x2 splits (a 48-wide slice of the down projection is not whole groups of 32).
+  const auto r = run_cli(
+      "verify --model qwen3-30b-a3b --weights mxfp4 --scale 8 --ranks 2 --tokens 16 "
+      "--dtype bf16 --layouts 2x1,1x2 --dispatcher all --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("passed").get<bool>());
+  EXPECT_EQ(j.at("weights").at("name"), "mxfp4");
+  EXPECT_GE(j.at("rows").size(), 4U);
+  for (const auto& row : j.at("rows")) EXPECT_EQ(row.at("layout"), "2x1") << row.dump();
+  bool skipped_1x2 = false;
+  for (const auto& s : j.at("skipped")) {
+    skipped_1x2 = skipped_1x2 || s.get<std::string>().find(
+                                     "1x2: mxfp4 groups of 32 inputs do "
+                                     "not divide the expert width / tp = "
+                                     "96 / 2 = 48") != std::string::npos;
+  }
+  EXPECT_TRUE(skipped_1x2) << j.at("skipped").dump();
+  // W4A16 (int4 groups of 128, symmetric) on Mixtral-8x7B at 1/8 width (H 512, I 1792), tp 2.
+  const auto w = run_cli(
+      "verify --model mixtral-8x7b --weights w4a16 --scale 8 --ranks 2 --tokens 8 --dtype fp16 "
+      "--layouts 2x1,1x2 --dispatcher a2av");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_NE(w.out.find("expert weights: int4, groups of 128, 16-bit scales"), std::string::npos)
+      << w.out;
+  EXPECT_NE(w.out.find("\n2 passed, 0 failed"), std::string::npos) << w.out;
 }
 
 TEST(CliVerify, DeepEpOnRanksGroupedIntoNodes) {

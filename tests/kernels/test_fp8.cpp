@@ -248,7 +248,7 @@ TEST(Fp8Quant, UnsupportedFormatsAndSplitBlocksAreNamed) {
   ASSERT_TRUE(m.ok());
   auto spec = LayerSpec::from_model(*m, 8, DType::kBf16, 3);
   ASSERT_TRUE(spec.ok());
-  for (const char* name : {"mxfp4", "fp8-channel", "w4a16"}) {
+  for (const char* name : {"fp8-channel", "fp8-tensor", "nvfp4"}) {
     auto f = parse_weight_format(name, DType::kBf16);
     ASSERT_TRUE(f.ok()) << name;
     const Status st = apply_weight_format(*spec, *f);
@@ -256,10 +256,18 @@ TEST(Fp8Quant, UnsupportedFormatsAndSplitBlocksAreNamed) {
     EXPECT_EQ(st.error().input, "weights");
     EXPECT_NE(st.error().message.find("no kernel yet"), std::string::npos);
   }
+  // W4A16 groups of 128 inputs do not divide the 1/8-width hidden size (448): no partial groups.
+  auto w4 = parse_weight_format("w4a16", DType::kBf16);
+  ASSERT_TRUE(w4.ok());
+  const Status st = apply_weight_format(*spec, *w4);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().input, "weights");
+  EXPECT_NE(st.error().message.find("do not divide hidden_size = 448"), std::string::npos)
+      << st.error().message;
   auto f = parse_weight_format("fp8-block", DType::kBf16);
   ASSERT_TRUE(f.ok() && apply_weight_format(*spec, *f).ok());
-  EXPECT_FALSE(fp8_slice_violation(*spec, 1).has_value());  // 320 wide: a partial edge block
-  const auto v = fp8_slice_violation(*spec, 2);             // 160: a block split over 2 ranks
+  EXPECT_FALSE(weight_slice_violation(*spec, 1).has_value());  // 320 wide: a partial edge block
+  const auto v = weight_slice_violation(*spec, 2);             // 160: a block split over 2 ranks
   ASSERT_TRUE(v.has_value());
   EXPECT_NE(v->find("320 / 2 = 160"), std::string::npos);
 }

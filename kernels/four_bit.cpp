@@ -1,0 +1,158 @@
+// int4 groups and MXFP4: quantization as checkpoints store them, decoding on load.
+#include "kernels/four_bit.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cmath>
+
+#include "kernels/dtype_convert.hpp"
+
+namespace moeplan::kernels {
+
+namespace {
+
+std::size_t at(int r, int c, int cols) {
+  return static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c);
+}
+
+constexpr std::array<float, 8> kE2m1 = {0.0F, 0.5F, 1.0F, 1.5F, 2.0F, 3.0F, 4.0F, 6.0F};
+
+}  // namespace
+
+int Int4Groups::code(int r, int c) const {
+  const std::uint32_t word = qweight[at(r / 8, c, out)];
+  return static_cast<int>((word >> (4 * (r % 8))) & 0xfU);
+}
+
+Int4Groups quantize_int4_groups(std::span<const float> w, int in, int out, int group,
+                                bool zero_points) {
+  assert(group > 0 && in % group == 0 && in % 8 == 0);
+  assert(w.size() == static_cast<std::size_t>(in) * static_cast<std::size_t>(out));
+  Int4Groups q;
+  q.in = in;
+  q.out = out;
+  q.group = group;
+  q.zero_points = zero_points;
+  const int groups = in / group;
+  q.qweight.assign(static_cast<std::size_t>(in / 8) * static_cast<std::size_t>(out), 0U);
+  q.scales.assign(static_cast<std::size_t>(groups) * static_cast<std::size_t>(out), 0.0F);
+  q.zeros.assign(q.scales.size(), 8);
+  for (int g = 0; g < groups; ++g) {
+    for (int c = 0; c < out; ++c) {
+      float lo = 0.0F;
+      float hi = 0.0F;
+      if (zero_points) {
+        lo = hi = w[at(g * group, c, out)];
+      }
+      for (int r = g * group; r < (g + 1) * group; ++r) {
+        lo = std::min(lo, w[at(r, c, out)]);
+        hi = std::max(hi, w[at(r, c, out)]);
+      }
+      float scale = 0.0F;
+      int zero = 8;
+      if (zero_points) {
+        scale = round_to(DType::kFp16, std::max(hi - lo, 1e-5F) / 15.0F);
+        zero = std::clamp(static_cast<int>(std::nearbyint(-lo / scale)), 0, 15);
+      } else {
+        const float amax = std::max(-lo, hi);
+        scale = round_to(DType::kFp16, amax > 0.0F ? 2.0F * amax / 15.0F : 2.0F / 15.0F);
+      }
+      q.scales[at(g, c, out)] = scale;
+      q.zeros[at(g, c, out)] = static_cast<std::uint8_t>(zero);
+      for (int r = g * group; r < (g + 1) * group; ++r) {
+        const int code =
+            std::clamp(static_cast<int>(std::nearbyint(w[at(r, c, out)] / scale)) + zero, 0, 15);
+        q.qweight[at(r / 8, c, out)] |= static_cast<std::uint32_t>(code) << (4 * (r % 8));
+      }
+    }
+  }
+  return q;
+}
+
+void dequantize_int4_groups(const Int4Groups& q, DType dtype, std::span<float> w) {
+  assert(w.size() == static_cast<std::size_t>(q.in) * static_cast<std::size_t>(q.out));
+  for (int r = 0; r < q.in; ++r) {
+    const int g = r / q.group;
+    for (int c = 0; c < q.out; ++c) {
+      const float scale = q.scales[at(g, c, q.out)];
+      const int zero = q.zeros[at(g, c, q.out)];
+      w[at(r, c, q.out)] = round_to(dtype, scale * static_cast<float>(q.code(r, c) - zero));
+    }
+  }
+}
+
+std::uint8_t f32_to_e2m1(float f) {
+  assert(std::isfinite(f));
+  const std::uint8_t sign = std::signbit(f) ? 0x8U : 0x0U;
+  const float a = std::fabs(f);
+  std::uint8_t code = 7;  // ≥ 6 saturates
+  for (std::uint8_t i = 0; i < 7; ++i) {
+    const float mid = 0.5F * (kE2m1[i] + kE2m1[i + 1]);  // exact: both have few bits
+    if (a < mid) {
+      code = i;
+      break;
+    }
+    if (a == mid) {
+      code = (i % 2 == 0) ? i : static_cast<std::uint8_t>(i + 1);  // ties to the even code
+      break;
+    }
+  }
+  return static_cast<std::uint8_t>(sign | code);
+}
+
+float e2m1_to_f32(std::uint8_t code) {
+  const float v = kE2m1[code & 0x7U];
+  return (code & 0x8U) != 0 ? -v : v;
+}
+
+int Mxfp4Groups::code(int r, int c) const {
+  const std::uint8_t byte = codes[at(r / 2, c, out)];
+  return (r % 2 == 0) ? (byte & 0xf) : (byte >> 4);
+}
+
+Mxfp4Groups quantize_mxfp4(std::span<const float> w, int in, int out, int group) {
+  assert(group > 0 && in % group == 0 && in % 2 == 0);
+  assert(w.size() == static_cast<std::size_t>(in) * static_cast<std::size_t>(out));
+  Mxfp4Groups q;
+  q.in = in;
+  q.out = out;
+  q.group = group;
+  const int groups = in / group;
+  q.codes.assign(static_cast<std::size_t>(in / 2) * static_cast<std::size_t>(out), 0);
+  q.scales.assign(static_cast<std::size_t>(groups) * static_cast<std::size_t>(out), 0);
+  for (int g = 0; g < groups; ++g) {
+    for (int c = 0; c < out; ++c) {
+      float amax = 0.0F;
+      for (int r = g * group; r < (g + 1) * group; ++r) {
+        amax = std::max(amax, std::fabs(w[at(r, c, out)]));
+      }
+      int e = -127;
+      if (amax > 0.0F) {
+        int ex = 0;
+        (void)std::frexp(amax, &ex);  // amax = m · 2^ex, m in [0.5, 1): floor(log2 amax) = ex − 1
+        e = std::clamp(ex - 1 - 2, -127, 127);
+      }
+      q.scales[at(g, c, out)] = static_cast<std::uint8_t>(e + 127);
+      for (int r = g * group; r < (g + 1) * group; ++r) {
+        const std::uint8_t code = f32_to_e2m1(std::ldexp(w[at(r, c, out)], -e));
+        q.codes[at(r / 2, c, out)] |= static_cast<std::uint8_t>(code << (4 * (r % 2)));
+      }
+    }
+  }
+  return q;
+}
+
+void dequantize_mxfp4(const Mxfp4Groups& q, DType dtype, std::span<float> w) {
+  assert(w.size() == static_cast<std::size_t>(q.in) * static_cast<std::size_t>(q.out));
+  for (int r = 0; r < q.in; ++r) {
+    const int g = r / q.group;
+    for (int c = 0; c < q.out; ++c) {
+      const int e = static_cast<int>(q.scales[at(g, c, q.out)]) - 127;
+      w[at(r, c, q.out)] =
+          round_to(dtype, std::ldexp(e2m1_to_f32(static_cast<std::uint8_t>(q.code(r, c))), e));
+    }
+  }
+}
+
+}  // namespace moeplan::kernels

@@ -276,6 +276,7 @@ Result<MoeModel> parse_model_config(const std::string& json_text, const std::str
     MOEPLAN_ASSIGN(m.weights,
                    parse_quantization_config(j.at("quantization_config"), m.dtype, source));
   }
+  m.checkpoint_weights = m.weights;
 
   Status family_status;
   switch (m.family) {

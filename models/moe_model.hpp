@@ -87,6 +87,9 @@ struct MoeModel {
   /// The linear weights' storage and GEMM precision: quantization_config, else torch_dtype;
   /// `--weights` replaces it (with_weight_format).
   WeightFormat weights;
+  /// The checkpoint's own format (quantization_config, else torch_dtype), kept when `--weights`
+  /// replaces `weights`: what a serving framework loads (exports compare the two).
+  WeightFormat checkpoint_weights;
   int num_nextn_predict_layers = 0;  ///< DeepSeek-V3 MTP (not counted in parameters)
 
   // ---- derived figures -------------------------------------------------------------------

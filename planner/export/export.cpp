@@ -12,6 +12,7 @@ namespace moeplan::planner {
 namespace {
 
 using exports::FormatWriter;
+using exports::WeightsArgs;
 
 const FormatWriter* const kWriters[] = {&exports::kSglangWriter, &exports::kVllmWriter,
                                         &exports::kTrtllmWriter, &exports::kMegatronWriter,
@@ -91,6 +92,13 @@ Result<ExportResult> export_layout(const ExportSpec& spec, ExportFormat format,
   const FormatWriter& w = writer_of(format);
   auto version = resolve_version(w, options.framework_version);
   if (!version) return version.error();
+  if (w.weights != nullptr) {
+    if (const WeightsArgs q = w.weights(spec, *version); !q.error.empty()) {
+      return Error{std::string(w.name) + " " + *version + ": weights " + spec.weights.name() +
+                   ": " + q.error + " (no layout of the plan can be expressed in " + w.name + " " +
+                   *version + " with these weights)"};
+    }
+  }
   const auto errors = w.cannot_run(spec, spec.chosen.layout, *version);
   if (!errors.empty()) {
     return Error{std::string(w.name) + " " + *version + ": layout " +

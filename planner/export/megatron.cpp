@@ -62,6 +62,8 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   if (spec.placement && !is_contiguous(*spec.placement)) {
     res.warnings.push_back(placement_not_exported(spec, "Megatron-Core"));
   }
+  const WeightsArgs q = megatron_weights(spec, version);
+  res.warnings.insert(res.warnings.end(), q.warnings.begin(), q.warnings.end());
   const int world = l.num_gpus;
   const int data_parallel = world / l.tp_size;
   std::vector<std::string> args = {"--tensor-model-parallel-size " + std::to_string(l.tp_size),
@@ -76,6 +78,7 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   args.push_back("--moe-router-topk " + std::to_string(spec.top_k));
   args.push_back("--moe-token-dispatcher-type " + dispatcher);
   if (flex) args.push_back("--moe-flex-dispatcher-backend deepep");
+  args.insert(args.end(), q.args.begin(), q.args.end());
   std::string text = comment_block(spec, "megatron", version, res.warnings);
   text += "# MoE parallel folding: world = TP·CP·DP·PP = " + std::to_string(l.tp_size) + "·1·" +
           std::to_string(data_parallel) + "·1 = ETP·EP·EDP·PP = " + std::to_string(l.tp_size) +
@@ -99,6 +102,7 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
 }  // namespace
 
 const FormatWriter kMegatronWriter = {
-    ExportFormat::kMegatron, "megatron", "Megatron-Core", kVersions, cannot_run, write};
+    ExportFormat::kMegatron, "megatron", "Megatron-Core", kVersions, cannot_run, write,
+    megatron_weights};
 
 }  // namespace moeplan::planner::exports

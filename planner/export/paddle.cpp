@@ -75,6 +75,8 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   if (spec.placement && !is_contiguous(*spec.placement)) {
     res.warnings.push_back(placement_not_exported(spec, "PaddleNLP"));
   }
+  const WeightsArgs q = paddle_weights(spec, version);
+  res.warnings.insert(res.warnings.end(), q.warnings.begin(), q.warnings.end());
   nlohmann::ordered_json j;
   j["tensor_parallel_degree"] = l.tp_size;
   if (version == kWithEp) j["expert_parallel_degree"] = l.ep_size;
@@ -95,6 +97,6 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
 }  // namespace
 
 const FormatWriter kPaddleWriter = {
-    ExportFormat::kPaddle, "paddle", "PaddleNLP", kVersions, cannot_run, write};
+    ExportFormat::kPaddle, "paddle", "PaddleNLP", kVersions, cannot_run, write, paddle_weights};
 
 }  // namespace moeplan::planner::exports

@@ -126,6 +126,8 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
           "without --enable-two-batch-overlap");
     }
   }
+  const WeightsArgs q = sglang_weights(spec, version);
+  args.insert(args.end(), q.args.begin(), q.args.end());
   if (spec.placement) {
     args.push_back("--ep-num-redundant-experts " + std::to_string(redundant_slots(spec)));
     args.push_back("--init-expert-location \"$HERE/sglang_expert_location.json\"");
@@ -154,6 +156,6 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
 }  // namespace
 
 const FormatWriter kSglangWriter = {
-    ExportFormat::kSglang, "sglang", "SGLang", kVersions, cannot_run, write};
+    ExportFormat::kSglang, "sglang", "SGLang", kVersions, cannot_run, write, sglang_weights};
 
 }  // namespace moeplan::planner::exports

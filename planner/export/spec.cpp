@@ -71,6 +71,21 @@ Result<ExportSpec> make_export_spec(const PlanSummary& plan, const PlannedLayout
   ExportSpec s;
   s.model = model.name;
   s.model_source = model.source_path;
+  // The plan's weight format by name (plans written before formats were recorded: the
+  // model's own), and the checkpoint's as its config.json says.
+  s.checkpoint_weights = model.checkpoint_weights;
+  if (plan.weights.empty() || plan.weights == model.weights.name()) {
+    s.weights = model.weights;
+  } else if (plan.weights == model.checkpoint_weights.name()) {
+    s.weights = model.checkpoint_weights;
+  } else {
+    auto f = parse_weight_format(plan.weights, model.checkpoint_weights.plain);
+    if (!f) {
+      return Error{(plan.source.empty() ? std::string("plan") : plan.source) +
+                   ": key 'model.weights.name': " + f.error().message};
+    }
+    s.weights = *f;
+  }
   auto mf = file_fingerprint(model.source_path);
   if (!mf) return mf.error();
   s.model_fingerprint = *mf;

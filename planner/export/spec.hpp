@@ -30,6 +30,11 @@ struct ExportSpec {
   int top_k = 0;
   int num_attention_heads = 0;  ///< 0: unknown (a spec read from a layout file)
   int num_kv_heads = 0;         ///< 0: unknown
+  /// The weight format the plan was costed at, and the checkpoint's own (its config.json's
+  /// quantization_config, else torch_dtype): a framework loads the latter and can produce some
+  /// formats from a plain checkpoint online (planner/export/quantization.cpp).
+  WeightFormat weights;
+  WeightFormat checkpoint_weights;
   std::string cluster;
   std::string cluster_source;
   std::string cluster_fingerprint;

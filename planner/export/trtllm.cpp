@@ -133,6 +133,6 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
 }  // namespace
 
 const FormatWriter kTrtllmWriter = {
-    ExportFormat::kTrtllm, "trtllm", "TensorRT-LLM", kVersions, cannot_run, write};
+    ExportFormat::kTrtllm, "trtllm", "TensorRT-LLM", kVersions, cannot_run, write, trtllm_weights};
 
 }  // namespace moeplan::planner::exports

@@ -127,6 +127,8 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
         "vLLM's dual batch overlap needs data parallelism with expert parallelism; ep 1 is "
         "exported without --enable-dbo");
   }
+  const WeightsArgs q = vllm_weights(spec, version);
+  args.insert(args.end(), q.args.begin(), q.args.end());
   if (spec.placement) {
     const Placement& p = *spec.placement;
     const int redundant = redundant_slots(spec);
@@ -167,7 +169,7 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
 
 }  // namespace
 
-const FormatWriter kVllmWriter = {ExportFormat::kVllm, "vllm",     "vLLM",
-                                  kVersions,           cannot_run, write};
+const FormatWriter kVllmWriter = {ExportFormat::kVllm, "vllm", "vLLM",      kVersions,
+                                  cannot_run,          write,  vllm_weights};
 
 }  // namespace moeplan::planner::exports

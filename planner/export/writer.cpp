@@ -34,6 +34,7 @@ std::string comment_block(const ExportSpec& spec, std::string_view format, std::
               format_fixed(c.tokens_per_s_per_gpu, 0) + " tokens/s/GPU, " +
               format_fixed(c.memory_gib, 2) + " GiB of " + format_fixed(c.capacity_gib, 2) +
               " GiB per GPU" + (c.feasible ? "" : " (does not fit)"));
+  h.push_back(weights_line(spec));
   h.push_back("model " + spec.model_fingerprint + ", cluster " + spec.cluster_fingerprint);
   if (spec.placement) {
     h.push_back("placement: " + spec.placement->policy + ", " +

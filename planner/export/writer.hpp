@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "planner/export.hpp"
+#include "planner/export/quantization.hpp"
 
 namespace moeplan::planner::exports {
 
@@ -31,6 +32,9 @@ struct FormatWriter {
   /// The files of `spec` (whose layout it can run) for `version`, with what it could not express.
   ExportResult (*write)(const ExportSpec& spec, std::string_view version,
                         const ExportOptions& options);
+  /// The framework's arguments for the plan's weight format, or why it cannot run it
+  /// (planner/export/quantization.hpp); null: the format records the weights itself.
+  WeightsArgs (*weights)(const ExportSpec& spec, std::string_view version) = nullptr;
 };
 
 extern const FormatWriter kSglangWriter;      // planner/export/sglang.cpp

@@ -298,7 +298,12 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
              ("qwen2-deepep", "qwen2-57b-a14b", "2x-hgx-h200",
               ["--dispatcher", "deepep_normal", "--tbo", "on"]),
              ("qwen2-deepep-ll", "qwen2-57b-a14b", "2x-hgx-h200",
-              ["--phase", "decode", "--dispatcher", "deepep_ll", "--tbo", "on"])]
+              ["--phase", "decode", "--dispatcher", "deepep_ll", "--tbo", "on"]),
+             # What-if weight formats on the bf16 checkpoint: online quantization flags where
+             # the framework has them (vLLM fp8_per_block, SGLang fp8 per tensor, Megatron-Core
+             # recipes), refusals where it has none.
+             ("qwen2-fp8-block", "qwen2-57b-a14b", "2x-hgx-h200", ["--weights", "fp8-block"]),
+             ("qwen2-fp8-tensor", "qwen2-57b-a14b", "2x-hgx-h200", ["--weights", "fp8-tensor"])]
     for label, model, cluster, extra in steps:
         p = plans / f"{label}.json"
         r = mp("plan", "--model", model, "--cluster", cluster, *extra, "--json", "-o", str(p))
@@ -327,6 +332,10 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
                  "qwen2 deepep_normal tbo"))
     jobs.append((plans / "qwen2-deepep-ll.json", "qwen2-57b-a14b", "", None,
                  "qwen2 decode deepep_ll tbo"))
+    jobs.append((plans / "qwen2-fp8-block.json", "qwen2-57b-a14b", "", None,
+                 "qwen2 --weights fp8-block rec"))
+    jobs.append((plans / "qwen2-fp8-tensor.json", "qwen2-57b-a14b", "", None,
+                 "qwen2 --weights fp8-tensor rec"))
     jobs.append((plans / "dsv3.json", "deepseek-v3", "128x1", place, "dsv3 128x1 +eplb384"))
     jobs.append((plans / "dsv3-ep144.json", "deepseek-v3", "144x1", place144,
                  "dsv3 decode 144x1 +eplb288"))

@@ -87,6 +87,90 @@ LocalRows gather_local_rows(Backend& be, std::span<const int> ids, std::span<con
   return out;
 }
 
+// Values per fp8 scale of the DeepEP dispatch payload (DeepSeek-V3's activation groups).
+constexpr int kFp8Group = 128;
+
+// Tokens quantized once for the DeepEP dispatch: fp8 e4m3 values and one fp32 scale per 128.
+struct Fp8Rows {
+  int hidden = 0;
+  int groups = 0;
+  UninitVector<std::uint8_t> q;  // [n][H]
+  UninitVector<float> scales;    // [n][groups]
+  std::size_t bytes() const { return sz(hidden) + sz(groups) * sizeof(float); }
+  // Writes row `i` (values, then scales) to `dst`.
+  void write(int i, std::uint8_t* dst) const {
+    std::memcpy(dst, q.data() + sz(i) * sz(hidden), sz(hidden));
+    std::memcpy(dst + hidden, scales.data() + sz(i) * sz(groups), sz(groups) * sizeof(float));
+  }
+};
+
+Fp8Rows quantize_rows(std::span<const float> x, int n, int h) {
+  Fp8Rows r;
+  r.hidden = h;
+  r.groups = (h + kFp8Group - 1) / kFp8Group;
+  r.q = UninitVector<std::uint8_t>(sz(n) * sz(h));
+  r.scales = UninitVector<float>(sz(n) * sz(r.groups));
+  for (int i = 0; i < n; ++i) {
+    quantize_blocks(x.subspan(sz(i) * sz(h), sz(h)), 1, h, 1, kFp8Group,
+                    std::span(r.q.data() + sz(i) * sz(h), sz(h)),
+                    std::span(r.scales.data() + sz(i) * sz(r.groups), sz(r.groups)));
+  }
+  return r;
+}
+
+// Dequantizes one wire row (values, then scales) into `out` [H], stored in the activation dtype
+// the experts compute in (as DeepEP's receivers dequantize for bf16 experts).
+void dequantize_row(const std::uint8_t* src, int h, DType dtype, std::vector<float>& scale,
+                    float* out) {
+  const int groups = (h + kFp8Group - 1) / kFp8Group;
+  scale.resize(sz(groups));
+  std::memcpy(scale.data(), src + h, sz(groups) * sizeof(float));
+  dequantize_blocks(std::span(src, sz(h)), scale, 1, h, 1, kFp8Group, std::span(out, sz(h)));
+  round_to(dtype, std::span(out, sz(h)));
+}
+
+// The dispatch payload of a layer's tokens. In the storage dtype; with fp8 weights — whose GEMMs
+// quantize their inputs to e4m3 in 1 × 128 groups anyway — each token quantized once to fp8
+// e4m3 with one fp32 scale per 128 values (as the DeepEP dispatchers always send, and as the
+// planner prices every dispatcher's payload for fp8 activations: dispatch_row_bytes), and
+// dequantized on arrival. The return trip (combine) stays in the dtype.
+struct Payload {
+  DType dtype = DType::kFp32;
+  int hidden = 0;
+  bool fp8 = false;
+  Fp8Rows q;  // fp8: the tokens quantized once
+
+  std::size_t row_bytes() const { return fp8 ? q.bytes() : storage_bytes(dtype, sz(hidden)); }
+  // Writes token `t` of `x` to `dst` (row_bytes()).
+  void write(std::span<const float> x, int t, std::uint8_t* dst) const {
+    if (fp8) {
+      q.write(t, dst);
+    } else {
+      pack(dtype, x.data() + sz(t) * sz(hidden), sz(hidden), dst);
+    }
+  }
+  // Reads `n` consecutive rows at `src` into `out` [n][H].
+  void read(const std::uint8_t* src, std::size_t n, float* out) const {
+    if (!fp8) {
+      unpack(dtype, src, n * sz(hidden), out);
+      return;
+    }
+    std::vector<float> scale;
+    for (std::size_t i = 0; i < n; ++i) {
+      dequantize_row(src + i * row_bytes(), hidden, dtype, scale, out + i * sz(hidden));
+    }
+  }
+};
+
+Payload make_payload(const LayerSpec& s, std::span<const float> x, int num_tokens) {
+  Payload p;
+  p.dtype = s.dtype;
+  p.hidden = s.hidden;
+  p.fp8 = s.fp8();
+  if (p.fp8) p.q = quantize_rows(x, num_tokens, s.hidden);
+  return p;
+}
+
 // What a dispatcher hands to the combine: expert output rows and, for every local pair
 // (token·k + j), the row that holds its expert's output. A dispatcher that reduces on the way
 // back (deepep_normal) hands `per_token` rows per token with their own `weights` instead.
@@ -116,8 +200,11 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
   const int e_total = s.num_experts;
   const int n_local = e_total / ep;
   const int h = s.hidden;
-  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
+  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the way back
   auto t0 = Clock::now();
+  const Payload pl = make_payload(s, x, static_cast<int>(x.size() / sz(h)));
+  const std::size_t in_bytes = pl.row_bytes();
+  t.dispatch_row_bytes = in_bytes;
 
   // Capacity C: the largest per-expert count, all-reduced (MAX) over the EP group.
   std::vector<std::int64_t> count(sz(e_total), 0);
@@ -129,23 +216,23 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
   g.ep->all_reduce_max(cap);
   const int c = static_cast<int>(cap[0]);
 
-  // dispatched[E][C][H], zero padded, in the storage dtype; an equal-split all-to-all.
-  std::vector<std::uint8_t> send(sz(e_total) * sz(c) * row_bytes, 0);
+  // dispatched[E][C][H], zero padded (an all-zero fp8 row decodes to zeros), in the payload's
+  // format; an equal-split all-to-all.
+  std::vector<std::uint8_t> send(sz(e_total) * sz(c) * in_bytes, 0);
   for (std::size_t p = 0; p < r.ids.size(); ++p) {
     const std::size_t slot = sz(r.ids[p]) * sz(c) + sz(pos[p]);
-    pack(s.dtype, x.data() + (p / sz(s.top_k)) * sz(h), sz(h), send.data() + slot * row_bytes);
+    pl.write(x, static_cast<int>(p / sz(s.top_k)), send.data() + slot * in_bytes);
   }
   UninitVector<std::uint8_t> recv(send.size());
-  const std::size_t block = sz(n_local) * sz(c) * row_bytes;
-  g.ep->all_to_all(send.data(), block, recv.data());
+  g.ep->all_to_all(send.data(), sz(n_local) * sz(c) * in_bytes, recv.data());
 
   // recv is [source][local expert][C]; the grouped GEMM wants [local expert][source][C].
   UninitVector<float> rows(sz(n_local) * sz(ep) * sz(c) * sz(h));
   for (int src = 0; src < ep; ++src) {
     for (int j = 0; j < n_local; ++j) {
-      const std::size_t from = (sz(src) * sz(n_local) + sz(j)) * sz(c) * row_bytes;
+      const std::size_t from = (sz(src) * sz(n_local) + sz(j)) * sz(c) * in_bytes;
       const std::size_t to = (sz(j) * sz(ep) + sz(src)) * sz(c) * sz(h);
-      unpack(s.dtype, recv.data() + from, sz(c) * sz(h), rows.data() + to);
+      pl.read(recv.data() + from, sz(c), rows.data() + to);
     }
   }
   std::vector<int> offsets(sz(n_local) + 1);
@@ -156,16 +243,18 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
   const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
   t0 = Clock::now();
+  UninitVector<std::uint8_t> out(sz(e_total) * sz(c) * row_bytes);
   for (int src = 0; src < ep; ++src) {
     for (int j = 0; j < n_local; ++j) {
       const std::size_t from = (sz(j) * sz(ep) + sz(src)) * sz(c) * sz(h);
       const std::size_t to = (sz(src) * sz(n_local) + sz(j)) * sz(c) * row_bytes;
-      pack(s.dtype, y.data() + from, sz(c) * sz(h), recv.data() + to);
+      pack(s.dtype, y.data() + from, sz(c) * sz(h), out.data() + to);
     }
   }
-  g.ep->all_to_all(recv.data(), block, send.data());  // back: send now holds [E][C][H]
+  UninitVector<std::uint8_t> back(out.size());  // [E][C][H] in the dtype
+  g.ep->all_to_all(out.data(), sz(n_local) * sz(c) * row_bytes, back.data());
   Dispatched d;
-  d.rows = unpack_all(s.dtype, send, sz(e_total) * sz(c) * sz(h));
+  d.rows = unpack_all(s.dtype, back, sz(e_total) * sz(c) * sz(h));
   d.pair_row.resize(r.ids.size());
   for (std::size_t p = 0; p < r.ids.size(); ++p) d.pair_row[p] = r.ids[p] * c + pos[p];
   t.dispatch += since(t0);
@@ -180,27 +269,31 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
   const int k = s.top_k;
   const int h = s.hidden;
   const int n_local = s.num_experts / ep;
-  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
+  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the expert rows
   auto t0 = Clock::now();
+  const TokenRange mine = token_range(num_global_tokens, ep, me);
+  const Payload pl = make_payload(s, x, mine.count);
+  const std::size_t in_bytes = pl.row_bytes();
+  t.dispatch_row_bytes = in_bytes;
 
-  // All-gather tokens (storage dtype) and their routing over the EP group.
+  // All-gather tokens (the payload's format) and their routing over the EP group.
   std::vector<std::size_t> tok_bytes(sz(ep)), tok_off(sz(ep)), id_bytes(sz(ep)), id_off(sz(ep));
   for (int i = 0; i < ep; ++i) {
     const TokenRange tr = token_range(num_global_tokens, ep, i);
     const auto ii = sz(i);
-    tok_bytes[ii] = sz(tr.count) * row_bytes;
-    tok_off[ii] = sz(tr.first) * row_bytes;
+    tok_bytes[ii] = sz(tr.count) * in_bytes;
+    tok_off[ii] = sz(tr.first) * in_bytes;
     id_bytes[ii] = sz(tr.count) * sz(k) * sizeof(int);
     id_off[ii] = sz(tr.first) * sz(k) * sizeof(int);
   }
-  const TokenRange mine = token_range(num_global_tokens, ep, me);
-  UninitVector<std::uint8_t> x_packed(sz(mine.count) * row_bytes);
-  pack(s.dtype, x.data(), sz(mine.count) * sz(h), x_packed.data());
-  UninitVector<std::uint8_t> x_all_bytes(sz(num_global_tokens) * row_bytes);
+  UninitVector<std::uint8_t> x_packed(sz(mine.count) * in_bytes);
+  for (int i = 0; i < mine.count; ++i) pl.write(x, i, x_packed.data() + sz(i) * in_bytes);
+  UninitVector<std::uint8_t> x_all_bytes(sz(num_global_tokens) * in_bytes);
   g.ep->all_gather_v(x_packed.data(), x_packed.size(), x_all_bytes.data(), tok_bytes, tok_off);
   std::vector<int> ids_all(sz(num_global_tokens) * sz(k));
   g.ep->all_gather_v(r.ids.data(), r.ids.size() * sizeof(int), ids_all.data(), id_bytes, id_off);
-  const UninitVector<float> x_all = unpack_all(s.dtype, x_all_bytes, sz(num_global_tokens) * sz(h));
+  UninitVector<float> x_all(sz(num_global_tokens) * sz(h));
+  pl.read(x_all_bytes.data(), sz(num_global_tokens), x_all.data());
 
   // Local filter: the pairs of every token whose expert lives here, grouped by expert.
   const LocalRows local = gather_local_rows(be, ids_all, x_all, k, h, w.first_expert, n_local);
@@ -242,8 +335,11 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   const int n_local = e_total / ep;
   const int k = s.top_k;
   const int h = s.hidden;
-  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
+  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the way back
   auto t0 = Clock::now();
+  const Payload pl = make_payload(s, x, static_cast<int>(x.size() / sz(h)));
+  const std::size_t in_bytes = pl.row_bytes();
+  t.dispatch_row_bytes = in_bytes;
 
   // Local pairs sorted by expert: contiguous per destination rank.
   const Permutation out_perm = be.permute(OpContext{}, r.ids, 0, e_total);
@@ -254,25 +350,34 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   }
   g.ep->all_to_all(send_counts.data(), sz(n_local) * sizeof(std::int64_t), recv_counts.data());
 
+  // Rows sent to and received from each peer (counts and offsets), then in bytes of the payload
+  // (dispatch) and of the dtype (the way back).
   std::vector<std::size_t> sb(sz(ep)), so(sz(ep)), rb(sz(ep)), ro(sz(ep));
   std::size_t recv_rows = 0;
   for (int i = 0; i < ep; ++i) {
     const auto ii = sz(i);
     const int first_row = out_perm.offsets[ii * sz(n_local)];
     const int last_row = out_perm.offsets[(ii + 1) * sz(n_local)];
-    so[ii] = sz(first_row) * row_bytes;
-    sb[ii] = sz(last_row - first_row) * row_bytes;
+    so[ii] = sz(first_row);
+    sb[ii] = sz(last_row - first_row);
     std::int64_t from_i = 0;
     for (int j = 0; j < n_local; ++j) from_i += recv_counts[ii * sz(n_local) + sz(j)];
-    ro[ii] = recv_rows * row_bytes;
-    rb[ii] = static_cast<std::size_t>(from_i) * row_bytes;
+    ro[ii] = recv_rows;
+    rb[ii] = static_cast<std::size_t>(from_i);
     recv_rows += static_cast<std::size_t>(from_i);
   }
-  std::vector<int> token_of(out_perm.order.size());
-  for (std::size_t i = 0; i < token_of.size(); ++i) token_of[i] = out_perm.order[i] / k;
-  const UninitVector<std::uint8_t> send = pack_rows(s.dtype, x, h, token_of);
-  UninitVector<std::uint8_t> recv(recv_rows * row_bytes);
-  g.ep->all_to_all_v(send.data(), sb, so, recv.data(), rb, ro);
+  const auto in_units = [](std::vector<std::size_t> rows, std::size_t unit) {
+    for (auto& v : rows) v *= unit;
+    return rows;
+  };
+  const std::size_t sent_rows = out_perm.order.size();
+  UninitVector<std::uint8_t> send(sent_rows * in_bytes);
+  for (std::size_t i = 0; i < sent_rows; ++i) {
+    pl.write(x, out_perm.order[i] / k, send.data() + i * in_bytes);
+  }
+  UninitVector<std::uint8_t> recv(recv_rows * in_bytes);
+  g.ep->all_to_all_v(send.data(), in_units(sb, in_bytes), in_units(so, in_bytes), recv.data(),
+                     in_units(rb, in_bytes), in_units(ro, in_bytes));
 
   // recv is [source][local expert][rows]; regroup as [local expert][source][rows].
   std::vector<int> offsets(sz(n_local) + 1, 0);
@@ -302,21 +407,21 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   UninitVector<float> rows(recv_rows * sz(h));
   for (std::size_t b = 0; b < recv_at.size(); ++b) {
     const auto n = static_cast<std::size_t>(recv_counts[b]);
-    unpack(s.dtype, recv.data() + recv_at[b] * row_bytes, n * sz(h),
-           rows.data() + grouped_at[b] * sz(h));
+    pl.read(recv.data() + recv_at[b] * in_bytes, n, rows.data() + grouped_at[b] * sz(h));
   }
   t.dispatch += since(t0);
 
   const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
   t0 = Clock::now();
+  UninitVector<std::uint8_t> out(recv_rows * row_bytes);
   for (std::size_t b = 0; b < recv_at.size(); ++b) {
     const auto n = static_cast<std::size_t>(recv_counts[b]);
-    pack(s.dtype, y.data() + grouped_at[b] * sz(h), n * sz(h),
-         recv.data() + recv_at[b] * row_bytes);
+    pack(s.dtype, y.data() + grouped_at[b] * sz(h), n * sz(h), out.data() + recv_at[b] * row_bytes);
   }
-  UninitVector<std::uint8_t> back(send.size());
-  g.ep->all_to_all_v(recv.data(), rb, ro, back.data(), sb, so);
+  UninitVector<std::uint8_t> back(sent_rows * row_bytes);
+  g.ep->all_to_all_v(out.data(), in_units(rb, row_bytes), in_units(ro, row_bytes), back.data(),
+                     in_units(sb, row_bytes), in_units(so, row_bytes));
   Dispatched d = returned_by_expert(s.dtype, back, out_perm, r.ids.size(), h);
   t.dispatch += since(t0);
   return d;
@@ -382,48 +487,6 @@ UninitVector<std::uint8_t> return_rows(Communicator& comm, std::span<const std::
   return back;
 }
 
-// Values per fp8 scale of the DeepEP dispatch payload (DeepSeek-V3's activation groups).
-constexpr int kFp8Group = 128;
-
-// Tokens quantized once for the DeepEP dispatch: fp8 e4m3 values and one fp32 scale per 128.
-struct Fp8Rows {
-  int hidden = 0;
-  int groups = 0;
-  UninitVector<std::uint8_t> q;  // [n][H]
-  UninitVector<float> scales;    // [n][groups]
-  std::size_t bytes() const { return sz(hidden) + sz(groups) * sizeof(float); }
-  // Writes row `i` (values, then scales) to `dst`.
-  void write(int i, std::uint8_t* dst) const {
-    std::memcpy(dst, q.data() + sz(i) * sz(hidden), sz(hidden));
-    std::memcpy(dst + hidden, scales.data() + sz(i) * sz(groups), sz(groups) * sizeof(float));
-  }
-};
-
-Fp8Rows quantize_rows(std::span<const float> x, int n, int h) {
-  Fp8Rows r;
-  r.hidden = h;
-  r.groups = (h + kFp8Group - 1) / kFp8Group;
-  r.q = UninitVector<std::uint8_t>(sz(n) * sz(h));
-  r.scales = UninitVector<float>(sz(n) * sz(r.groups));
-  for (int i = 0; i < n; ++i) {
-    quantize_blocks(x.subspan(sz(i) * sz(h), sz(h)), 1, h, 1, kFp8Group,
-                    std::span(r.q.data() + sz(i) * sz(h), sz(h)),
-                    std::span(r.scales.data() + sz(i) * sz(r.groups), sz(r.groups)));
-  }
-  return r;
-}
-
-// Dequantizes one wire row (values, then scales) into `out` [H], stored in the activation dtype
-// the experts compute in (as DeepEP's receivers dequantize for bf16 experts).
-void dequantize_row(const std::uint8_t* src, int h, DType dtype, std::vector<float>& scale,
-                    float* out) {
-  const int groups = (h + kFp8Group - 1) / kFp8Group;
-  scale.resize(sz(groups));
-  std::memcpy(scale.data(), src + h, sz(groups) * sizeof(float));
-  dequantize_blocks(std::span(src, sz(h)), scale, 1, h, 1, kFp8Group, std::span(out, sz(h)));
-  round_to(dtype, std::span(out, sz(h)));
-}
-
 // A token on the wire of deepep_normal's dispatch: its fp8 row and scales, then its k expert ids
 // (int32) and k routing weights (fp32), which the forwarder and the expert rank need.
 struct TokenRecord {
@@ -477,6 +540,7 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   auto t0 = Clock::now();
 
   const Fp8Rows fp8 = quantize_rows(x, num_tokens, h);
+  t.dispatch_row_bytes = fp8.bytes();
   const TokenRecord rec{fp8.bytes(), k};
   // Hop 1 (rail): each token once to each destination node.
   std::vector<std::vector<int>> to_node(sz(nodes));
@@ -610,6 +674,7 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
   auto t0 = Clock::now();
 
   const Fp8Rows fp8 = quantize_rows(x, num_tokens, h);
+  t.dispatch_row_bytes = fp8.bytes();
   const std::size_t msg = fp8.bytes();
   // Pairs by expert (stable: token order within an expert), so contiguous per destination rank.
   const Permutation out_perm = be.permute(OpContext{}, r.ids, 0, e_total);

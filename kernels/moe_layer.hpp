@@ -64,6 +64,9 @@ struct PhaseTimes {
   double combine = 0.0;
   double shared = 0.0;
   double total = 0.0;
+  /// Bytes of one token row on the dispatch wire (values and scales): the dtype's, or fp8 e4m3
+  /// with one fp32 scale per 128 values (the DeepEP dispatchers, and every one with fp8 weights).
+  std::size_t dispatch_row_bytes = 0;
 };
 
 /// The groups one rank takes part in: EP (same tp_rank) and TP (same ep_rank); with nodes

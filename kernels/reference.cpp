@@ -172,8 +172,8 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   const int k = s.top_k;
   const double u = unit_roundoff(s.dtype);
   const Eigen::Map<const RowMat> xm(x.data(), num_tokens, h);
-  // The routed experts' inputs as the DeepEP dispatchers deliver them: each token quantized in
-  // 1 × 128 groups, dequantized and stored in the dtype.
+  // The routed experts' inputs as a dispatcher that sends fp8 delivers them (sends_fp8): each
+  // token quantized in 1 × 128 groups, dequantized and stored in the dtype.
   RowMat x8;
   if (extra.fp8_inputs) {
     constexpr int kGroup = 128;
@@ -304,15 +304,19 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   return out;
 }
 
-const std::vector<float>& reference_of(const ReferenceOutput& ref, models::Dispatcher d) {
-  if (!models::is_deepep(d)) return ref.output;
+bool sends_fp8(const LayerSpec& s, models::Dispatcher d) { return models::is_deepep(d) || s.fp8(); }
+
+const std::vector<float>& reference_of(const ReferenceOutput& ref, const LayerSpec& s,
+                                       models::Dispatcher d) {
+  if (!sends_fp8(s, d)) return ref.output;
   MOEPLAN_ASSERT(ref.output_fp8_inputs.size() == ref.output.size(),
                  "reference_of: the reference was made without fp8_inputs");
   return ref.output_fp8_inputs;
 }
 
-const std::vector<float>& bound_of(const ReferenceOutput& ref, models::Dispatcher d) {
-  if (!models::is_deepep(d)) return ref.bound;
+const std::vector<float>& bound_of(const ReferenceOutput& ref, const LayerSpec& s,
+                                   models::Dispatcher d) {
+  if (!sends_fp8(s, d)) return ref.bound;
   MOEPLAN_ASSERT(ref.output_fp8_inputs.size() == ref.output.size(),
                  "bound_of: the reference was made without fp8_inputs");
   return d == models::Dispatcher::kDeepEpNormal ? ref.bound_fp8_inputs_prereduced

@@ -32,10 +32,17 @@ struct ReferenceBounds {
   bool fp8_inputs = false;
 };
 
-/// What a layer with dispatcher `d` must match (the fp8-input output for the DeepEP ones) and
-/// its bound; the fp8 ones need reference_forward with fp8_inputs.
-const std::vector<float>& reference_of(const ReferenceOutput& ref, models::Dispatcher d);
-const std::vector<float>& bound_of(const ReferenceOutput& ref, models::Dispatcher d);
+/// Whether a layer of `s` with dispatcher `d` sends the expert inputs as fp8 e4m3 with one fp32
+/// scale per 128 values: the DeepEP dispatchers always, every dispatcher when the weights are
+/// fp8 (their GEMMs take fp8 inputs; kernels/moe_layer.cpp's Payload).
+bool sends_fp8(const LayerSpec& s, models::Dispatcher d);
+
+/// What a layer of `s` with dispatcher `d` must match (the fp8-input output when it sends fp8)
+/// and its bound; those need reference_forward with fp8_inputs.
+const std::vector<float>& reference_of(const ReferenceOutput& ref, const LayerSpec& s,
+                                       models::Dispatcher d);
+const std::vector<float>& bound_of(const ReferenceOutput& ref, const LayerSpec& s,
+                                   models::Dispatcher d);
 
 /// One MLP (gate/up, SiLU·up, down) on rows x[m][H] with its bound: y[m][H] values of the
 /// dtype as the sharded layer stores them after its TP reduction, `scale[r]` applied to row r

@@ -163,7 +163,10 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
   std::vector<VerifyRow> rows;
   const int total = case_count(req);
   ReferenceBounds extra;
-  for (const Dispatcher d : req.dispatchers) extra.fp8_inputs = extra.fp8_inputs || is_deepep(d);
+  const LayerSpec fp32_spec = *verify_spec(req, DType::kFp32);
+  for (const Dispatcher d : req.dispatchers) {
+    extra.fp8_inputs = extra.fp8_inputs || sends_fp8(fp32_spec, d);
+  }
   int done = 0;
   for (const DType dtype : req.dtypes) {
     const LayerSpec spec = *verify_spec(req, dtype);
@@ -222,8 +225,8 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
             row.layer_ms = static_cast<double>(ns[0]) * 1e-6;
             row.max_abs_ref = max_ref;
             bool ok = true;
-            const std::vector<float>& expected = reference_of(ref, d);
-            const std::vector<float>& bounds = bound_of(ref, d);
+            const std::vector<float>& expected = reference_of(ref, spec, d);
+            const std::vector<float>& bounds = bound_of(ref, spec, d);
             for (int r = 0; r < world_size; ++r) {
               const TokenRange rr = ranges[static_cast<std::size_t>(r)];
               const float* got = all.data() + ro[static_cast<std::size_t>(r)] / sizeof(float);

@@ -122,6 +122,59 @@ TEST(MoeLayer, Fp8BlockWeightsOnEveryLayoutAndDispatcher) {
   }
 }
 
+TEST(MoeLayer, Fp8WeightsSendFp8OnEveryDispatcher) {
+  // With fp8 weights every dispatcher sends the tokens as fp8 values and one fp32 scale per 128
+  // — the bytes the planner prices (WeightFormat::dispatch_row_bytes) — and matches the
+  // reference on fp8 inputs; plain weights send the dtype.
+  auto m = model("deepseek-v3");
+  const int tokens = 24;
+  for (const bool fp8 : {true, false}) {
+    SCOPED_TRACE(fp8 ? "fp8-block" : "bf16");
+    models::MoeModel mm = m;
+    if (!fp8) {
+      ASSERT_TRUE(models::apply_weights_choice(mm, "bf16").ok());
+    }
+    auto spec = LayerSpec::from_model(mm, 8, DType::kBf16, 3);  // H 896
+    ASSERT_TRUE(spec.ok());
+    ASSERT_TRUE(apply_weight_format(*spec, mm.weights).ok());
+    ASSERT_EQ(spec->fp8(), fp8);
+    const std::size_t expected_row =
+        fp8 ? static_cast<std::size_t>(mm.weights.dispatch_row_bytes(spec->hidden)) : 2U * 896U;
+    if (fp8) {
+      EXPECT_EQ(expected_row, 896U + 4U * 7U);
+    }
+    const std::vector<float> x = make_input(*spec, 0, tokens);
+    const ReferenceOutput ref = reference_forward(*spec, x, tokens, {fp8});
+    for (const Dispatcher d : kKernelDispatchers) {
+      SCOPED_TRACE(dispatcher_name(d));
+      EXPECT_EQ(sends_fp8(*spec, d), fp8);
+      std::vector<float> got;
+      std::size_t row_bytes = 0;
+      run_in_process(2, [&](Communicator& world) {
+        auto be = make_cpu_backend();
+        const Layout l = Layout::of(2, 1, RankMapping::kTpInnermost, d);
+        const RankGroups g = make_groups(world, l, 0);
+        const TokenRange tr = token_range(tokens, 2, world.rank());
+        PhaseTimes times;
+        auto o = moe_forward(*be, g, *spec, l, make_rank_weights(*spec, l, world.rank()),
+                             make_input(*spec, tr.first, tr.count), tokens, &times, {});
+        if (world.rank() == 0) {
+          got = o;
+          row_bytes = times.dispatch_row_bytes;
+        }
+      });
+      EXPECT_EQ(row_bytes, expected_row);
+      const std::vector<float>& want = reference_of(ref, *spec, d);
+      const std::vector<float>& bound = bound_of(ref, *spec, d);
+      std::size_t within = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        within += std::fabs(got[i] - want[i]) <= bound[i] ? 1U : 0U;
+      }
+      EXPECT_EQ(within, got.size());
+    }
+  }
+}
+
 TEST(MoeLayer, MixtralAndQwen3OnTwoRanks) {
   for (const char* name : {"mixtral-8x7b", "qwen3-30b-a3b", "qwen1.5-moe-a2.7b"}) {
     VerifyRequest req;
@@ -237,7 +290,7 @@ TEST(MoeLayer, DeepEpSendsFp8AndALostPairIsCaught) {
   for (const Dispatcher d : {Dispatcher::kDeepEpLl, Dispatcher::kDeepEpNormal}) {
     const std::vector<float>& got = out[d];
     ASSERT_EQ(got.size(), a2av.size());
-    const std::vector<float>& bound = bound_of(ref, d);
+    const std::vector<float>& bound = bound_of(ref, spec, d);
     std::size_t as_fp8 = 0, as_fp32 = 0;
     for (std::size_t i = 0; i < got.size(); ++i) {
       as_fp8 += std::fabs(got[i] - ref.output_fp8_inputs[i]) <= bound[i] ? 1U : 0U;

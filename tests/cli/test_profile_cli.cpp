@@ -84,6 +84,14 @@ TEST_F(ProfileCli, ValidateAndPlanBadInput) {
                            db()),
                    "layout 3x1");
   expect_bad_input(run_cli("validate --statistic mean --costs " + db()), "--statistic");
+  // The weight format: fp8 is not profiled (the run and the prediction would differ), 4-bit
+  // groups must divide the widths.
+  expect_bad_input(run_cli("validate --model deepseek-v3 --scale 8 --costs " + db()),
+                   "--weights: deepseek-v3's weights are fp8-block (quantization_config (fp8)) "
+                   "and profile measures no fp8 GEMM yet");
+  expect_bad_input(
+      run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --weights mxfp4 --costs " + db()),
+      "do not divide moe_intermediate_size = 88");
   expect_bad_input(run_cli("plan --cluster local:2"), "--costs");
   expect_bad_input(run_cli("plan --cluster local:zero --costs " + db()), "local:N");
 }
@@ -126,6 +134,17 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
               1e-9);
   EXPECT_TRUE(row.at("verified").get<bool>());
   EXPECT_TRUE(row.at("sources").contains("experts"));
+  // MXFP4 weights decoded on load (1/4 width: I 352, whole groups of 32): the layer runs and is
+  // verified; the prediction prices the same plain GEMMs (the profile is at 1/16: misses).
+  const auto q = run_cli(
+      "validate --model qwen1.5-moe-a2.7b --scale 4 --weights mxfp4 --ranks 2 --layouts 2x1 "
+      "--dispatcher a2av --tokens 32 --max-seconds 0.05 --json --costs " +
+      db());
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const auto qj = nlohmann::json::parse(q.out);
+  ASSERT_EQ(qj.at("rows").size(), 1U);
+  EXPECT_TRUE(qj.at("rows").front().at("verified").get<bool>());
+  EXPECT_GT(qj.at("rows").front().at("predicted_ms").get<double>(), 0.0);
 
   // The DeepEP dispatchers on the 2 ranks as 2 nodes of 1: measured like the others, their
   // fp8 quantize/dequantize and the reductions from the profile's own ops, the hops from its

@@ -37,12 +37,27 @@ enum class BackendOp : std::uint8_t {
   kSigmoidGate,
   kCombine,
   kSharedExpert,
+  kGemmFp8Block,  ///< gemm_fp8 (OpQuery::dtype kFp8)
 };
 
 /// What can_implement is asked: an op on a storage dtype.
 struct OpQuery {
   BackendOp op = BackendOp::kGemm;
   DType dtype = DType::kFp32;
+};
+
+/// One part of an fp8 block-scaled weight [k][cols] (inputs × outputs) as the kernels keep it
+/// (Fp8ExpertWeights): e4m3 codes at column c0 of a row-major array of row stride ld, and fp32
+/// scales per [block_rows × block_cols] block, row-major by block over the part
+/// (⌈cols/block_cols⌉ blocks per block row; partial edge blocks).
+struct Fp8Part {
+  const std::uint8_t* codes = nullptr;
+  int ld = 0;
+  int c0 = 0;
+  int cols = 0;
+  const float* scales = nullptr;
+  int block_rows = 0;
+  int block_cols = 0;
 };
 
 class Backend {
@@ -84,6 +99,12 @@ class Backend {
                     std::span<const float> b, int n, DType dtype, DType out_dtype,
                     std::span<float> c) = 0;
 
+  /// The fp8 block-scaled GEMM of DeepSeek-V3's recipe, as the expert MLP runs it:
+  /// c[m][Σ cols] = q(a) · [part 0 | part 1 | …] with a [m][k] quantized to e4m3 in
+  /// 1 × act_group groups (on a copy), each part decoded from its codes and block scales, fp32
+  /// accumulation, c unrounded. Only where can_implement({kGemmFp8Block, kFp8}) is OK.
+  virtual void gemm_fp8(const OpContext& ctx, std::span<const float> a, int m, int k, int act_group,
+                        std::span<const Fp8Part> parts, std::span<float> c) = 0;
   /// SiLU-and-mul of gate/up rows [rows][2·width]: act[r][c] = round(SiLU(round(gu[r][c])) ·
   /// round(gu[r][width + c])) in `dtype`.
   virtual void silu_mul(const OpContext& ctx, std::span<const float> gate_up, int rows, int width,

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "kernels/backend.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/uninit_vector.hpp"
 #include "profiler/op_common.hpp"
 #include "profiler/ops.hpp"
@@ -25,6 +26,124 @@ std::string role_kernel(const std::string& backend, Role r) {
   }
   return "?";
 }
+
+/// The kernel of an fp8 expert GEMM point: gate/up as the layer runs it (two parts, gate and
+/// up, each with its own block scales), down as one part.
+std::string fp8_kernel(const std::string& backend, Role r, const SweepSpec& s) {
+  return backend + " gemm_fp8 " + (r == Role::kDown ? "down" : "gate/up (2 parts)") + " (" +
+         std::to_string(s.fp8_block_out) + "×" + std::to_string(s.fp8_block_in) +
+         " weight blocks, 1×" + std::to_string(s.fp8_act_group) + " activation groups)";
+}
+
+/// An fp8 block-scaled expert GEMM (DeepSeek-V3's recipe) through the backend's gemm_fp8: a
+/// [m][k] (quantized by the op), weights [k][n] as e4m3 codes with fp32 block scales — for
+/// gate/up two parts of n/2 columns (gate, up), as the layer's MLP calls it.
+class Fp8GemmCase final : public OpCase {
+ public:
+  Fp8GemmCase(int m, int n, int k, Role role, const SweepSpec& s, kernels::Backend& backend)
+      : m_(m),
+        n_(n),
+        k_(k),
+        role_(role),
+        block_out_(s.fp8_block_out),
+        block_in_(s.fp8_block_in),
+        act_group_(s.fp8_act_group),
+        backend_(backend) {
+    a_ = random_values(DType::kBf16, usz(m) * usz(k), 1);
+    const int parts = role == Role::kDown ? 1 : 2;
+    part_cols_ = n / parts;
+    // Cold weights, as the layer streams every local expert's once per forward (GemmCase).
+    const std::size_t copies = cold_copies(usz(k) * usz(n), 64);
+    for (std::size_t i = 0; i < copies; ++i) {
+      Weights w;
+      w.values = random_values(DType::kBf16, usz(k) * usz(n), static_cast<std::uint32_t>(100 + i),
+                               -0.1F, 0.1F);
+      w.codes.resize(w.values.size());
+      w.scales.resize(usz(parts));
+      for (int p = 0; p < parts; ++p) {
+        // Each part [k][part_cols] quantized in [block_in × block_out] blocks (the kernels'
+        // stored orientation), its values replaced by their exact dequantized values.
+        std::vector<float> part(usz(k) * usz(part_cols_)), deq(part.size());
+        std::vector<std::uint8_t> q(part.size());
+        for (int r = 0; r < k; ++r) {
+          for (int c = 0; c < part_cols_; ++c) {
+            part[usz(r * part_cols_ + c)] = w.values[usz(r * n + p * part_cols_ + c)];
+          }
+        }
+        auto& sc = w.scales[usz(p)];
+        sc.resize(usz(blocks(k, block_in_) * blocks(part_cols_, block_out_)));
+        kernels::quantize_blocks(part, k, part_cols_, block_in_, block_out_, q, sc);
+        kernels::dequantize_blocks(q, sc, k, part_cols_, block_in_, block_out_, deq);
+        for (int r = 0; r < k; ++r) {
+          for (int c = 0; c < part_cols_; ++c) {
+            w.codes[usz(r * n + p * part_cols_ + c)] = q[usz(r * part_cols_ + c)];
+            w.values[usz(r * n + p * part_cols_ + c)] = deq[usz(r * part_cols_ + c)];
+          }
+        }
+      }
+      pool_.push_back(std::move(w));
+    }
+    c_.assign(usz(m) * usz(n), 0.0F);
+  }
+
+  void run() override {
+    last_ = next_;
+    next_ = (next_ + 1) % pool_.size();
+    const Weights& w = pool_[last_];
+    std::vector<kernels::Fp8Part> parts;
+    for (std::size_t p = 0; p < w.scales.size(); ++p) {
+      parts.push_back({w.codes.data(), n_, static_cast<int>(p) * part_cols_, part_cols_,
+                       w.scales[p].data(), block_in_, block_out_});
+    }
+    backend_.gemm_fp8(kernels::OpContext{}, a_, m_, k_, act_group_, parts, c_);
+    if (fault_) c_[c_.size() / 2] += 1.0F;
+  }
+
+  Check verify() override {
+    run();
+    const Weights& w = pool_[last_];
+    // The reference quantizes the rows with the same function (identical inputs, identical
+    // codes) and multiplies the weights' exact dequantized values in double: what is left is
+    // the fp32 accumulation error.
+    std::vector<float> aq = a_;
+    kernels::fake_quantize_rows(aq.data(), m_, k_, act_group_);
+    const long size = static_cast<long>(c_.size());
+    for (long s = 0; s < std::min<long>(65, size); ++s) {
+      const long idx = s == 0 ? size / 2 : (s * 7919L) % size;
+      const long i = idx / n_, j = idx % n_;
+      double ref = 0.0, abs_sum = 0.0;
+      for (int p = 0; p < k_; ++p) {
+        const double t = static_cast<double>(aq[usz(i * k_ + p)]) * w.values[usz(p * n_ + j)];
+        ref += t;
+        abs_sum += std::abs(t);
+      }
+      const double tol = sum_tolerance(DType::kFp32, k_, abs_sum, ref);
+      if (!(std::abs(c_[usz(idx)] - ref) <= tol)) {
+        return {false, "C[" + std::to_string(i) + "," + std::to_string(j) +
+                           "] = " + std::to_string(c_[usz(idx)]) + ", expected " +
+                           std::to_string(ref) + " ± " + std::to_string(tol)};
+      }
+    }
+    return {};
+  }
+
+ private:
+  struct Weights {
+    std::vector<float> values;  ///< the exact dequantized values (the reference's)
+    std::vector<std::uint8_t> codes;
+    std::vector<std::vector<float>> scales;  ///< per part
+  };
+  static int blocks(int n, int b) { return (n + b - 1) / b; }
+  int m_, n_, k_;
+  Role role_;
+  int block_out_, block_in_, act_group_;
+  int part_cols_ = 0;
+  kernels::Backend& backend_;
+  std::vector<float> a_;
+  std::vector<float> c_;
+  std::vector<Weights> pool_;
+  std::size_t next_ = 0, last_ = 0;
+};
 
 class GemmCase final : public OpCase {
  public:
@@ -122,8 +241,13 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
   // (n, k, role) of every GEMM the cost model issues for the legal layouts.
   std::vector<std::tuple<int, int, Role>> shapes;
   std::set<std::pair<int, int>> seen;
+  const bool fp8 = s.fp8_block_out > 0;
+  // fp8 expert GEMMs are points of their own dtype: a shape equal to the router's (E, H) is
+  // still measured (with plain weights the two share one point).
+  std::set<std::pair<int, int>> seen_fp8;
   auto add = [&](int n, int k, Role r) {
-    if (n > 0 && k > 0 && seen.insert({n, k}).second) shapes.emplace_back(n, k, r);
+    auto& set = fp8 && r != Role::kRouter ? seen_fp8 : seen;
+    if (n > 0 && k > 0 && set.insert({n, k}).second) shapes.emplace_back(n, k, r);
   };
   add(s.num_experts, s.hidden, Role::kRouter);
   for (const int tp : s.tp_sizes) {
@@ -137,6 +261,8 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
   std::vector<OpPoint> out;
   for (const DType dt : s.dtypes) {
     for (const auto& [n, k, role] : shapes) {
+      // fp8 weights: the expert GEMMs are fp8 ones, measured once below.
+      if (fp8 && role != Role::kRouter) continue;
       for (const int m : row_counts(s.max_rows, !s.quick)) {
         OpPoint p;
         p.op = "gemm";
@@ -154,6 +280,26 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
       }
     }
   }
+  if (fp8) {
+    for (const auto& [n, k, role] : shapes) {
+      if (role == Role::kRouter) continue;
+      for (const int m : row_counts(s.max_rows, !s.quick)) {
+        OpPoint p;
+        p.op = "gemm";
+        p.dtype = DType::kFp8;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        p.shape = shape_text({{"m", m}, {"n", n}, {"k", k}});
+        p.flops = 2.0 * m * n * static_cast<double>(k);
+        // fp8 weights with a scale per block, fp32 activations in and out (quantized inside).
+        p.bytes = static_cast<double>(k) * n * (1.0 + 4.0 / (128.0 * 128.0)) +
+                  (static_cast<double>(m) * k + static_cast<double>(m) * n) * 4.0;
+        p.kernel = fp8_kernel(s.backend, role, s);
+        out.push_back(std::move(p));
+      }
+    }
+  }
   return out;
 }
 
@@ -166,6 +312,13 @@ OpTable gemm_op() {
   t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
               kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
     const int n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+    for (const Role r : {Role::kGateUp, Role::kDown}) {
+      if (s.fp8_block_out > 0 && p.kernel == fp8_kernel(s.backend, r, s)) {
+        MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kGemmFp8Block, p.dtype));
+        return std::unique_ptr<OpCase>(
+            std::make_unique<Fp8GemmCase>(static_cast<int>(p.m), n, k, r, s, backend));
+      }
+    }
     Role role = Role::kGateUp;
     for (const Role r : {Role::kRouter, Role::kGateUp, Role::kDown}) {
       if (p.kernel == role_kernel(s.backend, r)) role = r;

@@ -53,6 +53,7 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   if (o.max_bytes < 0.0) return input_error("max_bytes", ": expected a positive byte count");
   auto model = models::load_model(o.model);
   if (!model) return model.error();
+  MOEPLAN_TRY_STATUS(models::apply_weights_choice(*model, o.weights));
   SweepRequest sr;
   sr.scale = o.scale;
   sr.world_size = world_size;

@@ -33,7 +33,10 @@ struct ProfileOptions {
   std::string model;    ///< bundled name or config.json path
   std::string cluster;  ///< "" or local:<world size>
   std::string dtypes;   ///< comma-separated; "" = the model's
-  std::string ops;      ///< comma-separated; "" = all
+  /// Weight format (models::weight_format_names); "" = the model's own. fp8 block weights make
+  /// the expert GEMMs fp8 ones (gemm_fp8), as the layer runs them.
+  std::string weights;
+  std::string ops;  ///< comma-separated; "" = all
   std::string out;
   int scale = 1;
   int max_tokens = 0;

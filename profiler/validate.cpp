@@ -80,16 +80,9 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   r.scaled.dtype = dtype;
   auto spec = kernels::LayerSpec::from_model(*m, o.scale, dtype, o.seed);
   if (!spec) return spec.error();
+  // The layer runs the format (fp8 blocks: the backend's gemm_fp8, which profile measures as
+  // fp8 GEMM points; 4-bit: decoded on load) and the planner prices the same one.
   MOEPLAN_TRY_STATUS(kernels::apply_weight_format(*spec, m->weights));
-  if (spec->fp8()) {
-    // The planner would price fp8 GEMMs the profile has no rows for, and the kernels' fp8 GEMM
-    // is not an op the profiler measures yet: the two sides would not be the same layer.
-    return input_error("weights", ": " + m->name + "'s weights are " + m->weights.name() + " (" +
-                                      m->weights.source +
-                                      ") and profile measures no fp8 GEMM yet, so validate cannot "
-                                      "predict that layer; expected --weights bf16 (the plain "
-                                      "layer), w4a16 or mxfp4");
-  }
   r.spec = *spec;
   // Validate runs the mapping the planner's plans use for each ep × tp (tp_innermost) unless a
   // list names layouts; the prediction uses each case's own mapping.
@@ -110,7 +103,7 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   std::map<kernels::Dispatcher, std::string> why_not;
   std::map<kernels::Dispatcher, int> ran;
   for (const auto& l : *layouts) {
-    // 4-bit groups must not straddle two TP slices (kernels::weight_slice_violation).
+    // fp8 blocks and 4-bit groups must not straddle two TP slices (weight_slice_violation).
     if (auto v = kernels::weight_slice_violation(r.spec, l.tp_size)) {
       const std::string note = "every dispatcher on " + l.short_name() + ": " + *v;
       if (std::find(r.skipped.begin(), r.skipped.end(), note) == r.skipped.end()) {

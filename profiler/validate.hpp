@@ -26,7 +26,7 @@ struct ValidateOptions {
   std::string tokens = "256,512,1024";
   std::string dtype;  ///< "" = the model's
   /// Weight format (models::weight_format_names); "" = the model's own. The layer that runs and
-  /// the prediction both take it; fp8 weights are refused (the profiler has no fp8 GEMM op).
+  /// the prediction both take it (fp8 blocks: predicted from profile's fp8 GEMM points).
   std::string weights;
   int scale = 1;
   std::uint64_t seed = 20241120;

@@ -152,6 +152,26 @@ Status router_cost(const CostSource& cs, const LayerDims& d, CostItem& router) {
 }
 
 /// padded_a2a (PaddleNLP #9368; kernels/moe_layer.cpp padded_a2a): the capacity (the most
+/// Whether the dispatch payload is fp8 (values and scales) rather than the dtype.
+bool fp8_payload(const LayerDims& d) { return d.dispatch_row != d.row_bytes(1.0); }
+
+/// The dispatch's wire buffers: `sent` rows written into the wire format (this rank's) and
+/// `received` rows made usable for the experts. In the dtype both are `stage` (pack, unpack:
+/// 2 bytes moved per wire byte of the received); with an fp8 payload (kernels/moe_layer.cpp's
+/// Payload) the rows were quantized once already (quantize_fp8), so sending copies the wire rows
+/// (`stage` on their bytes) and receiving dequantizes them (`dequantize_fp8`, bytes as the
+/// profiler's op counts them: the fp8 row and scales read, the dtype row written).
+Status dispatch_staging(const CostSource& cs, const LayerDims& d, double sent, double received,
+                        LayerCost& c) {
+  if (!fp8_payload(d)) {
+    return add(c.dispatch,
+               cs.elementwise({"stage", d.dispatch_bytes(sent + 2.0 * received), d.dtype}));
+  }
+  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", d.dispatch_bytes(sent), d.dtype})));
+  return add(c.dispatch, cs.elementwise({"dequantize_fp8",
+                                         received * (d.dispatch_row + 2.0 * d.hidden), d.dtype}));
+}
+
 /// tokens one source rank routes to one slot) all-reduced over EP, an equal-split all-to-all of
 /// every slot padded to it, and the same back.
 Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
@@ -170,7 +190,7 @@ Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
   if (!d.fused) {
     MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"permute", 2.0 * routed_bytes, d.dtype})));
   }
-  MOEPLAN_TRY_STATUS(add(c.dispatch, cs.elementwise({"stage", 2.0 * send_bytes, d.dtype})));
+  MOEPLAN_TRY_STATUS(dispatch_staging(cs, d, 0.0, padded_rows, c));
   MOEPLAN_TRY_STATUS(add(
       c.dispatch, cs.collective({CollectiveOp::kAllToAll, ep_groups, send_bytes, {}, d.dtype})));
   // Expert outputs staged in, the returned buffer received and staged out.
@@ -200,9 +220,7 @@ Result<Exchange> allgather_cost(const CostSource& cs, const LayerDims& d,
                                                     d.dtype})));
   // Own tokens staged into the wire format, the gathered ones received and staged out; the local
   // filter gathers the rows routed here.
-  MOEPLAN_TRY_STATUS(
-      add(c.dispatch,
-          cs.elementwise({"stage", d.dispatch_bytes((1.0 + 2.0 * ep) * d.group_tokens), d.dtype})));
+  MOEPLAN_TRY_STATUS(dispatch_staging(cs, d, d.group_tokens, ep * d.group_tokens, c));
   if (!d.fused) {
     MOEPLAN_TRY_STATUS(
         add(c.dispatch, cs.elementwise({"permute", 2.0 * d.row_bytes(load.max), d.dtype})));
@@ -266,8 +284,7 @@ Result<Exchange> a2av_cost(const CostSource& cs, const LayerDims& d,
     MOEPLAN_TRY_STATUS(
         add(c.dispatch, cs.collective({CollectiveOp::kAllToAllV, ep_groups, send_bytes,
                                        std::move(dispatch_traffic), d.dtype})));
-    MOEPLAN_TRY_STATUS(
-        add(c.dispatch, cs.elementwise({"stage", 2.0 * d.dispatch_bytes(load.max), d.dtype})));
+    MOEPLAN_TRY_STATUS(dispatch_staging(cs, d, 0.0, load.max, c));
     MOEPLAN_TRY_STATUS(
         add(c.combine,
             cs.elementwise({"stage", d.row_bytes(load.max) + 2.0 * returned_bytes, d.dtype})));
@@ -371,12 +388,12 @@ Result<LayerFigures> cost_one_layer(const CostContext& ctx, const Layout& layout
   f.imbalance = mean > 0.0 ? load.max / mean : 1.0;
 
   MOEPLAN_TRY_STATUS(router_cost(cs, d, c.router));
-  if (d.dispatch_row != d.row_bytes(1.0)) {
-    // Each token quantized once before it is sent (values and scales written).
+  if (fp8_payload(d)) {
+    // Each token quantized once before it is sent (values and scales written), bytes as the
+    // profiler's quantize_fp8 and the DeepEP model count them.
     MOEPLAN_TRY_STATUS(add(
-        c.dispatch,
-        cs.elementwise({"quantize", d.row_bytes(d.group_tokens) + d.dispatch_bytes(d.group_tokens),
-                        d.dtype})));
+        c.dispatch, cs.elementwise({"quantize_fp8",
+                                    d.group_tokens * (2.0 * d.hidden + d.dispatch_row), d.dtype})));
   }
   const auto ep_groups = layout.ep_groups();
   Result<Exchange> exchange = Error{"no dispatcher"};

@@ -2,6 +2,8 @@
 // weight-read bytes at the format's size, fp8 compute, fp8 dispatch with scales and bf16 combine.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "models/registry.hpp"
 #include "planner/costs/cost_model.hpp"
 #include "planner/costs/roofline_costs.hpp"
@@ -166,21 +168,33 @@ TEST(QuantizedCosts, Fp8DispatchCarriesScalesAndCombineIsBf16) {
       EXPECT_DOUBLE_EQ(rows[0]->bytes / per_row_out, rows[1]->bytes / per_row_back)
           << dispatcher_name(d);
     }
-    // Each token is quantized once before it is sent.
-    bool quantized = false;
+    // Each token is quantized once before it is sent, and the received rows are dequantized
+    // for the experts (the kernels' fp8 payload), as the profiler's ops count the bytes.
+    bool quantized = false, dequantized = false;
     for (const auto& e : rec.elementwise_ops) {
-      if (e.op == "quantize") {
+      if (e.op == "quantize_fp8") {
         quantized = true;
         EXPECT_DOUBLE_EQ(e.bytes, 256.0 * (2.0 * 7168 + per_row_out));
       }
+      if (e.op == "dequantize_fp8") {
+        dequantized = true;
+        EXPECT_DOUBLE_EQ(std::fmod(e.bytes, per_row_out + 2.0 * 7168), 0.0) << e.bytes;
+        if (d == Dispatcher::kAllGather) {
+          EXPECT_DOUBLE_EQ(e.bytes, 8.0 * 256 * (per_row_out + 2.0 * 7168));
+        }
+      }
     }
     EXPECT_TRUE(quantized) << dispatcher_name(d);
+    EXPECT_TRUE(dequantized) << dispatcher_name(d);
   }
   // A plain model sends and receives bf16 and quantizes nothing.
   const auto plain = model("deepseek-v3", "bf16");
   const Recorder rec(c);
   cost(plain, c, rec, layout(8, 1, Dispatcher::kA2av), Phase::kPrefill, 256);
-  for (const auto& e : rec.elementwise_ops) EXPECT_NE(e.op, "quantize");
+  for (const auto& e : rec.elementwise_ops) {
+    EXPECT_NE(e.op, "quantize_fp8");
+    EXPECT_NE(e.op, "dequantize_fp8");
+  }
 }
 
 TEST(QuantizedCosts, TableDtypes) {

@@ -182,6 +182,11 @@ class RecordingBackend final : public kernels::Backend {
     ++calls[kernels::BackendOp::kGemm];
     cpu_->gemm(c, a, m, k, b, n, d, od, out);
   }
+  void gemm_fp8(const kernels::OpContext& c, std::span<const float> a, int m, int k, int g,
+                std::span<const kernels::Fp8Part> parts, std::span<float> out) override {
+    ++calls[kernels::BackendOp::kGemmFp8Block];
+    cpu_->gemm_fp8(c, a, m, k, g, parts, out);
+  }
   void silu_mul(const kernels::OpContext& c, std::span<const float> gu, int r, int w, DType d,
                 std::span<float> a) override {
     ++calls[kernels::BackendOp::kSiluMul];
@@ -209,6 +214,56 @@ class RecordingBackend final : public kernels::Backend {
  private:
   std::unique_ptr<kernels::Backend> cpu_ = kernels::make_cpu_backend();
 };
+
+// fp8 block weights (DeepSeek-V3's own format): the expert GEMMs are measured as gemm_fp8
+// points of dtype fp8 — the op the layer's MLP calls — verified against a reference on the
+// dequantized weights and caught when wrong; the router stays a plain GEMM.
+TEST(Harness, Fp8WeightsMeasureTheFp8Gemm) {
+  auto model = models::load_model("deepseek-v3");
+  ASSERT_TRUE(model.ok());
+  SweepRequest r;
+  r.scale = 8;  // H 896, I 256
+  r.world_size = 2;
+  r.quick = true;
+  r.max_tokens = 8;
+  r.max_bytes = 4096;
+  auto s = make_sweep(*model, r);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->fp8_block_out, 128);
+  auto pts = sweep_points(*s, {"gemm"});
+  ASSERT_TRUE(pts.ok());
+  int fp8 = 0, plain = 0;
+  const OpPoint* down = nullptr;
+  for (const auto& [table, p] : *pts) {
+    if (p.dtype == DType::kFp8) {
+      ++fp8;
+      EXPECT_NE(p.kernel.find("gemm_fp8"), std::string::npos) << p.kernel;
+      if (p.kernel.find("down") != std::string::npos && p.k == 128) down = &p;
+    } else {
+      ++plain;
+      EXPECT_EQ(p.n, 256);  // the router [H][E]
+    }
+  }
+  // Router: 1 shape; experts: gate/up and down at tp 1 and 2 (the shared expert has the same
+  // shapes; gate/up at tp 2, n 256 k 896, is the router's shape, measured as its own fp8 point)
+  // → 4 fp8 shapes; rows 1, 2, 4, 8.
+  EXPECT_EQ(plain, 4);
+  EXPECT_EQ(fp8, 16);
+  ASSERT_NE(down, nullptr);
+  const OpTable* gemm = pts->front().first;
+  RecordingBackend backend;
+  for (const bool fault : {false, true}) {
+    auto c = gemm->init(*down, *s, nullptr, backend);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    if (fault) (*c)->inject_fault();
+    const Measurement m = measure(**c, nullptr, fast());
+    EXPECT_EQ(m.disposition,
+              fault ? planner::Disposition::kIncorrect : planner::Disposition::kPassed)
+        << m.detail;
+  }
+  EXPECT_GE(backend.calls[kernels::BackendOp::kGemmFp8Block], 1);
+  EXPECT_EQ(backend.calls[kernels::BackendOp::kGemm], 0);
+}
 
 // The compute ops time the profiled backend's own calls (so a backend plugged in is measured by
 // the same op table), and a point its can_implement refuses is not set up: not supported.

@@ -150,6 +150,15 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   scale_->setRange(1, 1024);
   scale_->setValue(32);
   scale_->setToolTip(tr("--scale: hidden and expert widths divided by this"));
+  weights_ = new QComboBox(box);
+  weights_->addItem(tr("model's own"));
+  for (const char* name : {"bf16", "fp16", "fp8-block", "w4a16", "mxfp4"}) {
+    weights_->addItem(QString::fromLatin1(name));
+  }
+  weights_->setToolTip(
+      tr("--weights: the expert weight format profile measures and validate runs and predicts "
+         "(the model's own by default: DeepSeek-V3's fp8 blocks); w4a16 and mxfp4 are decoded "
+         "on load"));
   ranks_ = new QSpinBox(box);
   ranks_->setRange(1, 64);
   ranks_->setValue(1);
@@ -163,6 +172,7 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
       tr("--max-seconds: timing budget per point (profile) or per case (validate)"));
   addField(common, tr("M&odel:"), model_, 2);
   addField(common, tr("&Scale 1/"), scale_);
+  addField(common, tr("Weight dtype:"), weights_);  // every letter of it is taken
   addField(common, tr("Ran&ks:"), ranks_);
   addField(common, tr("Max seco&nds:"), maxSeconds_);
   common->addStretch(1);
@@ -374,6 +384,10 @@ void ProfilingView::onProgress(int done, int total, const QString& what) {
       tr("%1 / %2 done (%3 elapsed%4): %5").arg(done).arg(total).arg(duration(elapsed), eta, what));
 }
 
+std::string ProfilingView::weightsChoice() const {
+  return weights_->currentIndex() <= 0 ? std::string() : weights_->currentText().toStdString();
+}
+
 bool ProfilingView::startProfile() {
   if (running_) return false;
   showError({});
@@ -386,10 +400,12 @@ bool ProfilingView::startProfile() {
   o.max_tokens = maxTokens_->value();
   o.max_bytes = maxBytes_->value();
   o.out = output_->text().trimmed().toStdString();
+  o.weights = weightsChoice();
   const int ranks = ranks_->value();
   o.command = "moeplan-gui profile --model " + o.model + " --scale " + std::to_string(o.scale) +
-              " --ranks " + std::to_string(ranks) + (o.quick ? " --quick" : "") +
-              (o.resume ? " --resume" : "") + " --out " + o.out;
+              (o.weights.empty() ? "" : " --weights " + o.weights) + " --ranks " +
+              std::to_string(ranks) + (o.quick ? " --quick" : "") + (o.resume ? " --resume" : "") +
+              " --out " + o.out;
   auto req = profiler::make_profile_request(o, ranks);
   if (!req) {
     showError(errorText(req.error()));
@@ -457,6 +473,7 @@ bool ProfilingView::startValidate() {
   o.tokens = tokens_->text().trimmed().toStdString();
   o.ranks_per_node = ranksPerNode_->value();
   o.max_seconds = maxSeconds_->value();
+  o.weights = weightsChoice();
   const int ranks = ranks_->value();
   auto req = profiler::make_validate_request(o, ranks);
   if (!req) {

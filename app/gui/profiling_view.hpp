@@ -94,6 +94,9 @@ class ProfilingView : public QWidget {
   // The options, as the CLI's flags (tests and --screenshot set them).
   QComboBox* modelCombo() const { return model_; }
   QSpinBox* scaleSpin() const { return scale_; }
+  /// --weights of profile and validate: item 0 the model's own format, then the formats the CPU
+  /// kernels run.
+  QComboBox* weightsCombo() const { return weights_; }
   QSpinBox* ranksSpin() const { return ranks_; }
   QDoubleSpinBox* maxSecondsSpin() const { return maxSeconds_; }
   QCheckBox* quickCheck() const { return quick_; }
@@ -139,6 +142,8 @@ class ProfilingView : public QWidget {
   void finished();
 
  private:
+  /// The --weights value of the weights combo ("" for the model's own).
+  std::string weightsChoice() const;
   void onDone();
   void setRunning(bool on, int total);
   void onProgress(int done, int total, const QString& what);
@@ -149,6 +154,7 @@ class ProfilingView : public QWidget {
   Session* session_;
   QComboBox* model_ = nullptr;
   QSpinBox* scale_ = nullptr;
+  QComboBox* weights_ = nullptr;
   QSpinBox* ranks_ = nullptr;
   QDoubleSpinBox* maxSeconds_ = nullptr;
   QCheckBox* quick_ = nullptr;

@@ -202,6 +202,14 @@ TEST(GuiProfiling, ErrorsShowInTheViewAndNothingStarts) {
   expectError(v.startProfile(), "Scale 7");
   EXPECT_FALSE(fs::exists(dir + "/p.db"));
   v.scaleSpin()->setValue(kTinyScale);
+  // The weight format reaches profile and validate: MXFP4's groups of 32 do not divide the
+  // tiny model's expert width, so both refuse before any work and name the field.
+  v.weightsCombo()->setCurrentText(QStringLiteral("mxfp4"));
+  expectError(v.startProfile(), "Weight dtype: mxfp4 groups of 32 inputs do not divide");
+  EXPECT_FALSE(fs::exists(dir + "/p.db"));
+  v.validateDbEdit()->setText(QString::fromStdString(dir + "/none.db"));  // not read before
+  expectError(v.startValidate(), "Weight dtype: mxfp4 groups of 32 inputs do not divide");
+  v.weightsCombo()->setCurrentIndex(0);
   v.validateDbEdit()->clear();
   expectError(v.startValidate(), "Cost DB: expected");
   v.validateDbEdit()->setText(QString::fromStdString(dir + "/none.db"));

@@ -44,7 +44,6 @@ class Fp8GemmCase final : public OpCase {
       : m_(m),
         n_(n),
         k_(k),
-        role_(role),
         block_out_(s.fp8_block_out),
         block_in_(s.fp8_block_in),
         act_group_(s.fp8_act_group),
@@ -139,7 +138,6 @@ class Fp8GemmCase final : public OpCase {
   };
   static int blocks(int n, int b) { return (n + b - 1) / b; }
   int m_, n_, k_;
-  Role role_;
   int block_out_, block_in_, act_group_;
   int part_cols_ = 0;
   kernels::Backend& backend_;

@@ -155,4 +155,31 @@ double e4m3_error_bound(double abs_value, double scale) {
          std::ldexp(1.0, -10) * scale * (1.0 + 4.0 * u32);
 }
 
+void quantize_part(std::vector<float>& values, int ld, int c0, int rows, int cols, int block_rows,
+                   int block_cols, std::vector<std::uint8_t>& q, std::vector<float>& scales) {
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  std::vector<float> part(n), deq(n);
+  std::vector<std::uint8_t> bits(n);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      part[static_cast<std::size_t>(r * cols + c)] =
+          values[static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
+                 static_cast<std::size_t>(c0 + c)];
+    }
+  }
+  scales.assign(static_cast<std::size_t>(blocks(rows, block_rows) * blocks(cols, block_cols)),
+                0.0F);
+  quantize_blocks(part, rows, cols, block_rows, block_cols, bits, scales);
+  dequantize_blocks(bits, scales, rows, cols, block_rows, block_cols, deq);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const auto src = static_cast<std::size_t>(r * cols + c);
+      const auto dst = static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
+                       static_cast<std::size_t>(c0 + c);
+      values[dst] = deq[src];
+      q[dst] = bits[src];
+    }
+  }
+}
+
 }  // namespace moeplan::kernels

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace moeplan::kernels {
 
@@ -33,6 +34,13 @@ void dequantize_blocks(std::span<const std::uint8_t> q, std::span<const float> s
 /// and dequantized, in place: exactly quantize_blocks then dequantize_blocks on the row (the
 /// dynamic activation quantization of DeepSeek-V3's fp8 GEMMs).
 void fake_quantize_rows(float* x, int rows, int cols, int group);
+
+/// Quantizes the [rows][cols] part at column `c0` of `values` (row stride `ld`) in
+/// [block_rows × block_cols] blocks, as a checkpoint stores one weight of a fused matrix: its
+/// e4m3 bits into `q` (same layout as `values`), its scales into `scales` (resized), and its
+/// values replaced by their exact dequantized values.
+void quantize_part(std::vector<float>& values, int ld, int c0, int rows, int cols, int block_rows,
+                   int block_cols, std::vector<std::uint8_t>& q, std::vector<float>& scales);
 
 /// Dequantizes the [rows × cols] part of `q` at column `c0` (row stride `ld`) whose scales are
 /// `scales` (quantize_blocks's layout for that part alone) into `out` at column `out_c0` (row

@@ -37,38 +37,6 @@ void fill_block(const LayerSpec& s, std::uint32_t tensor, std::int64_t total_col
 // Uniform[-a, a) with a = sqrt(3 / fan_in): unit variance inputs keep unit-scale outputs.
 float init_scale(int fan_in) { return std::sqrt(3.0F / static_cast<float>(fan_in)); }
 
-int blocks(int n, int b) { return (n + b - 1) / b; }
-
-// Quantizes the [rows][cols] part at column `c0` of `values` (row stride `ld`) in
-// [block_rows × block_cols] blocks: its e4m3 bits into `q` (same layout), its scales into
-// `scales`, and its values replaced by their exact dequantized values.
-void quantize_part(std::vector<float>& values, int ld, int c0, int rows, int cols, int block_rows,
-                   int block_cols, std::vector<std::uint8_t>& q, std::vector<float>& scales) {
-  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-  std::vector<float> part(n), deq(n);
-  std::vector<std::uint8_t> bits(n);
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) {
-      part[static_cast<std::size_t>(r * cols + c)] =
-          values[static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
-                 static_cast<std::size_t>(c0 + c)];
-    }
-  }
-  scales.assign(static_cast<std::size_t>(blocks(rows, block_rows) * blocks(cols, block_cols)),
-                0.0F);
-  quantize_blocks(part, rows, cols, block_rows, block_cols, bits, scales);
-  dequantize_blocks(bits, scales, rows, cols, block_rows, block_cols, deq);
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) {
-      const auto src = static_cast<std::size_t>(r * cols + c);
-      const auto dst = static_cast<std::size_t>(r) * static_cast<std::size_t>(ld) +
-                       static_cast<std::size_t>(c0 + c);
-      values[dst] = deq[src];
-      q[dst] = bits[src];
-    }
-  }
-}
-
 // Replaces the [rows][cols] part at column `c0` of `values` (row stride `ld`; rows are inputs)
 // by its 4-bit form decoded in the dtype: W4A16 int4 groups or MXFP4, `group` inputs each.
 void four_bit_part(const LayerSpec& s, std::vector<float>& values, int ld, int c0, int rows,

@@ -63,26 +63,11 @@ class Fp8GemmCase final : public OpCase {
           random_values(DType::kBf16, elems, static_cast<std::uint32_t>(100 + i), -0.1F, 0.1F);
       w.codes = std::vector<std::uint8_t>(elems);
       w.scales.resize(usz(parts));
+      // Each part [k][part_cols] quantized in [block_in × block_out] blocks (the kernels'
+      // stored orientation), its values replaced by their exact dequantized values.
       for (int p = 0; p < parts; ++p) {
-        // Each part [k][part_cols] quantized in [block_in × block_out] blocks (the kernels'
-        // stored orientation), its values replaced by their exact dequantized values.
-        std::vector<float> part(usz(k) * usz(part_cols_)), deq(part.size());
-        std::vector<std::uint8_t> q(part.size());
-        for (int r = 0; r < k; ++r) {
-          for (int c = 0; c < part_cols_; ++c) {
-            part[usz(r * part_cols_ + c)] = w.values[usz(r * n + p * part_cols_ + c)];
-          }
-        }
-        auto& sc = w.scales[usz(p)];
-        sc.resize(usz(blocks(k, block_in_) * blocks(part_cols_, block_out_)));
-        kernels::quantize_blocks(part, k, part_cols_, block_in_, block_out_, q, sc);
-        kernels::dequantize_blocks(q, sc, k, part_cols_, block_in_, block_out_, deq);
-        for (int r = 0; r < k; ++r) {
-          for (int c = 0; c < part_cols_; ++c) {
-            w.codes[usz(r * n + p * part_cols_ + c)] = q[usz(r * part_cols_ + c)];
-            w.values[usz(r * n + p * part_cols_ + c)] = deq[usz(r * part_cols_ + c)];
-          }
-        }
+        kernels::quantize_part(w.values, n, p * part_cols_, k, part_cols_, block_in_, block_out_,
+                               w.codes, w.scales[usz(p)]);
       }
       pool_.push_back(std::move(w));
     }
@@ -136,7 +121,6 @@ class Fp8GemmCase final : public OpCase {
     std::vector<std::uint8_t> codes;
     std::vector<std::vector<float>> scales;  ///< per part
   };
-  static int blocks(int n, int b) { return (n + b - 1) / b; }
   int m_, n_, k_;
   int block_out_, block_in_, act_group_;
   int part_cols_ = 0;

@@ -48,7 +48,9 @@ std::vector<ExpertWeights> make_experts(moeplan::DType dtype, bool fp8) {
   s.dtype = dtype;
   s.seed = 1;
   if (fp8) {  // DeepSeek-V3's recipe: 128 × 128 weight blocks, 1 × 128 activation groups
-    s.fp8_block_out = s.fp8_block_in = s.fp8_act_group = 128;
+    s.fp8_scheme = moeplan::WeightScheme::kFp8Block;
+    s.fp8_block_out = s.fp8_block_in = 128;
+    s.fp8_act = moeplan::kernels::Fp8Act::groups(128);
   }
   std::vector<ExpertWeights> out;
   for (int e = 0; e < kLocalExperts; ++e) out.push_back(moeplan::kernels::make_expert(s, e, 0, 1));

@@ -99,12 +99,13 @@ class Backend {
                     std::span<const float> b, int n, DType dtype, DType out_dtype,
                     std::span<float> c) = 0;
 
-  /// The fp8 block-scaled GEMM of DeepSeek-V3's recipe, as the expert MLP runs it:
-  /// c[m][Σ cols] = q(a) · [part 0 | part 1 | …] with a [m][k] quantized to e4m3 in
-  /// 1 × act_group groups (on a copy), each part decoded from its codes and block scales, fp32
-  /// accumulation, c unrounded. Only where can_implement({kGemmFp8Block, kFp8}) is OK.
-  virtual void gemm_fp8(const OpContext& ctx, std::span<const float> a, int m, int k, int act_group,
-                        std::span<const Fp8Part> parts, std::span<float> c) = 0;
+  /// The fp8 scaled GEMM as the expert MLP runs it (DeepSeek-V3's block recipe; per-channel
+  /// and per-tensor weight scales are blocks of one column or of the whole part):
+  /// c[m][Σ cols] = q(a) · [part 0 | part 1 | …] with a [m][k] quantized to e4m3 as `act` says
+  /// (on a copy), each part decoded from its codes and block scales, fp32 accumulation, c
+  /// unrounded. Only where can_implement({kGemmFp8Block, kFp8}) is OK.
+  virtual void gemm_fp8(const OpContext& ctx, std::span<const float> a, int m, int k,
+                        const Fp8Act& act, std::span<const Fp8Part> parts, std::span<float> c) = 0;
   /// SiLU-and-mul of gate/up rows [rows][2·width]: act[r][c] = round(SiLU(round(gu[r][c])) ·
   /// round(gu[r][width + c])) in `dtype`.
   virtual void silu_mul(const OpContext& ctx, std::span<const float> gate_up, int rows, int width,

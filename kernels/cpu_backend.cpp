@@ -39,12 +39,12 @@ class CpuBackend final : public Backend {
     return Status::Ok();
   }
 
-  void gemm_fp8(const OpContext&, std::span<const float> a, int m, int k, int act_group,
+  void gemm_fp8(const OpContext&, std::span<const float> a, int m, int k, const Fp8Act& act,
                 std::span<const Fp8Part> parts, std::span<float> c) override {
     if (m == 0) return;
     int n = 0;
     for (const Fp8Part& p : parts) n += p.cols;
-    fp8_gemm(ConstMap(a.data(), m, k), act_group, parts, Map(c.data(), m, n));
+    fp8_gemm(ConstMap(a.data(), m, k), act, parts, Map(c.data(), m, n));
   }
 
   void gemm(const OpContext&, std::span<const float> a, int m, int k, std::span<const float> b,
@@ -179,46 +179,47 @@ class CpuBackend final : public Backend {
     matmul(ConstMap(act.data(), act.rows(), act.cols()), w2, out);
   }
 
-  // The fp8 block-scaled MLP (DeepSeek-V3's recipe): the rows and the activation quantized to
-  // e4m3 in 1 × act_group groups, the weights read from their e4m3 form and block scales — two
-  // gemm_fp8 calls around SiLU·mul, the op the profiler measures.
+  // The fp8 MLP: the rows and the activation quantized to e4m3 as the format says (1 × 128
+  // groups in DeepSeek-V3's recipe, per token, static scales), the weights read from their e4m3
+  // form and scales — two gemm_fp8 calls around SiLU·mul, the op the profiler measures.
   static void mlp_fp8(const ConstMap& x, const ExpertWeights& w, int hidden, DType dtype,
                       RowMat& act, Map out) {
     const Fp8ExpertWeights& f = w.fp8.front();
     const int width = w.width;
     const auto m = x.rows();
-    const Fp8Part gate_up[] = {
-        {f.gate_up.data(), 2 * width, 0, width, f.gate_scales.data(), f.block_in, f.block_out},
-        {f.gate_up.data(), 2 * width, width, width, f.up_scales.data(), f.block_in, f.block_out}};
+    const Fp8Part gate_up[] = {{f.gate_up.data(), 2 * width, 0, width, f.gate_scales.data(),
+                                f.gate_up_block_rows, f.gate_up_block_cols},
+                               {f.gate_up.data(), 2 * width, width, width, f.up_scales.data(),
+                                f.gate_up_block_rows, f.gate_up_block_cols}};
     thread_local RowMat gu;
     gu.resize(m, 2 * width);
-    fp8_gemm(x, f.act_group, gate_up, Map(gu.data(), m, 2 * width));
+    fp8_gemm(x, f.input_act(), gate_up, Map(gu.data(), m, 2 * width));
     act.resize(m, width);
     silu_mul_rows(gu.data(), static_cast<long>(m), width, dtype, act.data());
-    const Fp8Part down[] = {
-        {f.down.data(), hidden, 0, hidden, f.down_scales.data(), f.block_in, f.block_out}};
-    fp8_gemm(ConstMap(act.data(), m, width), f.act_group, down, out);
+    const Fp8Part down[] = {{f.down.data(), hidden, 0, hidden, f.down_scales.data(),
+                             f.down_block_rows, f.down_block_cols}};
+    fp8_gemm(ConstMap(act.data(), m, width), f.mid_act(), down, out);
   }
 
   // c = q(a) · [parts]: a quantized on a copy; the CPU has no fp8 arithmetic, so each GEMM
-  // multiplies the exact dequantized values in fp32 — the block-scaled product with the
-  // per-block scaling folded into the operands. The weights are decoded one panel of block
-  // columns at a time, each multiplied while it is still in cache: a call reads each weight
-  // byte once from memory, not a decoded fp32 copy. Scratch is reused across calls on this
-  // thread.
-  static void fp8_gemm(const ConstMap& a, int act_group, std::span<const Fp8Part> parts, Map c) {
+  // multiplies the exact dequantized values in fp32 — the scaled product with the scaling
+  // folded into the operands. The weights are decoded one panel of 512 columns at a time, each
+  // multiplied while it is still in cache: a call reads each weight byte once from memory, not a
+  // decoded fp32 copy. Scratch is reused across calls on this thread.
+  static void fp8_gemm(const ConstMap& a, const Fp8Act& act, std::span<const Fp8Part> parts,
+                       Map c) {
+    constexpr int kPanel = 512;
     thread_local RowMat aq, panel;
     const auto m = a.rows();
     const auto k = static_cast<int>(a.cols());
     aq = a;
-    fake_quantize_rows(aq.data(), static_cast<int>(m), k, act_group);
+    fake_quantize_activations(aq.data(), static_cast<int>(m), k, act);
     const ConstMap amap(aq.data(), m, k);
     int c_out = 0;
     for (const Fp8Part& part : parts) {
-      const int p = 4 * part.block_cols;  // columns per panel: whole blocks
       const int ld_scales = (part.cols + part.block_cols - 1) / part.block_cols;
-      for (int first = 0; first < part.cols; first += p) {
-        const int cols = std::min(p, part.cols - first);
+      for (int first = 0; first < part.cols; first += kPanel) {
+        const int cols = std::min(kPanel, part.cols - first);
         panel.resize(k, cols);
         dequantize_panel(part.codes, part.ld, part.c0, k, first, cols, part.block_rows,
                          part.block_cols, part.scales, ld_scales, panel.data(), cols, 0);

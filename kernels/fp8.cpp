@@ -110,6 +110,35 @@ void fake_quantize_rows(float* x, int rows, int cols, int group) {
   }
 }
 
+std::string Fp8Act::describe() const {
+  switch (kind) {
+    case Kind::kGroups: return "1×" + std::to_string(group) + " groups";
+    case Kind::kToken: return "per token";
+    case Kind::kStatic: return "static per tensor";
+  }
+  return "?";
+}
+
+void fake_quantize_activations(float* x, int rows, int cols, const Fp8Act& act) {
+  if (rows <= 0 || cols <= 0) return;
+  if (act.kind == Fp8Act::Kind::kGroups) {
+    fake_quantize_rows(x, rows, cols, act.group);
+    return;
+  }
+  if (act.kind == Fp8Act::Kind::kToken) {
+    fake_quantize_rows(x, rows, cols, cols);
+    return;
+  }
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  for (std::size_t i = 0; i < n; ++i) x[i] = e4m3_to_f32(f32_to_e4m3(x[i] / act.scale)) * act.scale;
+}
+
+float calibrated_scale(std::span<const float> values) {
+  float amax = 0.0F;
+  for (const float v : values) amax = std::max(amax, std::fabs(v));
+  return amax > 0.0F ? amax / kE4m3Max : 1.0F;
+}
+
 void dequantize_panel(const std::uint8_t* q, int ld, int c0, int rows, int first_col, int cols,
                       int block_rows, int block_cols, const float* scales, int scale_ld, float* out,
                       int out_ld, int out_c0) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace moeplan::kernels {
@@ -35,6 +36,31 @@ void dequantize_blocks(std::span<const std::uint8_t> q, std::span<const float> s
 /// dynamic activation quantization of DeepSeek-V3's fp8 GEMMs).
 void fake_quantize_rows(float* x, int rows, int cols, int group);
 
+/// How a GEMM quantizes its activation input to e4m3 (on a copy): dynamically in 1 × group
+/// groups of each row (DeepSeek-V3's recipe), dynamically with one scale per row (per token:
+/// the "FP8-dynamic" checkpoints' per-channel weights), or with a static per-tensor scale (the
+/// calibrated input_scale per-tensor fp8 checkpoints ship).
+struct Fp8Act {
+  enum class Kind : std::uint8_t { kGroups, kToken, kStatic };
+  Kind kind = Kind::kGroups;
+  int group = 0;       ///< kGroups: inputs per scale
+  float scale = 0.0F;  ///< kStatic: the fixed scale (calibration amax / 448)
+
+  static Fp8Act groups(int g) { return {Kind::kGroups, g, 0.0F}; }
+  static Fp8Act token() { return {Kind::kToken, 0, 0.0F}; }
+  static Fp8Act fixed(float s) { return {Kind::kStatic, 0, s}; }
+  /// "1×128 groups", "per token", "static per tensor".
+  std::string describe() const;
+};
+
+/// x [rows × cols] quantized to e4m3 and dequantized in place, as `act` says: quantize_blocks
+/// then dequantize_blocks with blocks of 1 × group or 1 × cols; or each value e4m3(v / scale)
+/// · scale with the static scale (saturating at ±448 · scale).
+void fake_quantize_activations(float* x, int rows, int cols, const Fp8Act& act);
+
+/// A static activation scale calibrated on `values`: amax / 448 (1 when all are zero).
+float calibrated_scale(std::span<const float> values);
+
 /// Quantizes the [rows][cols] part at column `c0` of `values` (row stride `ld`) in
 /// [block_rows × block_cols] blocks, as a checkpoint stores one weight of a fused matrix: its
 /// e4m3 bits into `q` (same layout as `values`), its scales into `scales` (resized), and its
@@ -48,8 +74,9 @@ void quantize_part(std::vector<float>& values, int ld, int c0, int rows, int col
 void dequantize_part(const std::uint8_t* q, int ld, int c0, int rows, int cols, int block_rows,
                      int block_cols, const float* scales, float* out, int out_ld, int out_c0);
 
-/// The same for a panel of such a part: its columns [first_col, first_col + cols) (first_col a
-/// multiple of block_cols), the part's scales having `scale_ld` blocks per row of blocks.
+/// The same for a panel of such a part: its columns [first_col, first_col + cols) (blocks cut by
+/// the panel's edges taken in part), the part's scales having `scale_ld` blocks per row of
+/// blocks.
 void dequantize_panel(const std::uint8_t* q, int ld, int c0, int rows, int first_col, int cols,
                       int block_rows, int block_cols, const float* scales, int scale_ld, float* out,
                       int out_ld, int out_c0);

@@ -65,8 +65,117 @@ void four_bit_part(const LayerSpec& s, std::vector<float>& values, int ld, int c
   }
 }
 
+// Whether a matrix's scales are taken over all of it (per tensor, or per output channel whose
+// inputs a tp-slice splits), so a slice is cut from the full expert rather than made alone.
+bool whole_matrix_scales(const LayerSpec& s) {
+  return s.fp8_scheme == WeightScheme::kFp8Channel || s.fp8_scheme == WeightScheme::kFp8Tensor ||
+         (s.fp8() && s.fp8_act.kind == Fp8Act::Kind::kStatic);
+}
+
+// Static activation scales of a whole expert (its fp8 form in f, its dequantized values in w):
+// kCalibrationTokens tokens through gate/up (inputs quantized with the calibrated input scale),
+// SiLU·up stored in the dtype, as the layer computes them; amax / 448 of each GEMM's input.
+void calibrate(const LayerSpec& s, const ExpertWeights& w, Fp8ExpertWeights& f) {
+  const int h = s.hidden;
+  const int width = w.width;
+  std::vector<float> x = make_input(s, kCalibrationToken, kCalibrationTokens);
+  f.input_scale = calibrated_scale(x);
+  fake_quantize_activations(x.data(), kCalibrationTokens, h, Fp8Act::fixed(f.input_scale));
+  std::vector<float> act(static_cast<std::size_t>(kCalibrationTokens) *
+                         static_cast<std::size_t>(width));
+  std::vector<double> gu(static_cast<std::size_t>(2 * width));
+  for (int t = 0; t < kCalibrationTokens; ++t) {
+    std::fill(gu.begin(), gu.end(), 0.0);
+    for (int k = 0; k < h; ++k) {
+      const double xv = x[static_cast<std::size_t>(t) * static_cast<std::size_t>(h) +
+                          static_cast<std::size_t>(k)];
+      const float* row = w.gate_up.data() + static_cast<std::ptrdiff_t>(k) * 2 * width;
+      for (int c = 0; c < 2 * width; ++c) gu[static_cast<std::size_t>(c)] += xv * row[c];
+    }
+    for (int c = 0; c < width; ++c) {
+      const float g = round_to(s.dtype, static_cast<float>(gu[static_cast<std::size_t>(c)]));
+      const float u =
+          round_to(s.dtype, static_cast<float>(gu[static_cast<std::size_t>(width + c)]));
+      act[static_cast<std::size_t>(t) * static_cast<std::size_t>(width) +
+          static_cast<std::size_t>(c)] = round_to(s.dtype, g / (1.0F + std::exp(-g)) * u);
+    }
+  }
+  f.mid_scale = calibrated_scale(act);
+}
+
+// The scales of a tp-slice of a stored part cut along its rows: block rows [row0 / block_rows,
+// …) (row0 on a block boundary, or one block row spanning every row).
+std::vector<float> slice_block_rows(const std::vector<float>& scales, int rows, int cols,
+                                    int block_rows, int block_cols, int row0, int height) {
+  const int bc = (cols + block_cols - 1) / block_cols;
+  const int br = (rows + block_rows - 1) / block_rows;
+  MOEPLAN_ASSERT(row0 % block_rows == 0 || br == 1, "slice_block_rows: a slice inside a block");
+  const int first = row0 / block_rows;
+  const int n = (height + block_rows - 1) / block_rows;
+  const auto begin = scales.begin() + static_cast<std::ptrdiff_t>(first) * bc;
+  return {begin, begin + static_cast<std::ptrdiff_t>(n) * bc};
+}
+
+// The scales of a tp-slice of one stored part: block columns [col0 / block_cols, …) of every
+// block row (col0 on a block boundary, or one block spanning every column).
+std::vector<float> slice_block_cols(const std::vector<float>& scales, int rows, int cols,
+                                    int block_rows, int block_cols, int col0, int width) {
+  const int bc = (cols + block_cols - 1) / block_cols;
+  const int br = (rows + block_rows - 1) / block_rows;
+  MOEPLAN_ASSERT(col0 % block_cols == 0 || bc == 1, "slice_block_cols: a slice inside a block");
+  const int first = col0 / block_cols;
+  const int n = (width + block_cols - 1) / block_cols;
+  std::vector<float> out;
+  for (int r = 0; r < br; ++r) {
+    for (int c = 0; c < n; ++c) out.push_back(scales[static_cast<std::size_t>(r * bc + first + c)]);
+  }
+  return out;
+}
+
+// Slice `slice` of `num_slices` of an expert made whole (num_slices 1): gate and up columns and
+// down rows [slice·width, (slice+1)·width), values and fp8 form; the scales stay the whole
+// matrix's (a per-channel down scale spans every input of the channel, a tensor scale all).
+ExpertWeights slice_expert(const ExpertWeights& full, int slice, int num_slices, int h) {
+  ExpertWeights w;
+  w.width = full.width / num_slices;
+  const int c0 = slice * w.width;
+  const auto fw = static_cast<std::size_t>(full.width);
+  const auto wd = static_cast<std::size_t>(w.width);
+  const auto hs = static_cast<std::size_t>(h);
+  const auto cut = [&](const auto& gate_up, const auto& down, auto& gu_out, auto& down_out) {
+    gu_out.resize(hs * 2 * wd);
+    for (std::size_t r = 0; r < hs; ++r) {
+      for (std::size_t c = 0; c < wd; ++c) {
+        gu_out[r * 2 * wd + c] = gate_up[r * 2 * fw + static_cast<std::size_t>(c0) + c];
+        gu_out[r * 2 * wd + wd + c] = gate_up[r * 2 * fw + fw + static_cast<std::size_t>(c0) + c];
+      }
+    }
+    const auto first =
+        down.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(c0) * hs);
+    down_out.assign(first, first + static_cast<std::ptrdiff_t>(wd * hs));
+  };
+  cut(full.gate_up, full.down, w.gate_up, w.down);
+  if (!full.fp8.empty()) {
+    const Fp8ExpertWeights& f = full.fp8.front();
+    Fp8ExpertWeights g = f;
+    cut(f.gate_up, f.down, g.gate_up, g.down);
+    g.gate_scales = slice_block_cols(f.gate_scales, h, full.width, f.gate_up_block_rows,
+                                     f.gate_up_block_cols, c0, w.width);
+    g.up_scales = slice_block_cols(f.up_scales, h, full.width, f.gate_up_block_rows,
+                                   f.gate_up_block_cols, c0, w.width);
+    g.down_scales = slice_block_rows(f.down_scales, full.width, h, f.down_block_rows,
+                                     f.down_block_cols, c0, w.width);
+    w.fp8.push_back(std::move(g));
+  }
+  return w;
+}
+
 ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t up_id,
                        std::uint32_t down_id, int full_width, int slice, int num_slices) {
+  if (num_slices > 1 && whole_matrix_scales(s) && full_width > 0) {
+    return slice_expert(make_mlp(s, gate_id, up_id, down_id, full_width, 0, 1), slice, num_slices,
+                        s.hidden);
+  }
   ExpertWeights w;
   w.width = full_width / num_slices;
   const int c0 = slice * w.width;
@@ -78,20 +187,31 @@ ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t 
   fill_block(s, up_id, full_width, 0, h, c0, w.width, a1, w.gate_up.data(), 2 * w.width, w.width);
   fill_block(s, down_id, h, c0, w.width, 0, h, init_scale(full_width), w.down.data(), h, 0);
   if (s.fp8() && w.width > 0) {
-    // The checkpoint's blocks: gate and up [width][H] (outputs × inputs) are stored here
+    // The checkpoint's scales: gate and up [width][H] (outputs × inputs) are stored here
     // transposed, [H][width], so their blocks are block_in rows × block_out columns; down
-    // [H][width] is stored [width][H]: block_in rows (its inputs) × block_out columns.
+    // [H][width] is stored [width][H]: block_in rows (its inputs) × block_out columns. Per
+    // output channel: every input of one column; per tensor: the whole part.
     Fp8ExpertWeights f;
-    f.block_out = s.fp8_block_out;
-    f.block_in = s.fp8_block_in;
-    f.act_group = s.fp8_act_group;
+    if (s.fp8_scheme == WeightScheme::kFp8Block) {
+      f.gate_up_block_rows = f.down_block_rows = s.fp8_block_in;
+      f.gate_up_block_cols = f.down_block_cols = s.fp8_block_out;
+    } else {
+      const bool channel = s.fp8_scheme == WeightScheme::kFp8Channel;
+      f.gate_up_block_rows = h;
+      f.gate_up_block_cols = channel ? 1 : w.width;
+      f.down_block_rows = w.width;
+      f.down_block_cols = channel ? 1 : h;
+    }
+    f.act = s.fp8_act;
     f.gate_up.resize(w.gate_up.size());
     f.down.resize(w.down.size());
-    quantize_part(w.gate_up, 2 * w.width, 0, h, w.width, f.block_in, f.block_out, f.gate_up,
-                  f.gate_scales);
-    quantize_part(w.gate_up, 2 * w.width, w.width, h, w.width, f.block_in, f.block_out, f.gate_up,
-                  f.up_scales);
-    quantize_part(w.down, h, 0, w.width, h, f.block_in, f.block_out, f.down, f.down_scales);
+    quantize_part(w.gate_up, 2 * w.width, 0, h, w.width, f.gate_up_block_rows, f.gate_up_block_cols,
+                  f.gate_up, f.gate_scales);
+    quantize_part(w.gate_up, 2 * w.width, w.width, h, w.width, f.gate_up_block_rows,
+                  f.gate_up_block_cols, f.gate_up, f.up_scales);
+    quantize_part(w.down, h, 0, w.width, h, f.down_block_rows, f.down_block_cols, f.down,
+                  f.down_scales);
+    if (f.act.kind == Fp8Act::Kind::kStatic) calibrate(s, w, f);
     w.fp8.push_back(std::move(f));
   }
   if (s.four_bit_weights() && w.width > 0) {
@@ -145,7 +265,9 @@ Result<LayerSpec> LayerSpec::from_model(const models::MoeModel& m, int scale, DT
 }
 
 Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
-  spec.fp8_block_out = spec.fp8_block_in = spec.fp8_act_group = 0;
+  spec.fp8_scheme = WeightScheme::kPlain;
+  spec.fp8_block_out = spec.fp8_block_in = 0;
+  spec.fp8_act = Fp8Act{};
   spec.four_bit = WeightScheme::kPlain;
   spec.four_bit_group = 0;
   spec.four_bit_zero_points = false;
@@ -174,21 +296,46 @@ Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
     spec.four_bit_zero_points = f.scheme == WeightScheme::kW4A16 && f.zero_points;
     return Status::Ok();
   }
-  if (f.scheme != WeightScheme::kFp8Block) {
+  const bool fp8_weights = f.scheme == WeightScheme::kFp8Block ||
+                           f.scheme == WeightScheme::kFp8Channel ||
+                           f.scheme == WeightScheme::kFp8Tensor;
+  if (!fp8_weights) {
     return input_error("weights",
-                       ": the CPU kernels run plain, fp8-block, w4a16 and mxfp4 "
-                       "weights; " +
+                       ": the CPU kernels run plain, fp8-block, fp8-channel, fp8-tensor, w4a16 "
+                       "and mxfp4 weights; " +
                            f.name() + " (" + f.describe() + ") has no kernel yet");
   }
-  if (f.block_out <= 0 || f.block_in <= 0) {
+  Fp8Act act;
+  switch (f.activations) {
+    case ActivationScheme::kFp8Group:
+      // DeepSeek-V3: dynamic 1 × 128 groups (the block's inputs when the format names none).
+      act = Fp8Act::groups(f.activation_group > 0 ? f.activation_group : f.block_in);
+      break;
+    case ActivationScheme::kFp8Token: act = Fp8Act::token(); break;
+    // Per tensor: static scales, calibrated (the input_scale per-tensor checkpoints ship).
+    case ActivationScheme::kFp8Tensor: act = Fp8Act::fixed(0.0F); break;
+    case ActivationScheme::kPlain:
+    case ActivationScheme::kFp4Group:
+      return input_error("weights", ": " + f.name() + " with activations " +
+                                        f.describe_activations() +
+                                        " has no kernel yet (the CPU fp8 GEMMs take fp8 "
+                                        "activations: 1×128 groups, per token or per tensor)");
+  }
+  if (f.scheme == WeightScheme::kFp8Block && (f.block_out <= 0 || f.block_in <= 0)) {
     return input_error("weights", ": fp8-block needs positive block sizes, got " +
                                       std::to_string(f.block_out) + " × " +
                                       std::to_string(f.block_in));
   }
-  spec.fp8_block_out = f.block_out;
-  spec.fp8_block_in = f.block_in;
-  // Activations in 1 × 128 groups unless the format says otherwise (DeepSeek-V3: dynamic).
-  spec.fp8_act_group = f.activation_group > 0 ? f.activation_group : f.block_in;
+  if (act.kind == Fp8Act::Kind::kGroups && act.group <= 0) {
+    return input_error("weights", ": fp8 activation groups need a positive size, got " +
+                                      std::to_string(act.group));
+  }
+  spec.fp8_scheme = f.scheme;
+  if (f.scheme == WeightScheme::kFp8Block) {
+    spec.fp8_block_out = f.block_out;
+    spec.fp8_block_in = f.block_in;
+  }
+  spec.fp8_act = act;
   return Status::Ok();
 }
 
@@ -201,9 +348,13 @@ std::optional<std::string> weight_slice_violation(const LayerSpec& spec, int num
     const auto where = std::string(" do not divide the ") + name +
                        " width / tp = " + std::to_string(width) + " / " +
                        std::to_string(num_slices) + " = " + std::to_string(slice);
-    if (spec.fp8() && (slice % spec.fp8_block_out != 0 || slice % spec.fp8_block_in != 0 ||
-                       slice % spec.fp8_act_group != 0)) {
-      const int b = std::max({spec.fp8_block_out, spec.fp8_block_in, spec.fp8_act_group});
+    // Per-channel and per-tensor scales are the whole matrix's on every slice; per-token
+    // activation scales are each rank's own (what the frameworks do), static ones fixed.
+    const int act_group = spec.fp8_act.kind == Fp8Act::Kind::kGroups ? spec.fp8_act.group : 1;
+    if (spec.fp8_scheme == WeightScheme::kFp8Block &&
+        (slice % spec.fp8_block_out != 0 || slice % spec.fp8_block_in != 0 ||
+         slice % act_group != 0)) {
+      const int b = std::max({spec.fp8_block_out, spec.fp8_block_in, act_group});
       return std::string("fp8 blocks of ") + std::to_string(spec.fp8_block_out) + "×" +
              std::to_string(spec.fp8_block_in) + where +
              " (frameworks refuse such a split; expected a multiple of " + std::to_string(b) + ")";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/fp8.hpp"
 #include "models/dtype.hpp"
 #include "models/moe_model.hpp"
 #include "models/result.hpp"
@@ -25,13 +26,15 @@ struct LayerSpec {
   models::RouterSpec router;
   DType dtype = DType::kFp32;
   std::uint64_t seed = 0;
-  /// fp8 block-scaled expert weights (DeepSeek-V3's recipe), 0 when plain: each expert matrix
-  /// (gate, up, down; routed and shared) stored as fp8 e4m3 with one fp32 scale per
-  /// [fp8_block_out × fp8_block_in] block (output channels × inputs), and each GEMM's
-  /// activation input quantized to fp8 e4m3 in 1 × fp8_act_group groups.
+  /// fp8 expert weights, kPlain when none: each expert matrix (gate, up, down; routed and
+  /// shared) stored as fp8 e4m3 with fp32 scales — kFp8Block: one per [fp8_block_out ×
+  /// fp8_block_in] block (output channels × inputs, DeepSeek-V3's recipe); kFp8Channel: one per
+  /// output channel; kFp8Tensor: one per matrix — and each GEMM's activation input quantized to
+  /// fp8 e4m3 as fp8_act says (1 × 128 groups, per token, static per tensor).
+  WeightScheme fp8_scheme = WeightScheme::kPlain;
   int fp8_block_out = 0;
   int fp8_block_in = 0;
-  int fp8_act_group = 0;
+  Fp8Act fp8_act;
   /// 4-bit expert weights decoded on load (W4A16): kW4A16 (int4 groups of four_bit_group inputs,
   /// fp16 scales, zero points when four_bit_zero_points) or kMxfp4 (e2m1, e8m0 scale per
   /// four_bit_group inputs); kPlain otherwise. Each expert matrix is quantized to the format and
@@ -40,7 +43,7 @@ struct LayerSpec {
   int four_bit_group = 0;
   bool four_bit_zero_points = false;
 
-  bool fp8() const { return fp8_block_out > 0; }
+  bool fp8() const { return fp8_scheme != WeightScheme::kPlain; }
   bool four_bit_weights() const { return four_bit != WeightScheme::kPlain; }
 
   /// The model's layer with hidden and expert widths divided by `scale` (expert count, top-k and
@@ -49,19 +52,36 @@ struct LayerSpec {
                                       std::uint64_t seed);
 };
 
-/// An expert's fp8 block-scaled form: e4m3 bits in the layout of gate_up and down, and the fp32
-/// scales of the gate, up and down parts, each row-major by block over that part as stored here
-/// ([H][width] parts: ⌈H/block_in⌉ × ⌈width/block_out⌉; down [width][H]:
-/// ⌈width/block_in⌉ × ⌈H/block_out⌉; edge blocks partial, as DeepSeek-V3's checkpoint tiles).
+/// An expert's fp8 form: e4m3 bits in the layout of gate_up and down, and the fp32 scales of
+/// the gate, up and down parts, each row-major by block over that part as stored here (edge
+/// blocks partial, as DeepSeek-V3's checkpoint tiles). Blocks are [rows × cols] of the stored
+/// part: gate and up are stored [H][width] (inputs × outputs), down [width][H]. A block format
+/// has block_in × block_out blocks; per output channel, blocks of every input × 1 column; per
+/// tensor, one block. A tp-slice of the last two keeps the full matrix's scales (and block
+/// shape): the scale of a channel or tensor is taken over all of it, not over the slice. Static
+/// activation scales are calibrated on 16 tokens of their own (make_input's tokens from
+/// kCalibrationToken) through the full expert: amax / 448 of its input and of its activation.
 struct Fp8ExpertWeights {
-  int block_out = 0;
-  int block_in = 0;
-  int act_group = 0;
+  int gate_up_block_rows = 0;
+  int gate_up_block_cols = 0;
+  int down_block_rows = 0;
+  int down_block_cols = 0;
+  Fp8Act act;                ///< kStatic: the scales below
+  float input_scale = 0.0F;  ///< kStatic: gate/up's input scale (calibrated)
+  float mid_scale = 0.0F;    ///< kStatic: down's input scale (calibrated on the full width)
   std::vector<std::uint8_t> gate_up;  ///< [H][2·width]
   std::vector<std::uint8_t> down;     ///< [width][H]
   std::vector<float> gate_scales;
   std::vector<float> up_scales;
   std::vector<float> down_scales;
+
+  /// How gate/up and down quantize their inputs (act, with the static scales where static).
+  Fp8Act input_act() const {
+    return act.kind == Fp8Act::Kind::kStatic ? Fp8Act::fixed(input_scale) : act;
+  }
+  Fp8Act mid_act() const {
+    return act.kind == Fp8Act::Kind::kStatic ? Fp8Act::fixed(mid_scale) : act;
+  }
 };
 
 /// One expert's weights (routed or shared), possibly a tp-slice of its intermediate dim:
@@ -76,16 +96,21 @@ struct ExpertWeights {
   std::vector<Fp8ExpertWeights> fp8;  ///< empty, or one entry: the fp8 form
 };
 
-/// Sets `spec`'s weight format from a model's: plain, fp8 block-scaled (fp8_block_*), or
-/// W4A16 / MXFP4 decoded on load (four_bit*). The other formats (fp8 per channel or tensor,
-/// NVFP4, int4 per channel) have no kernels yet: an error names the input "weights". So does a
-/// 4-bit group that does not divide the layer's widths (checkpoints have no partial groups).
+/// Sets `spec`'s weight format from a model's: plain, fp8 with block, channel or tensor scales
+/// (fp8_*), or W4A16 / MXFP4 decoded on load (four_bit*). The other formats (NVFP4, int4 per
+/// channel, fp8 weights with unquantized activations) have no kernels yet: an error names the
+/// input "weights". So does a 4-bit group that does not divide the layer's widths (checkpoints
+/// have no partial groups).
 Status apply_weight_format(LayerSpec& spec, const WeightFormat& format);
 
 /// Why a TP split into `num_slices` slices cannot run `spec`'s weight format (a slice boundary
 /// inside an fp8 block or a 4-bit group: the expert width / tp must be a multiple of it), or
 /// nothing.
 std::optional<std::string> weight_slice_violation(const LayerSpec& spec, int num_slices);
+
+/// The first token of the calibration tokens of static activation scales (far from any layer's).
+inline constexpr std::int64_t kCalibrationToken = std::int64_t{1} << 32;
+inline constexpr int kCalibrationTokens = 16;
 
 /// Tensor ids of the deterministic weight generator.
 enum class Tensor : std::uint32_t {

@@ -41,18 +41,30 @@ double after_rounding(double delta, double ref_abs, double u) {
 }
 
 MlpOut mlp_with_bound(const RowMat& x_in, const ExpertWeights& w, int hidden, DType dtype,
-                      const Eigen::VectorXf& scale, const Eigen::VectorXd& scale_delta) {
+                      const Eigen::VectorXf& scale, const Eigen::VectorXd& scale_delta,
+                      int tp_slices) {
   const double u = unit_roundoff(dtype);
   const double u32 = std::ldexp(1.0, -24);
   const int width = w.width;
   const Eigen::Map<const RowMat> w1(w.gate_up.data(), hidden, 2 * width);
   const Eigen::Map<const RowMat> w2(w.down.data(), width, hidden);
   const Eigen::Index m = x_in.rows();
-  // fp8 weights: gate_up and down hold the exact dequantized values; the rows are quantized in
-  // 1 × act_group groups exactly as the layer quantizes them (same inputs, same function).
-  const int act_group = w.fp8.empty() ? 0 : w.fp8.front().act_group;
+  // fp8 weights: gate_up and down hold the exact dequantized values; the rows are quantized
+  // exactly as the layer quantizes them (same inputs, same function: every layout's gate/up
+  // takes whole rows of H, and a static scale is the expert's own).
+  const Fp8ExpertWeights* f8 = w.fp8.empty() ? nullptr : &w.fp8.front();
   RowMat x = x_in;
-  if (act_group > 0) fake_quantize_rows(x.data(), static_cast<int>(m), hidden, act_group);
+  if (f8 != nullptr && m > 0) {
+    fake_quantize_activations(x.data(), static_cast<int>(m), hidden, f8->input_act());
+  }
+  // The groups of the activation's quantization: 1 × group, or per token the row of one
+  // rank's tp-slice (width / tp_slices); none when static (0).
+  int act_group = 0;
+  if (f8 != nullptr) {
+    if (f8->act.kind == Fp8Act::Kind::kGroups) act_group = f8->act.group;
+    if (f8->act.kind == Fp8Act::Kind::kToken) act_group = std::max(1, width / tp_slices);
+  }
+  const bool static_act = f8 != nullptr && f8->act.kind == Fp8Act::Kind::kStatic;
 
   const RowMat gu = x * w1;
   const RowMat mgu = x.cwiseAbs() * w1.cwiseAbs();
@@ -76,26 +88,28 @@ MlpOut mlp_with_bound(const RowMat& x_in, const ExpertWeights& w, int hidden, DT
       dact(r, c) = static_cast<float>(after_rounding(da_pre, std::fabs(a), u));
     }
   }
-  if (act_group > 0) {
-    // The layer quantizes its activation (within dact of this one) in 1 × act_group groups
-    // before the down projection; so does this reference, with the same function. Where the
-    // two activations differ, the group's scale lies in [amax − d, amax + d] / 448 (d: the
-    // group's largest dact) and each value's code between the codes of the extremes of
-    // a / scale over those ranges (rounding is monotone): the layer's value is within the
-    // largest corner distance of this one, plus the fp32 product's rounding.
+  if (act_group > 0 || static_act) {
+    // The layer quantizes its activation (within dact of this one) before the down projection,
+    // in 1 × act_group groups or with its static scale; so does this reference, with the same
+    // function. Where the two activations differ, a group's scale lies in [amax − d, amax + d]
+    // / 448 (d: the group's largest dact; a static scale is known) and each value's code
+    // between the codes of the extremes of a / scale over those ranges (rounding is monotone):
+    // the layer's value is within the largest corner distance of this one, plus the fp32
+    // product's rounding.
     const double widen = std::ldexp(1.0, -22);
+    const int group = static_act ? width : act_group;
     for (Eigen::Index r = 0; r < m; ++r) {
-      for (int g0 = 0; g0 < width; g0 += act_group) {
-        const int g1 = std::min(width, g0 + act_group);
+      for (int g0 = 0; g0 < width; g0 += group) {
+        const int g1 = std::min(width, g0 + group);
         float amax = 0.0F;
         double dmax = 0.0;
         for (int c = g0; c < g1; ++c) {
           amax = std::max(amax, std::fabs(act(r, c)));
           dmax = std::max(dmax, double{dact(r, c)});
         }
-        const float sr = amax > 0.0F ? amax / kE4m3Max : 1.0F;
-        const double s_lo = (amax - dmax) / kE4m3Max * (1.0 - widen);
-        const double s_hi = (amax + dmax) / kE4m3Max * (1.0 + widen);
+        const float sr = static_act ? f8->mid_scale : amax > 0.0F ? amax / kE4m3Max : 1.0F;
+        const double s_lo = static_act ? sr : (amax - dmax) / kE4m3Max * (1.0 - widen);
+        const double s_hi = static_act ? sr : (amax + dmax) / kE4m3Max * (1.0 + widen);
         const bool scale_known = s_lo > 0.0;
         for (int c = g0; c < g1; ++c) {
           const float a = act(r, c);
@@ -159,7 +173,7 @@ MlpReference mlp_reference(std::span<const float> x, int num_rows, int hidden,
   Eigen::VectorXd sd = Eigen::VectorXd::Zero(num_rows);
   for (int r = 0; r < num_rows && !scale.empty(); ++r) sc(r) = scale[sz(r)];
   for (int r = 0; r < num_rows && !scale_delta.empty(); ++r) sd(r) = scale_delta[sz(r)];
-  const MlpOut out = mlp_with_bound(xm, w, hidden, dtype, sc, sd);
+  const MlpOut out = mlp_with_bound(xm, w, hidden, dtype, sc, sd, 1);
   MlpReference ref;
   ref.y.assign(out.y.data(), out.y.data() + out.y.size());
   ref.bound.assign(out.bound.data(), out.bound.data() + out.bound.size());
@@ -223,8 +237,8 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         rows.row(static_cast<Eigen::Index>(i)) = inputs.row(tokens[i].first);
       }
-      const MlpOut y =
-          mlp_with_bound(rows, w, h, s.dtype, Eigen::VectorXf::Ones(m), Eigen::VectorXd::Zero(m));
+      const MlpOut y = mlp_with_bound(rows, w, h, s.dtype, Eigen::VectorXf::Ones(m),
+                                      Eigen::VectorXd::Zero(m), extra.tp_slices);
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         const auto r = static_cast<Eigen::Index>(i);
         const double wt = tokens[i].second;
@@ -257,7 +271,7 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
       }
     }
     const RowMat xs = xm;
-    const MlpOut y = mlp_with_bound(xs, w, h, s.dtype, scale, scale_delta);
+    const MlpOut y = mlp_with_bound(xs, w, h, s.dtype, scale, scale_delta, extra.tp_slices);
     acc += y.y.cast<double>();
     mag += y.y.cast<double>().cwiseAbs();
     delta += y.bound;
@@ -302,6 +316,10 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
     }
   }
   return out;
+}
+
+int ref_tp_slices(const LayerSpec& s, int tp) {
+  return s.fp8() && s.fp8_act.kind == Fp8Act::Kind::kToken ? tp : 1;
 }
 
 bool sends_fp8(const LayerSpec& s, models::Dispatcher d) { return models::is_deepep(d) || s.fp8(); }

@@ -30,7 +30,15 @@ struct ReferenceOutput {
 /// Which extra outputs reference_forward derives (a second pass through every routed expert).
 struct ReferenceBounds {
   bool fp8_inputs = false;
+  /// The tp size of the layouts the output is for: with per-token fp8 activations each rank
+  /// quantizes its tp-slice of a row of the down projection's input with its own scale, so the
+  /// reference depends on it (ref_tp_slices); otherwise any.
+  int tp_slices = 1;
 };
+
+/// The tp_slices a reference of `s` must be made with for layouts of tp size `tp`: `tp` with
+/// per-token fp8 activations, else 1 (one reference serves every layout).
+int ref_tp_slices(const LayerSpec& s, int tp);
 
 /// Whether a layer of `s` with dispatcher `d` sends the expert inputs as fp8 e4m3 with one fp32
 /// scale per 128 values: the DeepEP dispatchers always, every dispatcher when the weights are

@@ -138,7 +138,7 @@ Status check_request(const VerifyRequest& r, int world_size) {
   }
   if (spec->fp8() && r.backend != "cpu") {
     return input_error("backend", ": " + r.backend +
-                                      " has no fp8 block-scaled expert GEMM yet (cuBLASLt is not "
+                                      " has no fp8 expert GEMM yet (cuBLASLt is not "
                                       "wired in); expected cpu, or --weights bf16");
   }
   auto be = make_backend(r.backend, r.device);
@@ -172,12 +172,22 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
     const LayerSpec spec = *verify_spec(req, dtype);
     const int h = spec.hidden;
     for (const int tokens : req.token_counts) {
-      ReferenceOutput ref;
+      // One reference per tp_slices (one in all unless the activations are per token).
+      std::map<int, ReferenceOutput> refs;
       double max_ref = 0.0;
+      const std::vector<float> x_all = me == 0 ? make_input(spec, 0, tokens) : std::vector<float>{};
+      const auto reference = [&](int tp) -> const ReferenceOutput& {
+        const int slices = ref_tp_slices(spec, tp);
+        auto it = refs.find(slices);
+        if (it == refs.end()) {
+          ReferenceBounds b = extra;
+          b.tp_slices = slices;
+          it = refs.emplace(slices, reference_forward(spec, x_all, tokens, b)).first;
+        }
+        return it->second;
+      };
       if (me == 0) {
-        const std::vector<float> x_all = make_input(spec, 0, tokens);
-        ref = reference_forward(spec, x_all, tokens, extra);
-        for (const float v : ref.output)
+        for (const float v : reference(1).output)
           max_ref = std::max(max_ref, static_cast<double>(std::fabs(v)));
       }
       for (const Layout& layout : req.layouts) {
@@ -225,6 +235,7 @@ std::vector<VerifyRow> run_verify(Communicator& world, const VerifyRequest& req,
             row.layer_ms = static_cast<double>(ns[0]) * 1e-6;
             row.max_abs_ref = max_ref;
             bool ok = true;
+            const ReferenceOutput& ref = reference(layout.tp_size);
             const std::vector<float>& expected = reference_of(ref, spec, d);
             const std::vector<float>& bounds = bound_of(ref, spec, d);
             for (int r = 0; r < world_size; ++r) {

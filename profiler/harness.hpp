@@ -77,11 +77,12 @@ struct SweepSpec {
   std::vector<int> tp_sizes;     ///< tp of every legal layout on world_size ranks
   std::vector<int> group_sizes;  ///< collective group sizes (2..world_size dividing it)
   std::vector<DType> dtypes;
-  /// fp8 block-scaled expert weights (kernels::LayerSpec::fp8_block_*), 0 when plain: the
-  /// expert GEMMs are then measured as gemm_fp8 points of dtype fp8.
+  /// fp8 expert weights (kernels::LayerSpec::fp8_*), kPlain when none: the expert GEMMs are
+  /// then measured as gemm_fp8 points of dtype fp8 with the format's scales.
+  WeightScheme fp8_scheme = WeightScheme::kPlain;
   int fp8_block_out = 0;
   int fp8_block_in = 0;
-  int fp8_act_group = 0;
+  kernels::Fp8Act fp8_act;
   int max_rows = 4096;                    ///< GEMM rows up to this
   double min_bytes = 256.0;               ///< elementwise and collective sizes from this
   double max_bytes = 64.0 * 1024 * 1024;  ///< up to this (capped by memory)

@@ -35,8 +35,10 @@ class LayerCase final : public OpCase {
   Check verify() override {
     run();
     // This rank's tokens against the dense reference and its derived bound (docs/VERIFY.md).
-    const kernels::ReferenceOutput ref = kernels::reference_forward(
-        spec_, x_, count_, {kernels::sends_fp8(spec_, layout_.dispatcher)});
+    const kernels::ReferenceOutput ref =
+        kernels::reference_forward(spec_, x_, count_,
+                                   {kernels::sends_fp8(spec_, layout_.dispatcher),
+                                    kernels::ref_tp_slices(spec_, layout_.tp_size)});
     const std::vector<float>& expected = kernels::reference_of(ref, spec_, layout_.dispatcher);
     const std::vector<float>& bound = kernels::bound_of(ref, spec_, layout_.dispatcher);
     for (std::size_t i = 0; i < out_.size(); ++i) {

@@ -27,30 +27,52 @@ std::string role_kernel(const std::string& backend, Role r) {
   return "?";
 }
 
-/// The kernel of an fp8 expert GEMM point: gate/up as the layer runs it (two parts, gate and
-/// up, each with its own block scales), down as one part.
-std::string fp8_kernel(const std::string& backend, Role r, const SweepSpec& s) {
-  return backend + " gemm_fp8 " + (r == Role::kDown ? "down" : "gate/up (2 parts)") + " (" +
-         std::to_string(s.fp8_block_out) + "×" + std::to_string(s.fp8_block_in) +
-         " weight blocks, 1×" + std::to_string(s.fp8_act_group) + " activation groups)";
+/// The weight scales and activation quantization of the sweep's fp8 GEMMs, in words.
+std::string fp8_scales_text(const SweepSpec& s) {
+  const std::string act = s.fp8_act.kind == kernels::Fp8Act::Kind::kGroups
+                              ? "1×" + std::to_string(s.fp8_act.group) + " activation groups"
+                              : s.fp8_act.describe() + " activations";
+  switch (s.fp8_scheme) {
+    case WeightScheme::kFp8Channel: return "per-channel weight scales, " + act;
+    case WeightScheme::kFp8Tensor: return "per-tensor weight scales, " + act;
+    default:
+      return std::to_string(s.fp8_block_out) + "×" + std::to_string(s.fp8_block_in) +
+             " weight blocks, " + act;
+  }
 }
 
-/// An fp8 block-scaled expert GEMM (DeepSeek-V3's recipe) through the backend's gemm_fp8: a
-/// [m][k] (quantized by the op), weights [k][n] as e4m3 codes with fp32 block scales — for
-/// gate/up two parts of n/2 columns (gate, up), as the layer's MLP calls it.
+/// The kernel of an fp8 expert GEMM point: gate/up as the layer runs it (two parts, gate and
+/// up, each with its own scales), down as one part.
+std::string fp8_kernel(const std::string& backend, Role r, const SweepSpec& s) {
+  return backend + " gemm_fp8 " + (r == Role::kDown ? "down" : "gate/up (2 parts)") + " (" +
+         fp8_scales_text(s) + ")";
+}
+
+/// The [rows × cols] scale blocks of one stored part [k][part_cols] (inputs × outputs): the
+/// format's blocks (block_in × block_out), every input of one column (per channel), or the
+/// whole part (per tensor) — as kernels/layer_spec makes an expert's.
+std::pair<int, int> fp8_part_blocks(const SweepSpec& s, int k, int part_cols) {
+  switch (s.fp8_scheme) {
+    case WeightScheme::kFp8Channel: return {k, 1};
+    case WeightScheme::kFp8Tensor: return {k, part_cols};
+    default: return {s.fp8_block_in, s.fp8_block_out};
+  }
+}
+
+/// An fp8 expert GEMM through the backend's gemm_fp8: a [m][k] (quantized by the op as the
+/// format says), weights [k][n] as e4m3 codes with fp32 scales (DeepSeek-V3's blocks, per
+/// channel or per tensor) — for gate/up two parts of n/2 columns (gate, up), as the layer's MLP
+/// calls it.
 class Fp8GemmCase final : public OpCase {
  public:
   Fp8GemmCase(int m, int n, int k, Role role, const SweepSpec& s, kernels::Backend& backend)
-      : m_(m),
-        n_(n),
-        k_(k),
-        block_out_(s.fp8_block_out),
-        block_in_(s.fp8_block_in),
-        act_group_(s.fp8_act_group),
-        backend_(backend) {
+      : m_(m), n_(n), k_(k), act_(s.fp8_act), backend_(backend) {
     a_ = random_values(DType::kBf16, usz(m) * usz(k), 1);
+    // A static scale is calibrated on the input itself (its amax, as a calibration run would).
+    if (act_.kind == kernels::Fp8Act::Kind::kStatic) act_.scale = kernels::calibrated_scale(a_);
     const int parts = role == Role::kDown ? 1 : 2;
     part_cols_ = n / parts;
+    std::tie(block_rows_, block_cols_) = fp8_part_blocks(s, k, part_cols_);
     // Cold weights, as the layer streams every local expert's once per forward (GemmCase).
     // (m, n, k come from the sweep's positive shapes; the count is computed once so that GCC's
     // bounds analysis at -O1 sees one size.)
@@ -63,10 +85,10 @@ class Fp8GemmCase final : public OpCase {
           random_values(DType::kBf16, elems, static_cast<std::uint32_t>(100 + i), -0.1F, 0.1F);
       w.codes = std::vector<std::uint8_t>(elems);
       w.scales.resize(usz(parts));
-      // Each part [k][part_cols] quantized in [block_in × block_out] blocks (the kernels'
-      // stored orientation), its values replaced by their exact dequantized values.
+      // Each part [k][part_cols] quantized in its scale blocks (the kernels' stored
+      // orientation), its values replaced by their exact dequantized values.
       for (int p = 0; p < parts; ++p) {
-        kernels::quantize_part(w.values, n, p * part_cols_, k, part_cols_, block_in_, block_out_,
+        kernels::quantize_part(w.values, n, p * part_cols_, k, part_cols_, block_rows_, block_cols_,
                                w.codes, w.scales[usz(p)]);
       }
       pool_.push_back(std::move(w));
@@ -81,9 +103,9 @@ class Fp8GemmCase final : public OpCase {
     std::vector<kernels::Fp8Part> parts;
     for (std::size_t p = 0; p < w.scales.size(); ++p) {
       parts.push_back({w.codes.data(), n_, static_cast<int>(p) * part_cols_, part_cols_,
-                       w.scales[p].data(), block_in_, block_out_});
+                       w.scales[p].data(), block_rows_, block_cols_});
     }
-    backend_.gemm_fp8(kernels::OpContext{}, a_, m_, k_, act_group_, parts, c_);
+    backend_.gemm_fp8(kernels::OpContext{}, a_, m_, k_, act_, parts, c_);
     if (fault_) c_[c_.size() / 2] += 1.0F;
   }
 
@@ -94,7 +116,7 @@ class Fp8GemmCase final : public OpCase {
     // codes) and multiplies the weights' exact dequantized values in double: what is left is
     // the fp32 accumulation error.
     std::vector<float> aq = a_;
-    kernels::fake_quantize_rows(aq.data(), m_, k_, act_group_);
+    kernels::fake_quantize_activations(aq.data(), m_, k_, act_);
     const long size = static_cast<long>(c_.size());
     for (long s = 0; s < std::min<long>(65, size); ++s) {
       const long idx = s == 0 ? size / 2 : (s * 7919L) % size;
@@ -122,8 +144,9 @@ class Fp8GemmCase final : public OpCase {
     std::vector<std::vector<float>> scales;  ///< per part
   };
   int m_, n_, k_;
-  int block_out_, block_in_, act_group_;
+  kernels::Fp8Act act_;
   int part_cols_ = 0;
+  int block_rows_ = 0, block_cols_ = 0;
   kernels::Backend& backend_;
   std::vector<float> a_;
   std::vector<float> c_;
@@ -227,7 +250,7 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
   // (n, k, role) of every GEMM the cost model issues for the legal layouts.
   std::vector<std::tuple<int, int, Role>> shapes;
   std::set<std::pair<int, int>> seen;
-  const bool fp8 = s.fp8_block_out > 0;
+  const bool fp8 = s.fp8_scheme != WeightScheme::kPlain;
   // fp8 expert GEMMs are points of their own dtype: a shape equal to the router's (E, H) is
   // still measured (with plain weights the two share one point).
   std::set<std::pair<int, int>> seen_fp8;
@@ -278,8 +301,12 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
         p.k = k;
         p.shape = shape_text({{"m", m}, {"n", n}, {"k", k}});
         p.flops = 2.0 * m * n * static_cast<double>(k);
-        // fp8 weights with a scale per block, fp32 activations in and out (quantized inside).
-        p.bytes = static_cast<double>(k) * n * (1.0 + 4.0 / (128.0 * 128.0)) +
+        // fp8 weights with their fp32 scales, fp32 activations in and out (quantized inside).
+        const int parts = role == Role::kDown ? 1 : 2;
+        const auto [br, bc] = fp8_part_blocks(s, k, n / parts);
+        const double scales =
+            static_cast<double>(parts) * ((k + br - 1) / br) * ((n / parts + bc - 1) / bc);
+        p.bytes = static_cast<double>(k) * n + 4.0 * scales +
                   (static_cast<double>(m) * k + static_cast<double>(m) * n) * 4.0;
         p.kernel = fp8_kernel(s.backend, role, s);
         out.push_back(std::move(p));
@@ -299,7 +326,7 @@ OpTable gemm_op() {
               kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
     const int n = static_cast<int>(p.n), k = static_cast<int>(p.k);
     for (const Role r : {Role::kGateUp, Role::kDown}) {
-      if (s.fp8_block_out > 0 && p.kernel == fp8_kernel(s.backend, r, s)) {
+      if (s.fp8_scheme != WeightScheme::kPlain && p.kernel == fp8_kernel(s.backend, r, s)) {
         MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kGemmFp8Block, p.dtype));
         return std::unique_ptr<OpCase>(
             std::make_unique<Fp8GemmCase>(static_cast<int>(p.m), n, k, r, s, backend));

@@ -21,13 +21,14 @@ Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& 
   if (r.world_size < 1) return Error{"world size: expected at least one rank"};
   auto layer = kernels::LayerSpec::from_model(model, r.scale, DType::kFp32, 0);
   if (!layer) return layer.error();
-  // The weight format: fp8 blocks make fp8 expert GEMMs; 4-bit weights run decoded (plain
+  // The weight format: fp8 weights make fp8 expert GEMMs; 4-bit weights run decoded (plain
   // GEMMs); a format with no kernel is the named error.
   MOEPLAN_TRY_STATUS(kernels::apply_weight_format(*layer, model.weights));
   SweepSpec s;
+  s.fp8_scheme = layer->fp8_scheme;
   s.fp8_block_out = layer->fp8_block_out;
   s.fp8_block_in = layer->fp8_block_in;
-  s.fp8_act_group = layer->fp8_act_group;
+  s.fp8_act = layer->fp8_act;
   s.model = model.name;
   s.hidden = layer->hidden;
   s.intermediate = layer->intermediate;

@@ -96,7 +96,8 @@ void add_profile_command(CLI::App& app, Action& action) {
                   "Comma-separated storage dtypes: fp32, fp16, bf16 (default: the model's)");
   cmd->add_option("--weights", o->weights,
                   "Expert weight format: the model's own by default (DeepSeek-V3: fp8-block, "
-                  "whose expert GEMMs are measured as fp8 ones); bf16/fp16, w4a16, mxfp4");
+                  "whose expert GEMMs are measured as fp8 ones; so are fp8-channel's and "
+                  "fp8-tensor's); bf16/fp16, w4a16, mxfp4");
   cmd->add_option("--ops", o->ops, "Comma-separated ops to measure (default: all)");
   cmd->add_option("--max-tokens", o->max_tokens,
                   "GEMM rows up to this (default 4096, --quick 512)");

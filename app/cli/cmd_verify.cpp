@@ -179,7 +179,8 @@ void add_verify_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", o->seed, "Seed of the weights and inputs")->capture_default_str();
   cmd->add_option("--weights", o->weights,
                   "Expert weight format: the model's own by default (DeepSeek-V3: fp8-block); "
-                  "bf16/fp16 (plain), fp8-block, and w4a16 or mxfp4 (4-bit, decoded on load) run");
+                  "bf16/fp16 (plain), fp8-block, fp8-channel (per-token activations), fp8-tensor "
+                  "(static activation scales), and w4a16 or mxfp4 (4-bit, decoded on load) run");
   cmd->add_option("--backend", o->backend,
                   "Compute backend: cpu, or cuda (in-process ranks share device 0; under mpirun "
                   "one GPU per process and NCCL)")

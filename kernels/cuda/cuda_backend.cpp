@@ -42,16 +42,16 @@ class CudaBackend final : public Backend {
     if (q.op == BackendOp::kGemmFp8Block) {
       return Error{"cuda backend: no fp8 block-scaled GEMM yet (cuBLASLt is not wired in)"};
     }
-    // Storage in fp32, bf16 or fp16 (fp8 weights go through kernels/cuda/fp8_gemm's own
-    // can_implement); the router works on fp32 logits.
+    // Storage in fp32, bf16 or fp16 (fp8 weights are refused above); the router works on fp32
+    // logits.
     if (q.dtype == DType::kFp8 && q.op != BackendOp::kRoute && q.op != BackendOp::kPermute) {
       return Error{"cuda backend: fp8 is not a storage dtype of these ops (fp32, bf16, fp16)"};
     }
     return Status::Ok();
   }
 
-  void gemm_fp8(const OpContext&, std::span<const float>, int, int, int, std::span<const Fp8Part>,
-                std::span<float>) override {
+  void gemm_fp8(const OpContext&, std::span<const float>, int, int, const Fp8Act&,
+                std::span<const Fp8Part>, std::span<float>) override {
     throw std::logic_error("cuda backend: gemm_fp8 is refused by can_implement");
   }
 

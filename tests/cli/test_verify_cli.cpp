@@ -53,8 +53,8 @@ TEST(CliVerify, Fp8BlockWeights) {
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_NE(d.out.find("expert weights: fp8 e4m3, 128×128 blocks"), std::string::npos) << d.out;
   expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights nvfp4 --scale 8"),
-                        "--weights: the CPU kernels run plain, fp8-block, w4a16 and mxfp4 "
-                        "weights; nvfp4");
+                        "--weights: the CPU kernels run plain, fp8-block, fp8-channel, "
+                        "fp8-tensor, w4a16 and mxfp4 weights; nvfp4");
   expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights w4a16 --scale 8"),
                         "--weights: w4a16 groups of 128 inputs do not divide "
                         "hidden_size = 448");
@@ -62,7 +62,7 @@ TEST(CliVerify, Fp8BlockWeights) {
                                 "--ranks 2 --layouts 1x2"),
                         "--layouts: fp8 blocks of 128×128 do not divide the expert width");
   expect_one_line_error(run_cli("verify --model deepseek-v3 --scale 8 --ranks 1 --backend cuda"),
-                        "--backend: cuda has no fp8 block-scaled expert GEMM yet");
+                        "--backend: cuda has no fp8 expert GEMM yet");
 }
 
 TEST(CliVerify, FourBitWeightsDecodedOnLoad) {
@@ -93,6 +93,23 @@ TEST(CliVerify, FourBitWeightsDecodedOnLoad) {
   EXPECT_NE(w.out.find("expert weights: int4, groups of 128, 16-bit scales"), std::string::npos)
       << w.out;
   EXPECT_NE(w.out.find("\n2 passed, 0 failed"), std::string::npos) << w.out;
+}
+
+TEST(CliVerify, Fp8ChannelAndTensorOnEveryDispatcher) {
+  // Per-channel weights with per-token activations (each tp rank scales its slice of a row) and
+  // per-tensor weights with static activation scales, on Qwen3-30B-A3B at 1/8 width (H 256,
+  // I 96): every dispatcher on 2x1 (ranks grouped as 2 nodes of 1 for deepep_normal), and 1x2.
+  for (const char* w : {"fp8-channel", "fp8-tensor"}) {
+    const auto r = run_cli(std::string("verify --model qwen3-30b-a3b --weights ") + w +
+                           " --scale 8 --ranks 2 --tokens 16 --dtype fp32,bf16 --layouts 2x1,1x2 "
+                           "--dispatcher all --ranks-per-node 1 --json");
+    ASSERT_EQ(r.exit_code, 0) << w << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j.at("passed").get<bool>()) << w;
+    EXPECT_EQ(j.at("weights").at("name"), w);
+    // 2x1: five dispatchers; 1x2: padded_a2a, allgather, a2av; two dtypes.
+    EXPECT_EQ(j.at("rows").size(), 16U) << w << ": " << j.at("skipped").dump();
+  }
 }
 
 TEST(CliVerify, DeepEpOnRanksGroupedIntoNodes) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -196,49 +197,165 @@ TEST(Fp8Quant, FakeQuantizedRowsAndDequantizedPartsMatchTheBlockFunctions) {
   }
 }
 
-// The CPU backend's fp8 block-scaled MLP: its e4m3 weights and block scales, the rows and the
-// activation quantized in 1 × 128 groups; within the reference's derived bound at every storage
-// dtype, and, in fp32 (where the bound has no dtype rounding to cover), a wrong block scale —
-// what a kernel reading another block's scale would do — breaks it.
+// The CPU backend's fp8 MLP in each fp8 format — DeepSeek-V3's 128×128 blocks with the rows and
+// the activation quantized in 1 × 128 groups; per-channel weights with per-token activations;
+// per-tensor weights with static activation scales: within the reference's derived bound at
+// every storage dtype, and, in fp32 (where the bound has no dtype rounding to cover), a wrong
+// weight scale — what a kernel reading another block's or channel's scale would do — breaks it,
+// as does a wrong static activation scale.
 TEST(Fp8Quant, BackendMlpWithinTheReferenceBoundAndAWrongScaleIsCaught) {
   auto m = models::load_model("deepseek-v3");
   ASSERT_TRUE(m.ok());
-  for (const DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    auto spec = LayerSpec::from_model(*m, 8, dtype, 3);
-    ASSERT_TRUE(spec.ok());
-    ASSERT_TRUE(apply_weight_format(*spec, m->weights).ok());
-    ASSERT_TRUE(spec->fp8());
-    EXPECT_EQ(spec->fp8_block_out, 128);
-    EXPECT_EQ(spec->fp8_act_group, 128);
-    const ExpertWeights w = make_expert(*spec, 5, 0, 1);
-    ASSERT_EQ(w.fp8.size(), 1U);
-    // gate_up holds the exact dequantized values of the fp8 form.
-    const auto& f = w.fp8.front();
-    EXPECT_EQ(w.gate_up[1], e4m3_to_f32(f.gate_up[1]) * f.gate_scales[0]);
-    const int h = spec->hidden, rows = 12;
-    const std::vector<float> x = make_input(*spec, 0, rows);
-    const std::vector<int> offsets{0, rows};
-    auto cpu = make_cpu_backend();
-    const MlpReference ref = mlp_reference(x, rows, h, w, dtype);
-    const auto bound_use = [&](const ExpertWeights& weights) {
-      std::vector<float> out(static_cast<std::size_t>(rows * h));
-      cpu->expert_ffn(OpContext{}, x, offsets, std::span(&weights, 1), h, dtype, out);
-      double use = 0.0;
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        const double stored = static_cast<double>(round_to(dtype, out[i]));
-        use = std::max(use, std::fabs(stored - ref.y[i]) / ref.bound[i]);
+  for (const char* name : {"", "fp8-channel", "fp8-tensor"}) {
+    SCOPED_TRACE(*name != 0 ? name : "the model's fp8-block");
+    WeightFormat format = m->weights;
+    if (*name != 0) {
+      auto f = parse_weight_format(name, DType::kBf16);
+      ASSERT_TRUE(f.ok());
+      format = *f;
+    }
+    for (const DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+      SCOPED_TRACE(dtype_name(dtype));
+      auto spec = LayerSpec::from_model(*m, 8, dtype, 3);
+      ASSERT_TRUE(spec.ok());
+      ASSERT_TRUE(apply_weight_format(*spec, format).ok());
+      ASSERT_TRUE(spec->fp8());
+      if (*name == 0) {
+        EXPECT_EQ(spec->fp8_block_out, 128);
+        EXPECT_EQ(spec->fp8_act.kind, Fp8Act::Kind::kGroups);
+        EXPECT_EQ(spec->fp8_act.group, 128);
       }
-      return use;
+      const ExpertWeights w = make_expert(*spec, 5, 0, 1);
+      ASSERT_EQ(w.fp8.size(), 1U);
+      // gate_up holds the exact dequantized values of the fp8 form: (0, 1) is in the first
+      // block, in the second channel, in the one tensor.
+      const auto& f = w.fp8.front();
+      const std::size_t scale_of_1 =
+          spec->fp8_scheme == WeightScheme::kFp8Channel ? std::size_t{1} : std::size_t{0};
+      EXPECT_EQ(w.gate_up[1], e4m3_to_f32(f.gate_up[1]) * f.gate_scales[scale_of_1]);
+      const int h = spec->hidden, rows = 12;
+      const std::vector<float> x = make_input(*spec, 0, rows);
+      const std::vector<int> offsets{0, rows};
+      auto cpu = make_cpu_backend();
+      const MlpReference ref = mlp_reference(x, rows, h, w, dtype);
+      const auto bound_use = [&](const ExpertWeights& weights) {
+        std::vector<float> out(static_cast<std::size_t>(rows * h));
+        cpu->expert_ffn(OpContext{}, x, offsets, std::span(&weights, 1), h, dtype, out);
+        double use = 0.0;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          const double stored = static_cast<double>(round_to(dtype, out[i]));
+          use = std::max(use, std::fabs(stored - ref.y[i]) / ref.bound[i]);
+        }
+        return use;
+      };
+      EXPECT_LE(bound_use(w), 1.0);
+      if (dtype == DType::kFp32) {
+        // The second column block of up (per channel: its first 128 channels, as a block of
+        // them — one channel alone may feed activations SiLU all but zeroes on these rows),
+        // the fourth block (or output channel) of down; per tensor, the one scale of each.
+        const bool channel = spec->fp8_scheme == WeightScheme::kFp8Channel;
+        const std::size_t down = f.down_scales.size() > 3 ? 3 : 0;
+        ExpertWeights wrong = w;
+        if (channel) {
+          for (std::size_t c = 0; c < 128; ++c) wrong.fp8.front().up_scales[c] *= 1.25F;
+        } else {
+          wrong.fp8.front().up_scales[f.up_scales.size() > 1 ? 1 : 0] *= 1.25F;
+        }
+        EXPECT_GT(bound_use(wrong), 1.0);
+        wrong = w;
+        wrong.fp8.front().down_scales[down] *= 1.25F;
+        EXPECT_GT(bound_use(wrong), 1.0);
+        if (f.act.kind == Fp8Act::Kind::kStatic) {
+          wrong = w;
+          wrong.fp8.front().mid_scale *= 1.25F;
+          EXPECT_GT(bound_use(wrong), 1.0);
+        }
+      }
+    }
+  }
+}
+
+// Per-channel and per-tensor scales are amax / 448 of the whole channel or matrix — its largest
+// value decodes to exactly 448 · scale — and a tp-slice keeps the whole matrix's scales (a down
+// channel spans every slice's inputs), so its values and codes are the full expert's; static
+// activation scales are calibrated on the calibration tokens through the full expert.
+TEST(Fp8Quant, ChannelAndTensorScalesAreTheWholeMatrixs) {
+  auto m = models::load_model("qwen2-57b-a14b");
+  ASSERT_TRUE(m.ok());
+  for (const char* name : {"fp8-channel", "fp8-tensor"}) {
+    SCOPED_TRACE(name);
+    const bool channel = std::string(name) == "fp8-channel";
+    auto spec = LayerSpec::from_model(*m, 8, DType::kBf16, 11);  // H 448, I 320
+    ASSERT_TRUE(spec.ok());
+    auto fmt = parse_weight_format(name, DType::kBf16);
+    ASSERT_TRUE(fmt.ok() && apply_weight_format(*spec, *fmt).ok());
+    EXPECT_EQ(spec->fp8_act.kind, channel ? Fp8Act::Kind::kToken : Fp8Act::Kind::kStatic);
+    EXPECT_FALSE(weight_slice_violation(*spec, 4).has_value());  // 80-wide slices run
+    const int h = spec->hidden, width = spec->intermediate;
+    const ExpertWeights full = make_expert(*spec, 2, 0, 1);
+    const Fp8ExpertWeights& f = full.fp8.front();
+    ASSERT_EQ(f.gate_scales.size(), channel ? static_cast<std::size_t>(width) : 1U);
+    ASSERT_EQ(f.down_scales.size(), channel ? static_cast<std::size_t>(h) : 1U);
+    // gate: columns 0..width of gate_up [H][2·width]; down [width][H].
+    const auto gate_at = [&](int r, int c) {
+      return full.gate_up[static_cast<std::size_t>(r * 2 * width + c)];
     };
-    EXPECT_LE(bound_use(w), 1.0);
-    if (dtype == DType::kFp32) {
-      ExpertWeights wrong = w;
-      wrong.fp8.front().up_scales[1] *= 1.25F;  // the up projection's second column block
-      EXPECT_GT(bound_use(wrong), 1.0);
-      wrong = w;
-      wrong.fp8.front().down_scales[3] *= 1.25F;  // one block of the down projection
-      EXPECT_GT(bound_use(wrong), 1.0);
+    const auto down_at = [&](int r, int c) {
+      return full.down[static_cast<std::size_t>(r * h + c)];
+    };
+    float tensor_amax = 0.0F;
+    for (int c = 0; c < width; ++c) {
+      float amax = 0.0F;
+      for (int r = 0; r < h; ++r) amax = std::max(amax, std::fabs(gate_at(r, c)));
+      tensor_amax = std::max(tensor_amax, amax);
+      if (channel) {
+        EXPECT_FLOAT_EQ(amax, 448.0F * f.gate_scales[static_cast<std::size_t>(c)]);
+      }
+    }
+    if (!channel) {
+      EXPECT_FLOAT_EQ(tensor_amax, 448.0F * f.gate_scales[0]);
+    }
+    tensor_amax = 0.0F;
+    for (int c = 0; c < h; ++c) {
+      float amax = 0.0F;
+      for (int r = 0; r < width; ++r) amax = std::max(amax, std::fabs(down_at(r, c)));
+      tensor_amax = std::max(tensor_amax, amax);
+      if (channel) {
+        EXPECT_FLOAT_EQ(amax, 448.0F * f.down_scales[static_cast<std::size_t>(c)]);
+      }
+    }
+    if (!channel) {
+      EXPECT_FLOAT_EQ(tensor_amax, 448.0F * f.down_scales[0]);
+    }
+    // Slice 1 of 2: columns and rows [160, 320) of the full expert, its scales kept.
+    const ExpertWeights half = make_expert(*spec, 2, 1, 2);
+    const Fp8ExpertWeights& g = half.fp8.front();
+    ASSERT_EQ(half.width, width / 2);
+    for (int r = 0; r < h; ++r) {
+      for (int c = 0; c < width / 2; ++c) {
+        const auto i = static_cast<std::size_t>(r * width + c);  // half's row is `width` wide
+        ASSERT_EQ(half.gate_up[i], gate_at(r, width / 2 + c));
+        ASSERT_EQ(g.gate_up[i], f.gate_up[static_cast<std::size_t>(r * 2 * width + width / 2 + c)]);
+        ASSERT_EQ(half.gate_up[i + static_cast<std::size_t>(width / 2)],
+                  gate_at(r, width + width / 2 + c));
+      }
+    }
+    for (int r = 0; r < width / 2; ++r) {
+      for (int c = 0; c < h; ++c) {
+        ASSERT_EQ(half.down[static_cast<std::size_t>(r * h + c)], down_at(width / 2 + r, c));
+      }
+    }
+    EXPECT_EQ(g.down_scales, f.down_scales);
+    if (channel) {
+      EXPECT_EQ(g.gate_scales,
+                std::vector<float>(f.gate_scales.begin() + width / 2, f.gate_scales.end()));
+    } else {
+      EXPECT_EQ(g.gate_scales, f.gate_scales);
+      EXPECT_EQ(f.input_scale,
+                calibrated_scale(make_input(*spec, kCalibrationToken, kCalibrationTokens)));
+      EXPECT_GT(f.mid_scale, 0.0F);
+      EXPECT_EQ(g.input_scale, f.input_scale);
+      EXPECT_EQ(g.mid_scale, f.mid_scale);
     }
   }
 }
@@ -248,13 +365,25 @@ TEST(Fp8Quant, UnsupportedFormatsAndSplitBlocksAreNamed) {
   ASSERT_TRUE(m.ok());
   auto spec = LayerSpec::from_model(*m, 8, DType::kBf16, 3);
   ASSERT_TRUE(spec.ok());
-  for (const char* name : {"fp8-channel", "fp8-tensor", "nvfp4"}) {
-    auto f = parse_weight_format(name, DType::kBf16);
-    ASSERT_TRUE(f.ok()) << name;
+  {
+    auto f = parse_weight_format("nvfp4", DType::kBf16);
+    ASSERT_TRUE(f.ok());
     const Status st = apply_weight_format(*spec, *f);
-    ASSERT_FALSE(st.ok()) << name;
+    ASSERT_FALSE(st.ok());
     EXPECT_EQ(st.error().input, "weights");
     EXPECT_NE(st.error().message.find("no kernel yet"), std::string::npos);
+  }
+  {
+    // fp8 weights whose GEMMs would take unquantized activations (W8A16): no kernel.
+    auto f = parse_weight_format("fp8-channel", DType::kBf16);
+    ASSERT_TRUE(f.ok());
+    f->activations = ActivationScheme::kPlain;
+    const Status st = apply_weight_format(*spec, *f);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().input, "weights");
+    EXPECT_NE(st.error().message.find("has no kernel yet (the CPU fp8 GEMMs take fp8"),
+              std::string::npos)
+        << st.error().message;
   }
   // W4A16 groups of 128 inputs do not divide the 1/8-width hidden size (448): no partial groups.
   auto w4 = parse_weight_format("w4a16", DType::kBf16);

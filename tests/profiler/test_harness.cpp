@@ -182,8 +182,9 @@ class RecordingBackend final : public kernels::Backend {
     ++calls[kernels::BackendOp::kGemm];
     cpu_->gemm(c, a, m, k, b, n, d, od, out);
   }
-  void gemm_fp8(const kernels::OpContext& c, std::span<const float> a, int m, int k, int g,
-                std::span<const kernels::Fp8Part> parts, std::span<float> out) override {
+  void gemm_fp8(const kernels::OpContext& c, std::span<const float> a, int m, int k,
+                const kernels::Fp8Act& g, std::span<const kernels::Fp8Part> parts,
+                std::span<float> out) override {
     ++calls[kernels::BackendOp::kGemmFp8Block];
     cpu_->gemm_fp8(c, a, m, k, g, parts, out);
   }

@@ -147,27 +147,31 @@ void dequantize_panel(const std::uint8_t* q, int ld, int c0, int rows, int first
   // (exact), times the block scale (one rounding, as e4m3_to_f32(q) · scale), sign last. The NaN
   // codes (0x7f, 0xff) never come out of quantize_blocks for finite weights.
   const float k2p120 = std::ldexp(1.0F, 120);
+  const auto decode = [k2p120](std::uint32_t bits, float sc, float* o) {
+    const std::uint32_t mag = (bits & 0x7fU) << 20;
+    float v = 0.0F;
+    std::memcpy(&v, &mag, sizeof v);
+    v = v * k2p120 * sc;
+    std::uint32_t vb = 0;
+    std::memcpy(&vb, &v, sizeof vb);
+    vb |= (bits & 0x80U) << 24;
+    std::memcpy(o, &vb, sizeof vb);
+  };
   const int b0 = first_col / block_cols;
   const int b1 = blocks(first_col + cols, block_cols);
   for (int r = 0; r < rows; ++r) {
     const std::uint8_t* in = q + static_cast<std::ptrdiff_t>(r) * ld + c0;
     float* o = out + static_cast<std::ptrdiff_t>(r) * out_ld + out_c0 - first_col;
     const float* srow = scales + static_cast<std::ptrdiff_t>(r / block_rows) * scale_ld;
+    if (block_cols == 1) {  // one scale per column (per output channel): one loop, vectorized
+      for (int c = first_col; c < first_col + cols; ++c) decode(in[c], srow[c], &o[c]);
+      continue;
+    }
     for (int b = b0; b < b1; ++b) {
       const float sc = srow[b];
       const int begin = std::max(first_col, b * block_cols);
       const int end = std::min(first_col + cols, (b + 1) * block_cols);
-      for (int c = begin; c < end; ++c) {
-        const std::uint32_t bits = in[c];
-        const std::uint32_t mag = (bits & 0x7fU) << 20;
-        float v = 0.0F;
-        std::memcpy(&v, &mag, sizeof v);
-        v = v * k2p120 * sc;
-        std::uint32_t vb = 0;
-        std::memcpy(&vb, &v, sizeof vb);
-        vb |= (bits & 0x80U) << 24;
-        std::memcpy(&o[c], &vb, sizeof vb);
-      }
+      for (int c = begin; c < end; ++c) decode(in[c], sc, &o[c]);
     }
   }
 }

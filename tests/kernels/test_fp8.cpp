@@ -195,6 +195,23 @@ TEST(Fp8Quant, FakeQuantizedRowsAndDequantizedPartsMatchTheBlockFunctions) {
                 deq[static_cast<std::size_t>(r * 200 + c)]);
     }
   }
+  // One scale per column (per output channel: [5 × 1] blocks), decoded in panels of 64 columns
+  // from column 8 of the part, as the CPU GEMM reads them.
+  std::vector<float> cs(200);
+  quantize_blocks(part, 5, 200, 5, 1, q, cs);
+  dequantize_blocks(q, cs, 5, 200, 5, 1, deq);
+  std::vector<float> panel(5 * 64);
+  for (int first = 8; first < 200; first += 64) {
+    const int width = std::min(64, 200 - first);
+    dequantize_panel(q.data(), 200, 0, 5, first, width, 5, 1, cs.data(), 200, panel.data(), 64, 0);
+    for (int r = 0; r < 5; ++r) {
+      for (int c = 0; c < width; ++c) {
+        ASSERT_EQ(panel[static_cast<std::size_t>(r * 64 + c)],
+                  deq[static_cast<std::size_t>(r * 200 + first + c)])
+            << r << ", " << first + c;
+      }
+    }
+  }
 }
 
 // The CPU backend's fp8 MLP in each fp8 format — DeepSeek-V3's 128×128 blocks with the rows and

@@ -1,4 +1,4 @@
-// int4 groups and MXFP4: quantization as checkpoints store them, decoding on load.
+// int4 groups, MXFP4 and NVFP4: quantization as checkpoints store them, decoding on load.
 #include "kernels/four_bit.hpp"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/dtype_convert.hpp"
+#include "kernels/fp8.hpp"
 
 namespace moeplan::kernels {
 
@@ -151,6 +152,54 @@ void dequantize_mxfp4(const Mxfp4Groups& q, DType dtype, std::span<float> w) {
       const int e = static_cast<int>(q.scales[at(g, c, q.out)]) - 127;
       w[at(r, c, q.out)] =
           round_to(dtype, std::ldexp(e2m1_to_f32(static_cast<std::uint8_t>(q.code(r, c))), e));
+    }
+  }
+}
+
+int Nvfp4Groups::code(int r, int c) const {
+  const std::uint8_t byte = codes[at(r / 2, c, out)];
+  return (r % 2 == 0) ? (byte & 0xf) : (byte >> 4);
+}
+
+Nvfp4Groups quantize_nvfp4(std::span<const float> w, int in, int out, int group,
+                           float tensor_amax) {
+  assert(group > 0 && in % group == 0 && in % 2 == 0);
+  assert(w.size() == static_cast<std::size_t>(in) * static_cast<std::size_t>(out));
+  Nvfp4Groups q;
+  q.in = in;
+  q.out = out;
+  q.group = group;
+  q.global_scale = tensor_amax > 0.0F ? tensor_amax / (6.0F * kE4m3Max) : 1.0F;
+  const int groups = in / group;
+  q.codes.assign(static_cast<std::size_t>(in / 2) * static_cast<std::size_t>(out), 0);
+  q.scales.assign(static_cast<std::size_t>(groups) * static_cast<std::size_t>(out), 0);
+  for (int g = 0; g < groups; ++g) {
+    for (int c = 0; c < out; ++c) {
+      float amax = 0.0F;
+      for (int r = g * group; r < (g + 1) * group; ++r) {
+        amax = std::max(amax, std::fabs(w[at(r, c, out)]));
+      }
+      const float block = amax / 6.0F;
+      const std::uint8_t sbits = f32_to_e4m3(block > 0.0F ? block / q.global_scale : 1.0F);
+      q.scales[at(g, c, out)] = sbits;
+      const float scale = e4m3_to_f32(sbits) * q.global_scale;
+      for (int r = g * group; r < (g + 1) * group; ++r) {
+        const std::uint8_t code = f32_to_e2m1(scale > 0.0F ? w[at(r, c, out)] / scale : 0.0F);
+        q.codes[at(r / 2, c, out)] |= static_cast<std::uint8_t>(code << (4 * (r % 2)));
+      }
+    }
+  }
+  return q;
+}
+
+void dequantize_nvfp4(const Nvfp4Groups& q, DType dtype, std::span<float> w) {
+  assert(w.size() == static_cast<std::size_t>(q.in) * static_cast<std::size_t>(q.out));
+  for (int r = 0; r < q.in; ++r) {
+    const int g = r / q.group;
+    for (int c = 0; c < q.out; ++c) {
+      const float scale = e4m3_to_f32(q.scales[at(g, c, q.out)]) * q.global_scale;
+      w[at(r, c, q.out)] =
+          round_to(dtype, e2m1_to_f32(static_cast<std::uint8_t>(q.code(r, c))) * scale);
     }
   }
 }

@@ -1,7 +1,7 @@
 // 4-bit weight formats as checkpoints store them, decoded when the weights are loaded (W4A16:
 // the GEMMs then run at the model's dtype): int4 groups with 16-bit scales (GPTQ symmetric,
-// AWQ with zero points) and MXFP4 (OCP Microscaling: e2m1 values, one e8m0 scale per 32
-// inputs; gpt-oss).
+// AWQ with zero points), MXFP4 (OCP Microscaling: e2m1 values, one e8m0 scale per 32 inputs;
+// gpt-oss) and NVFP4 (e2m1 values, one e4m3 scale per 16 inputs and an fp32 scale per tensor).
 //
 // Every weight here is an [in × out] matrix stored input-major (row r holds input r of every
 // output column), as the kernels keep gate, up and down; a group is `group` consecutive inputs
@@ -75,5 +75,28 @@ Mxfp4Groups quantize_mxfp4(std::span<const float> w, int in, int out, int group)
 
 /// The weight a W4A16 kernel computes with: e2m1 · 2^exp rounded to `dtype`, [in][out].
 void dequantize_mxfp4(const Mxfp4Groups& q, DType dtype, std::span<float> w);
+
+/// An NVFP4 weight (NVIDIA's two-level FP4, as ModelOpt quantizes checkpoints): value =
+/// e2m1(code) · e4m3(block scale) · global scale, one block scale per group of 16 inputs.
+struct Nvfp4Groups {
+  int in = 0;
+  int out = 0;
+  int group = 0;
+  float global_scale = 0.0F;         ///< weight_scale_2: the tensor's amax / (6 · 448), fp32
+  std::vector<std::uint8_t> codes;   ///< [in / 2][out], the nibble order of Mxfp4Groups
+  std::vector<std::uint8_t> scales;  ///< [in / group][out] e4m3 bits (weight_scale)
+
+  /// The e2m1 code of input r, column c.
+  int code(int r, int c) const;
+};
+
+/// Quantizes `w` ([in][out]) to NVFP4 in groups of `group` inputs, as NVIDIA ModelOpt's
+/// NVFP4QTensor does: global scale g = tensor_amax / (6 · 448) (`tensor_amax` given, so that a
+/// tp-slice or fused gate/up share one; 1 when zero); each group's scale e4m3(amax / 6 / g)
+/// (1 for an all-zero group; saturating at 448); each value e2m1(v / (scale · g)).
+Nvfp4Groups quantize_nvfp4(std::span<const float> w, int in, int out, int group, float tensor_amax);
+
+/// The weight a W4A16 kernel computes with: e2m1 · e4m3(scale) · g rounded to `dtype`.
+void dequantize_nvfp4(const Nvfp4Groups& q, DType dtype, std::span<float> w);
 
 }  // namespace moeplan::kernels

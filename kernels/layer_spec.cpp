@@ -38,9 +38,10 @@ void fill_block(const LayerSpec& s, std::uint32_t tensor, std::int64_t total_col
 float init_scale(int fan_in) { return std::sqrt(3.0F / static_cast<float>(fan_in)); }
 
 // Replaces the [rows][cols] part at column `c0` of `values` (row stride `ld`; rows are inputs)
-// by its 4-bit form decoded in the dtype: W4A16 int4 groups or MXFP4, `group` inputs each.
+// by its 4-bit form decoded in the dtype: W4A16 int4 groups, MXFP4 or NVFP4 (whose global scale
+// comes from `tensor_amax`), `group` inputs each.
 void four_bit_part(const LayerSpec& s, std::vector<float>& values, int ld, int c0, int rows,
-                   int cols) {
+                   int cols, float tensor_amax) {
   const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   std::vector<float> part(n);
   for (int r = 0; r < rows; ++r) {
@@ -52,6 +53,9 @@ void four_bit_part(const LayerSpec& s, std::vector<float>& values, int ld, int c
   }
   if (s.four_bit == WeightScheme::kMxfp4) {
     dequantize_mxfp4(quantize_mxfp4(part, rows, cols, s.four_bit_group), s.dtype, part);
+  } else if (s.four_bit == WeightScheme::kNvfp4) {
+    dequantize_nvfp4(quantize_nvfp4(part, rows, cols, s.four_bit_group, tensor_amax), s.dtype,
+                     part);
   } else {
     dequantize_int4_groups(
         quantize_int4_groups(part, rows, cols, s.four_bit_group, s.four_bit_zero_points), s.dtype,
@@ -65,11 +69,12 @@ void four_bit_part(const LayerSpec& s, std::vector<float>& values, int ld, int c
   }
 }
 
-// Whether a matrix's scales are taken over all of it (per tensor, or per output channel whose
-// inputs a tp-slice splits), so a slice is cut from the full expert rather than made alone.
+// Whether a matrix's scales are taken over all of it (per tensor — NVFP4's global scale too —
+// or per output channel whose inputs a tp-slice splits), so a slice is cut from the full
+// expert rather than made alone.
 bool whole_matrix_scales(const LayerSpec& s) {
   return s.fp8_scheme == WeightScheme::kFp8Channel || s.fp8_scheme == WeightScheme::kFp8Tensor ||
-         (s.fp8() && s.fp8_act.kind == Fp8Act::Kind::kStatic);
+         (s.fp8() && s.fp8_act.kind == Fp8Act::Kind::kStatic) || s.four_bit == WeightScheme::kNvfp4;
 }
 
 // Static activation scales of a whole expert (its fp8 form in f, its dequantized values in w):
@@ -216,10 +221,18 @@ ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t 
   }
   if (s.four_bit_weights() && w.width > 0) {
     // Groups run along each matrix's inputs: H for gate and up (every slice holds all of it),
-    // the width for down (a slice holds whole groups: weight_slice_violation).
-    four_bit_part(s, w.gate_up, 2 * w.width, 0, h, w.width);
-    four_bit_part(s, w.gate_up, 2 * w.width, w.width, h, w.width);
-    four_bit_part(s, w.down, h, 0, w.width, h);
+    // the width for down (a slice holds whole groups: weight_slice_violation). NVFP4's global
+    // scale is the whole matrix's; gate and up share one, as fused checkpoints store them
+    // (TensorRT-LLM and vLLM take one weight_scale_2 for w13).
+    const auto amax = [](const std::vector<float>& v) {
+      float a = 0.0F;
+      for (const float x : v) a = std::max(a, std::fabs(x));
+      return a;
+    };
+    const float gate_up_amax = amax(w.gate_up);
+    four_bit_part(s, w.gate_up, 2 * w.width, 0, h, w.width, gate_up_amax);
+    four_bit_part(s, w.gate_up, 2 * w.width, w.width, h, w.width, gate_up_amax);
+    four_bit_part(s, w.down, h, 0, w.width, h, amax(w.down));
   }
   return w;
 }
@@ -272,7 +285,8 @@ Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
   spec.four_bit_group = 0;
   spec.four_bit_zero_points = false;
   if (f.scheme == WeightScheme::kPlain) return Status::Ok();
-  if (f.scheme == WeightScheme::kW4A16 || f.scheme == WeightScheme::kMxfp4) {
+  if (f.scheme == WeightScheme::kW4A16 || f.scheme == WeightScheme::kMxfp4 ||
+      f.scheme == WeightScheme::kNvfp4) {
     if (f.group_size <= 0) {
       return input_error("weights", ": " + f.name() + " (" + f.describe() +
                                         ") has no CPU kernel; groups of a positive size run");
@@ -301,8 +315,8 @@ Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
                            f.scheme == WeightScheme::kFp8Tensor;
   if (!fp8_weights) {
     return input_error("weights",
-                       ": the CPU kernels run plain, fp8-block, fp8-channel, fp8-tensor, w4a16 "
-                       "and mxfp4 weights; " +
+                       ": the CPU kernels run plain, fp8-block, fp8-channel, fp8-tensor, w4a16, "
+                       "mxfp4 and nvfp4 weights; " +
                            f.name() + " (" + f.describe() + ") has no kernel yet");
   }
   Fp8Act act;
@@ -339,6 +353,22 @@ Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
   return Status::Ok();
 }
 
+WeightFormat kernel_run_format(const WeightFormat& f) {
+  if (f.scheme != WeightScheme::kNvfp4 || f.activations == ActivationScheme::kPlain) return f;
+  WeightFormat run = f;
+  run.activations = ActivationScheme::kPlain;
+  run.source +=
+      " (run as W4A16: the CPU kernels decode NVFP4 weights on load; fp4 activations "
+      "have no kernel)";
+  return run;
+}
+
+std::string kernel_run_note(const WeightFormat& run) {
+  if (run.scheme != WeightScheme::kNvfp4) return {};
+  return "nvfp4 runs as W4A16 here: weights decoded on load, GEMMs at the dtype (fp4 "
+         "activations have no CPU kernel)";
+}
+
 std::optional<std::string> weight_slice_violation(const LayerSpec& spec, int num_slices) {
   if (num_slices <= 1) return std::nullopt;
   for (const auto& [name, width] : {std::pair{"expert", spec.intermediate},
@@ -360,8 +390,11 @@ std::optional<std::string> weight_slice_violation(const LayerSpec& spec, int num
              " (frameworks refuse such a split; expected a multiple of " + std::to_string(b) + ")";
     }
     if (spec.four_bit_weights() && slice % spec.four_bit_group != 0) {
-      return std::string(spec.four_bit == WeightScheme::kMxfp4 ? "mxfp4" : "w4a16") +
-             " groups of " + std::to_string(spec.four_bit_group) + " inputs" + where +
+      const char* format = spec.four_bit == WeightScheme::kMxfp4   ? "mxfp4"
+                           : spec.four_bit == WeightScheme::kNvfp4 ? "nvfp4"
+                                                                   : "w4a16";
+      return std::string(format) + " groups of " + std::to_string(spec.four_bit_group) + " inputs" +
+             where +
              " (a group of the down projection would span two ranks; expected a multiple of " +
              std::to_string(spec.four_bit_group) + ")";
     }

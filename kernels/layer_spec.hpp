@@ -36,8 +36,9 @@ struct LayerSpec {
   int fp8_block_in = 0;
   Fp8Act fp8_act;
   /// 4-bit expert weights decoded on load (W4A16): kW4A16 (int4 groups of four_bit_group inputs,
-  /// fp16 scales, zero points when four_bit_zero_points) or kMxfp4 (e2m1, e8m0 scale per
-  /// four_bit_group inputs); kPlain otherwise. Each expert matrix is quantized to the format and
+  /// fp16 scales, zero points when four_bit_zero_points), kMxfp4 (e2m1, e8m0 scale per
+  /// four_bit_group inputs) or kNvfp4 (e2m1, e4m3 scale per four_bit_group inputs and an fp32
+  /// scale per matrix); kPlain otherwise. Each expert matrix is quantized to the format and
   /// the kernels (and the reference) compute with its decoded values in the dtype.
   WeightScheme four_bit = WeightScheme::kPlain;
   int four_bit_group = 0;
@@ -97,11 +98,19 @@ struct ExpertWeights {
 };
 
 /// Sets `spec`'s weight format from a model's: plain, fp8 with block, channel or tensor scales
-/// (fp8_*), or W4A16 / MXFP4 decoded on load (four_bit*). The other formats (NVFP4, int4 per
-/// channel, fp8 weights with unquantized activations) have no kernels yet: an error names the
-/// input "weights". So does a 4-bit group that does not divide the layer's widths (checkpoints
-/// have no partial groups).
+/// (fp8_*), or W4A16 / MXFP4 / NVFP4 decoded on load (four_bit*; NVFP4's activations then run
+/// at the dtype: kernel_run_format). The other formats (int4 per channel, fp8 weights with
+/// unquantized activations) have no kernels yet: an error names the input "weights". So does a
+/// 4-bit group that does not divide the layer's widths (checkpoints have no partial groups).
 Status apply_weight_format(LayerSpec& spec, const WeightFormat& format);
+
+/// The weight format the CPU kernels run for `f` — what verify, profile and validate report, run
+/// and predict: NVFP4 with its activations at the dtype (weights decoded on load, as GPUs
+/// without fp4 arithmetic run NVFP4 checkpoints: vLLM's Marlin W4A16 path); others unchanged.
+WeightFormat kernel_run_format(const WeightFormat& f);
+/// What a reader of the results must know about how the CPU kernels run `run` (a
+/// kernel_run_format result): a sentence for NVFP4, else empty.
+std::string kernel_run_note(const WeightFormat& run);
 
 /// Why a TP split into `num_slices` slices cannot run `spec`'s weight format (a slice boundary
 /// inside an fp8 block or a 4-bit group: the expert width / tp must be a multiple of it), or

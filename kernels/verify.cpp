@@ -20,6 +20,7 @@ Result<VerifyRequest> make_verify_request(const VerifyOptions& o, int world_size
   auto m = models::load_model(o.model);
   if (!m) return m.error();
   MOEPLAN_TRY_STATUS(models::apply_weights_choice(*m, o.weights));
+  m->weights = kernel_run_format(m->weights);
   req.model = *m;
   req.scale = o.scale;
   req.seed = o.seed;

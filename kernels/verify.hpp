@@ -53,8 +53,8 @@ struct VerifyOptions {
   int ranks_per_node = 0;  ///< group the ranks into nodes of this many (0: one node)
   int ll_max_tokens = 0;   ///< deepep_ll's buffer, tokens per rank (0: the largest rank's)
   /// Weight format (models::weight_format_names); empty: the model's own (DeepSeek-V3: its
-  /// fp8 128×128 blocks). The kernels run plain, fp8-block, fp8-channel, fp8-tensor, and w4a16
-  /// or mxfp4 decoded on load.
+  /// fp8 128×128 blocks). The kernels run plain, fp8-block, fp8-channel, fp8-tensor, and w4a16,
+  /// mxfp4 or nvfp4 decoded on load.
   std::string weights;
 };
 

@@ -54,6 +54,7 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   auto model = models::load_model(o.model);
   if (!model) return model.error();
   MOEPLAN_TRY_STATUS(models::apply_weights_choice(*model, o.weights));
+  model->weights = kernels::kernel_run_format(model->weights);
   SweepRequest sr;
   sr.scale = o.scale;
   sr.world_size = world_size;

@@ -66,6 +66,7 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   auto m = models::load_model(o.model);
   if (!m) return m.error();
   MOEPLAN_TRY_STATUS(models::apply_weights_choice(*m, o.weights));
+  m->weights = kernels::kernel_run_format(m->weights);
   r.model = *m;
   DType dtype = m->dtype;
   if (!o.dtype.empty()) {

@@ -97,7 +97,7 @@ void add_profile_command(CLI::App& app, Action& action) {
   cmd->add_option("--weights", o->weights,
                   "Expert weight format: the model's own by default (DeepSeek-V3: fp8-block, "
                   "whose expert GEMMs are measured as fp8 ones; so are fp8-channel's and "
-                  "fp8-tensor's); bf16/fp16, w4a16, mxfp4");
+                  "fp8-tensor's); bf16/fp16, w4a16, mxfp4, nvfp4 (decoded on load)");
   cmd->add_option("--ops", o->ops, "Comma-separated ops to measure (default: all)");
   cmd->add_option("--max-tokens", o->max_tokens,
                   "GEMM rows up to this (default 4096, --quick 512)");

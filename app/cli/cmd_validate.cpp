@@ -194,10 +194,11 @@ void add_validate_command(CLI::App& app, Action& action) {
                   "Comma-separated global token counts (each divisible by the rank count)")
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Storage dtype: fp32, fp16, bf16 (default: the model's)");
-  cmd->add_option("--weights", o->weights,
-                  "Expert weight format, run and predicted alike: the model's own by default; "
-                  "fp8-block, fp8-channel, fp8-tensor (from profile's fp8 GEMMs), bf16/fp16, w4a16 "
-                  "or mxfp4 (decoded on load)");
+  cmd->add_option(
+      "--weights", o->weights,
+      "Expert weight format, run and predicted alike: the model's own by default; "
+      "fp8-block, fp8-channel, fp8-tensor (from profile's fp8 GEMMs), bf16/fp16, w4a16, "
+      "mxfp4 or nvfp4 (decoded on load)");
   cmd->add_option("--scale", o->scale,
                   "Divide hidden and expert widths by S (counts and routing kept)")
       ->capture_default_str();

@@ -70,6 +70,9 @@ int print_rows(const kernels::VerifyRequest& req, const std::vector<kernels::Ver
   } else {
     std::printf("verify %s (scale 1/%d) on %d ranks (%s): sharded layer vs dense reference\n",
                 req.model.name.c_str(), req.scale, world_size, mode.c_str());
+    if (const std::string note = kernels::kernel_run_note(req.model.weights); !note.empty()) {
+      std::printf("note: %s\n", note.c_str());
+    }
     if (req.model.weights.quantized()) {
       std::printf("expert weights: %s; activations: %s\n", req.model.weights.describe().c_str(),
                   req.model.weights.describe_activations().c_str());
@@ -180,7 +183,8 @@ void add_verify_command(CLI::App& app, Action& action) {
   cmd->add_option("--weights", o->weights,
                   "Expert weight format: the model's own by default (DeepSeek-V3: fp8-block); "
                   "bf16/fp16 (plain), fp8-block, fp8-channel (per-token activations), fp8-tensor "
-                  "(static activation scales), and w4a16 or mxfp4 (4-bit, decoded on load) run");
+                  "(static activation scales), and w4a16, mxfp4 or nvfp4 (4-bit, decoded on load; "
+                  "nvfp4's activations at the dtype) run");
   cmd->add_option("--backend", o->backend,
                   "Compute backend: cpu, or cuda (in-process ranks share device 0; under mpirun "
                   "one GPU per process and NCCL)")

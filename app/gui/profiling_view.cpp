@@ -153,14 +153,14 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   weights_ = new QComboBox(box);
   weights_->addItem(tr("model's own"));
   for (const char* name :
-       {"bf16", "fp16", "fp8-block", "fp8-channel", "fp8-tensor", "w4a16", "mxfp4"}) {
+       {"bf16", "fp16", "fp8-block", "fp8-channel", "fp8-tensor", "w4a16", "mxfp4", "nvfp4"}) {
     weights_->addItem(QString::fromLatin1(name));
   }
   weights_->setToolTip(
       tr("--weights: the expert weight format profile measures and validate runs and predicts "
          "(the model's own by default: DeepSeek-V3's fp8 blocks); fp8-channel runs per-token "
-         "activations, fp8-tensor static activation scales; w4a16 and mxfp4 are decoded on "
-         "load"));
+         "activations, fp8-tensor static activation scales; w4a16, mxfp4 and nvfp4 are decoded "
+         "on load (nvfp4's activations then run at the dtype)"));
   ranks_ = new QSpinBox(box);
   ranks_->setRange(1, 64);
   ranks_->setValue(1);

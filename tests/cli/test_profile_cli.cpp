@@ -84,11 +84,10 @@ TEST_F(ProfileCli, ValidateAndPlanBadInput) {
                            db()),
                    "layout 3x1");
   expect_bad_input(run_cli("validate --statistic mean --costs " + db()), "--statistic");
-  // The weight format: 4-bit groups must divide the widths; a format with no kernel is named.
+  // The weight format: 4-bit groups must divide the widths.
   expect_bad_input(
-      run_cli("validate --model deepseek-v3 --scale 8 --weights nvfp4 --costs " + db()),
-      "--weights: the CPU kernels run plain, fp8-block, fp8-channel, fp8-tensor, w4a16 and mxfp4 "
-      "weights");
+      run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --weights nvfp4 --costs " + db()),
+      "--weights: nvfp4 groups of 16 inputs do not divide moe_intermediate_size = 88");
   expect_bad_input(
       run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --weights mxfp4 --costs " + db()),
       "do not divide moe_intermediate_size = 88");

@@ -52,9 +52,9 @@ TEST(CliVerify, Fp8BlockWeights) {
       "--dispatcher a2av");
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_NE(d.out.find("expert weights: fp8 e4m3, 128×128 blocks"), std::string::npos) << d.out;
-  expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights nvfp4 --scale 8"),
-                        "--weights: the CPU kernels run plain, fp8-block, fp8-channel, "
-                        "fp8-tensor, w4a16 and mxfp4 weights; nvfp4");
+  expect_one_line_error(run_cli("verify --model qwen1.5-moe-a2.7b --weights nvfp4 --scale 16"),
+                        "--weights: nvfp4 groups of 16 inputs do not divide "
+                        "moe_intermediate_size = 88");
   expect_one_line_error(run_cli("verify --model qwen2-57b-a14b --weights w4a16 --scale 8"),
                         "--weights: w4a16 groups of 128 inputs do not divide "
                         "hidden_size = 448");
@@ -93,6 +93,18 @@ TEST(CliVerify, FourBitWeightsDecodedOnLoad) {
   EXPECT_NE(w.out.find("expert weights: int4, groups of 128, 16-bit scales"), std::string::npos)
       << w.out;
   EXPECT_NE(w.out.find("\n2 passed, 0 failed"), std::string::npos) << w.out;
+  // NVFP4 (e4m3 scales per 16, an fp32 scale per matrix) on Qwen3-30B-A3B at 1/8: 1x2 runs
+  // (48 = 3 groups); run as W4A16, which the output says.
+  const auto n = run_cli(
+      "verify --model qwen3-30b-a3b --weights nvfp4 --scale 8 --ranks 2 --tokens 16 --dtype bf16 "
+      "--layouts 2x1,1x2 --dispatcher a2av,allgather");
+  ASSERT_EQ(n.exit_code, 0) << n.err;
+  EXPECT_NE(n.out.find("expert weights: nvfp4 (e2m1, e4m3 scale per 16, fp32 per tensor); "
+                       "activations: bf16"),
+            std::string::npos)
+      << n.out;
+  EXPECT_NE(n.out.find("note: nvfp4 runs as W4A16 here"), std::string::npos) << n.out;
+  EXPECT_NE(n.out.find("\n4 passed, 0 failed"), std::string::npos) << n.out;
 }
 
 TEST(CliVerify, Fp8ChannelAndTensorOnEveryDispatcher) {

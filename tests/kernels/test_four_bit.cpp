@@ -1,13 +1,15 @@
-// 4-bit weights: e2m1 rounding, MXFP4 and int4-group quantization on the grids checkpoints
-// store, their packing, and the layer's experts decoded on load.
+// 4-bit weights: e2m1 rounding, MXFP4, NVFP4 and int4-group quantization on the grids
+// checkpoints store, their packing, and the layer's experts decoded on load.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/dtype_convert.hpp"
 #include "kernels/four_bit.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/layer_spec.hpp"
 #include "models/registry.hpp"
 
@@ -139,6 +141,109 @@ bool on_mxfp4_grid(float v, int e) {
     if (x == g) return true;
   }
   return false;
+}
+
+// NVFP4 as ModelOpt quantizes it: global scale g = tensor amax / (6 · 448); per 16 inputs an
+// e4m3 scale of amax / 6 / g (1 for an all-zero group); values e2m1(v / (scale · g)).
+TEST(Nvfp4, TwoLevelScalesCodesAndPacking) {
+  // [32 × 2]: column 0 holds group 0 = {6, 3, −1.5, 0.25, 0 …} (amax 6) and an all-zero group 1;
+  // column 1 holds 6.5 then zeros in group 0 and −0.75 in group 1.
+  std::vector<float> w(32 * 2, 0.0F);
+  const auto set = [&](int r, int c, float v) { w[static_cast<std::size_t>(r * 2 + c)] = v; };
+  set(0, 0, 6.0F);
+  set(1, 0, 3.0F);
+  set(2, 0, -1.5F);
+  set(3, 0, 0.25F);  // a tie between 0 and 0.5: the even code, 0
+  set(0, 1, 6.5F);
+  set(16, 1, -0.75F);
+  // tensor amax 2688 = 6 · 448: g = 1 exactly.
+  const Nvfp4Groups q = quantize_nvfp4(w, 32, 2, 16, 2688.0F);
+  EXPECT_EQ(q.global_scale, 1.0F);
+  ASSERT_EQ(q.scales.size(), 4U);
+  EXPECT_EQ(q.scales[0], f32_to_e4m3(1.0F));  // 6 / 6
+  EXPECT_EQ(q.scales[2], f32_to_e4m3(1.0F));  // all zero: 1
+  // 6.5 / 6 = 1.083… rounds to e4m3 1.125; 6.5 / 1.125 = 5.78 → 6 (code 7).
+  EXPECT_EQ(e4m3_to_f32(q.scales[1]), 1.125F);
+  EXPECT_EQ(q.code(0, 1), 7);
+  // −0.75 / 6 = 0.125 exactly in e4m3; −0.75 / 0.125 = −6 → code 8 | 7.
+  EXPECT_EQ(e4m3_to_f32(q.scales[3]), 0.125F);
+  EXPECT_EQ(q.code(16, 1), 0xF);
+  EXPECT_EQ(q.code(0, 0), 7);    // 6
+  EXPECT_EQ(q.code(1, 0), 5);    // 3
+  EXPECT_EQ(q.code(2, 0), 0xB);  // −1.5
+  EXPECT_EQ(q.code(3, 0), 0);    // 0.25 → 0
+  // Packing: input 2i in the low nibble, 2i + 1 in the high one (byte [0][0] = 6, 3).
+  EXPECT_EQ(q.codes[0], 0x57);
+  std::vector<float> d(w.size());
+  dequantize_nvfp4(q, DType::kFp32, d);
+  EXPECT_EQ(d[0], 6.0F);
+  EXPECT_EQ(d[1], 6.0F * 1.125F);
+  EXPECT_EQ(d[static_cast<std::size_t>(16 * 2 + 1)], -0.75F);
+  EXPECT_EQ(d[static_cast<std::size_t>(3 * 2)], 0.0F);
+  // A global scale below 1 scales every block: amax 26.88 gives g = 0.01; the same values
+  // decode to the same multiples of 0.01 · e4m3(block / 0.01 / 6)·…
+  const Nvfp4Groups small = quantize_nvfp4(w, 32, 2, 16, 26.88F);
+  EXPECT_FLOAT_EQ(small.global_scale, 0.01F);
+  dequantize_nvfp4(small, DType::kFp32, d);
+  EXPECT_FLOAT_EQ(d[0], e2m1_to_f32(static_cast<std::uint8_t>(small.code(0, 0))) *
+                            e4m3_to_f32(small.scales[0]) * 0.01F);
+}
+
+// The layer's NVFP4 experts: every value on its group's grid, gate and up sharing one global
+// scale, and a tp-slice cut from the full expert (the global scale is the whole matrix's).
+TEST(FourBitLayer, Nvfp4ExpertsShareTheWholeMatrixsGlobalScale) {
+  auto m = models::load_model("qwen3-30b-a3b");
+  ASSERT_TRUE(m.ok());
+  auto spec = LayerSpec::from_model(*m, 8, DType::kBf16, 5);  // H 256, I 96
+  ASSERT_TRUE(spec.ok());
+  auto plain = *spec;
+  auto f = parse_weight_format("nvfp4", DType::kBf16);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(apply_weight_format(*spec, *f).ok());
+  EXPECT_EQ(spec->four_bit, WeightScheme::kNvfp4);
+  EXPECT_EQ(spec->four_bit_group, 16);
+  // The kernels run it as W4A16: activations at the dtype, and say so.
+  const WeightFormat run = kernel_run_format(*f);
+  EXPECT_EQ(run.activations, ActivationScheme::kPlain);
+  EXPECT_NE(kernel_run_note(run).find("runs as W4A16"), std::string::npos);
+  const int h = spec->hidden, width = spec->intermediate;
+  const ExpertWeights p = make_expert(plain, 4, 0, 1);
+  const ExpertWeights q = make_expert(*spec, 4, 0, 1);
+  // Re-quantize the plain gate/up with their shared amax: the layer's values are exactly those.
+  float amax = 0.0F;
+  for (const float v : p.gate_up) amax = std::max(amax, std::fabs(v));
+  std::vector<float> gate(static_cast<std::size_t>(h * width));
+  for (int r = 0; r < h; ++r) {
+    for (int c = 0; c < width; ++c) {
+      gate[static_cast<std::size_t>(r * width + c)] =
+          p.gate_up[static_cast<std::size_t>(r * 2 * width + c)];
+    }
+  }
+  std::vector<float> want(gate.size());
+  dequantize_nvfp4(quantize_nvfp4(gate, h, width, 16, amax), DType::kBf16, want);
+  for (int r = 0; r < h; ++r) {
+    for (int c = 0; c < width; ++c) {
+      ASSERT_EQ(q.gate_up[static_cast<std::size_t>(r * 2 * width + c)],
+                want[static_cast<std::size_t>(r * width + c)])
+          << r << "," << c;
+    }
+  }
+  // Slice 1 of 2 (48 wide: 3 groups of the down projection's inputs) is the full expert's.
+  EXPECT_FALSE(weight_slice_violation(*spec, 2).has_value());
+  EXPECT_TRUE(weight_slice_violation(*spec, 4).has_value());  // 24: not whole groups of 16
+  const ExpertWeights s = make_expert(*spec, 4, 1, 2);
+  for (int r = 0; r < s.width; ++r) {
+    for (int c = 0; c < h; ++c) {
+      ASSERT_EQ(s.down[static_cast<std::size_t>(r * h + c)],
+                q.down[static_cast<std::size_t>((48 + r) * h + c)]);
+    }
+  }
+  for (int r = 0; r < h; ++r) {
+    for (int c = 0; c < s.width; ++c) {
+      ASSERT_EQ(s.gate_up[static_cast<std::size_t>(r * 2 * s.width + s.width + c)],
+                q.gate_up[static_cast<std::size_t>(r * 2 * width + width + 48 + c)]);
+    }
+  }
 }
 
 TEST(FourBitLayer, ExpertsAreDecodedAlongTheirInputsAndSlicesMatch) {

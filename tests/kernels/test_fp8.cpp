@@ -383,12 +383,15 @@ TEST(Fp8Quant, UnsupportedFormatsAndSplitBlocksAreNamed) {
   auto spec = LayerSpec::from_model(*m, 8, DType::kBf16, 3);
   ASSERT_TRUE(spec.ok());
   {
-    auto f = parse_weight_format("nvfp4", DType::kBf16);
+    // int4 per output channel (a W4A16 without groups): no kernel.
+    auto f = parse_weight_format("w4a16", DType::kBf16);
     ASSERT_TRUE(f.ok());
+    f->group_size = 0;
     const Status st = apply_weight_format(*spec, *f);
     ASSERT_FALSE(st.ok());
     EXPECT_EQ(st.error().input, "weights");
-    EXPECT_NE(st.error().message.find("no kernel yet"), std::string::npos);
+    EXPECT_NE(st.error().message.find("has no CPU kernel"), std::string::npos)
+        << st.error().message;
   }
   {
     // fp8 weights whose GEMMs would take unquantized activations (W8A16): no kernel.

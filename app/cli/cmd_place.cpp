@@ -24,6 +24,7 @@ struct PlaceOptions {
   std::string trace;
   std::string synthetic;
   std::string model;
+  std::string weights;
   std::string policy = "best";
   std::string out;
   int gpus = 0;
@@ -49,8 +50,37 @@ std::string scores_text(const planner::StepScores& s) {
          format_fixed(s.p99_balancedness, 4);
 }
 
+/// What the placement's slots hold per GPU in the model's weight format: the routed experts'
+/// weights and scales (WeightFormat::matrix_bytes), per MoE layer and over the model's MoE
+/// layers; the redundant slots' share of it.
+struct SlotMemory {
+  std::string format;
+  std::string source;
+  int slots_per_gpu = 0;
+  double redundant_per_gpu = 0.0;  ///< redundant slots per GPU (may be fractional)
+  double bytes_per_expert = 0.0;
+  int moe_layers = 0;
+  double per_layer() const { return slots_per_gpu * bytes_per_expert; }
+  double total() const { return per_layer() * moe_layers; }
+  double redundant_total() const { return redundant_per_gpu * bytes_per_expert * moe_layers; }
+};
+
+SlotMemory slot_memory(const models::MoeModel& m, const planner::PlaceOutcome& out) {
+  SlotMemory s;
+  s.format = m.weights.name();
+  s.source = m.weights.source;
+  const int slots = out.placed.placement.num_slots;
+  const int gpus = out.config.num_gpus;
+  s.slots_per_gpu = slots / gpus;
+  s.redundant_per_gpu = static_cast<double>(slots - m.num_experts) / gpus;
+  s.bytes_per_expert = m.expert_weight_bytes(1);
+  s.moe_layers = m.num_moe_layers();
+  return s;
+}
+
 nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
-                          const planner::PlaceOutcome& out, const planner::PlacementFile& file) {
+                          const planner::PlaceOutcome& out, const planner::PlacementFile& file,
+                          const std::optional<SlotMemory>& memory) {
   nlohmann::json j = planner::placement_to_json(file);
   j.erase("format");
   j.erase("version");
@@ -69,6 +99,17 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
     j["sampled_steps"]["step_tokens"] = o.step_tokens;
     j["sampled_steps"]["routed_pairs"] = out.pairs_per_step;
   }
+  if (memory) {
+    j["expert_weights_per_gpu"] = {{"format", memory->format},
+                                   {"source", memory->source},
+                                   {"slots", memory->slots_per_gpu},
+                                   {"redundant_slots", memory->redundant_per_gpu},
+                                   {"bytes_per_expert", memory->bytes_per_expert},
+                                   {"bytes_per_moe_layer", memory->per_layer()},
+                                   {"moe_layers", memory->moe_layers},
+                                   {"bytes", memory->total()},
+                                   {"redundant_bytes", memory->redundant_total()}};
+  }
   if (out.spread) {
     j["trace"] = {{"nodes_per_token", out.spread->nodes_per_token},
                   {"gpus_per_token", out.spread->gpus_per_token},
@@ -78,7 +119,7 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
 }
 
 std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
-                       const planner::PlaceOutcome& out) {
+                       const planner::PlaceOutcome& out, const std::optional<SlotMemory>& memory) {
   const planner::PlacementConfig& config = out.config;
   const planner::ExpertLoad& fit = out.fit;
   const int num_slots = out.placed.placement.num_slots;
@@ -101,6 +142,16 @@ std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
   rows.emplace_back("balancedness", format_fixed(out.figures.balancedness, 4) + " (upper bound " +
                                         format_fixed(out.figures.upper_bound, 4) + ")");
   rows.emplace_back("imbalance", format_fixed(out.figures.imbalance, 4));
+  if (memory) {
+    rows.emplace_back("expert weights",
+                      std::to_string(memory->slots_per_gpu) + " slots per GPU × " +
+                          format_bytes(memory->bytes_per_expert) + " = " +
+                          format_bytes(memory->per_layer()) + " per MoE layer, " +
+                          format_gib(memory->total()) + " per GPU over " +
+                          std::to_string(memory->moe_layers) + " MoE layers (redundant slots " +
+                          format_gib(memory->redundant_total()) + "); " + memory->format +
+                          " from " + memory->source);
+  }
   if (out.held_out) {
     rows.emplace_back("held-out steps", std::to_string(out.held_out->num_steps) +
                                             " steps: " + scores_text(*out.held_out));
@@ -143,9 +194,16 @@ int run_place(const PlaceOptions& o) {
   request.policy = *policy;
 
   std::optional<models::MoeModel> model;
+  if (!o.weights.empty() && o.model.empty()) {
+    return report_error(input_error(
+        "weights", ": expected --model too (the bytes are that model's experts' in the format)"));
+  }
   if (!o.model.empty()) {
     auto m = models::load_model(o.model);
     if (!m) return report_error(m.error());
+    if (auto st = models::apply_weights_choice(*m, o.weights); !st) {
+      return report_error(st.error());
+    }
     model = std::move(*m);
   }
   const models::MoeModel* mp = model ? &*model : nullptr;
@@ -161,8 +219,10 @@ int run_place(const PlaceOptions& o) {
       return report_error(st.error());
     }
   }
-  const std::string text =
-      o.json ? place_json(o, *data, *outcome, file).dump(2) + "\n" : place_text(o, *data, *outcome);
+  std::optional<SlotMemory> memory;
+  if (model) memory = slot_memory(*model, *outcome);
+  const std::string text = o.json ? place_json(o, *data, *outcome, file, memory).dump(2) + "\n"
+                                  : place_text(o, *data, *outcome, memory);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
@@ -188,7 +248,10 @@ void add_place_command(CLI::App& app, Action& action) {
                   "groups % nodes == 0");
   cmd->add_option("--policy", o->policy, "contiguous | round_robin | eplb | best")
       ->capture_default_str();
-  cmd->add_option("--model", o->model, "Bundled model name or config.json (checks the load)");
+  cmd->add_option("--model", o->model,
+                  "Bundled model name or config.json (checks the load; reports the slots' expert "
+                  "weight bytes per GPU)");
+  cmd->add_option("--weights", o->weights, weights_flag_help() + " (needs --model)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_option("--out", o->out, "Write the placement file (JSON, atomically)");
   cmd->add_option("--eval-steps", o->eval_steps,

@@ -31,6 +31,40 @@ nlohmann::json run_json(const std::string& args) {
   return nlohmann::json::parse(r.out);
 }
 
+// With --model the slots' expert weights per GPU in the model's format (or --weights): DeepSeek's
+// published decode deployment, 288 slots on 144 GPUs — 2 per GPU of 3 fp8 [2048 × 7168]
+// matrices with their 16 × 56 fp32 block scales each, over 58 MoE layers.
+TEST(CliPlace, ExpertWeightBytesPerGpuInTheFormat) {
+  const double fp8_expert = 3.0 * (2048.0 * 7168.0 + 16.0 * 56.0 * 4.0);  // 44,050,944
+  const auto j =
+      run_json("place --synthetic uniform --model deepseek-v3 --gpus 144 --nodes 18 --slots 288");
+  const auto& m = j.at("expert_weights_per_gpu");
+  EXPECT_EQ(m.at("format"), "fp8-block");
+  EXPECT_EQ(m.at("slots"), 2);
+  EXPECT_DOUBLE_EQ(m.at("bytes_per_expert").get<double>(), fp8_expert);
+  EXPECT_EQ(m.at("moe_layers"), 58);
+  EXPECT_DOUBLE_EQ(m.at("bytes").get<double>(), 2.0 * fp8_expert * 58.0);
+  EXPECT_DOUBLE_EQ(m.at("redundant_bytes").get<double>(), 32.0 / 144.0 * fp8_expert * 58.0);
+  const auto b = run_json(
+      "place --synthetic uniform --model deepseek-v3 --gpus 144 --slots 288 --weights bf16");
+  EXPECT_DOUBLE_EQ(b.at("expert_weights_per_gpu").at("bytes_per_expert").get<double>(),
+                   3.0 * 2048.0 * 7168.0 * 2.0);
+  EXPECT_EQ(b.at("expert_weights_per_gpu").at("source"), "--weights bf16");
+  const auto text = run_cli("place --synthetic uniform --model deepseek-v3 --gpus 144 --slots 288");
+  EXPECT_NE(text.out.find("expert weights  2 slots per GPU × 42.01 MiB = 84.02 MiB per MoE "
+                          "layer, 4.76 GiB per GPU over 58 MoE layers"),
+            std::string::npos)
+      << text.out;
+  // Without a model there are no bytes; --weights alone is an error naming it.
+  EXPECT_FALSE(run_json("place --synthetic uniform:experts=64,layers=2 --gpus 8")
+                   .contains("expert_weights_per_gpu"));
+  expect_one_line_error(run_cli("place --synthetic uniform --gpus 8 --weights bf16"),
+                        "--weights: expected --model too");
+  expect_one_line_error(
+      run_cli("place --synthetic uniform --model deepseek-v3 --gpus 8 --weights fp7"),
+      "--weights: expected one of");
+}
+
 TEST(CliPlace, TextGolden) {
   const auto r = run_cli("place --load " + loads() +
                          "/olmoe_layers0_7_15_allenai.json --gpus 8 --slots 72 --policy eplb "

@@ -5,6 +5,7 @@
 #include <array>
 #include <cassert>
 #include <cmath>
+#include <utility>
 
 #include "kernels/dtype_convert.hpp"
 #include "kernels/fp8.hpp"
@@ -107,40 +108,61 @@ float e2m1_to_f32(std::uint8_t code) {
   return (code & 0x8U) != 0 ? -v : v;
 }
 
-int Mxfp4Groups::code(int r, int c) const {
+namespace {
+
+// The e2m1 code of input r, column c of [in / 2][out] packed bytes (input 2i in the low nibble,
+// 2i + 1 in the high one).
+int packed_code(const std::vector<std::uint8_t>& codes, int out, int r, int c) {
   const std::uint8_t byte = codes[at(r / 2, c, out)];
   return (r % 2 == 0) ? (byte & 0xf) : (byte >> 4);
 }
 
-Mxfp4Groups quantize_mxfp4(std::span<const float> w, int in, int out, int group) {
+// Quantizes w [in][out] to e2m1 in groups of `group` inputs of a column: `scale_of(amax)` gives
+// the group's stored scale byte and the value its inputs are divided by before rounding.
+template <class ScaleOf>
+void quantize_fp4_groups(std::span<const float> w, int in, int out, int group,
+                         std::vector<std::uint8_t>& codes, std::vector<std::uint8_t>& scales,
+                         ScaleOf scale_of) {
   assert(group > 0 && in % group == 0 && in % 2 == 0);
   assert(w.size() == static_cast<std::size_t>(in) * static_cast<std::size_t>(out));
-  Mxfp4Groups q;
-  q.in = in;
-  q.out = out;
-  q.group = group;
   const int groups = in / group;
-  q.codes.assign(static_cast<std::size_t>(in / 2) * static_cast<std::size_t>(out), 0);
-  q.scales.assign(static_cast<std::size_t>(groups) * static_cast<std::size_t>(out), 0);
+  codes.assign(static_cast<std::size_t>(in / 2) * static_cast<std::size_t>(out), 0);
+  scales.assign(static_cast<std::size_t>(groups) * static_cast<std::size_t>(out), 0);
   for (int g = 0; g < groups; ++g) {
     for (int c = 0; c < out; ++c) {
       float amax = 0.0F;
       for (int r = g * group; r < (g + 1) * group; ++r) {
         amax = std::max(amax, std::fabs(w[at(r, c, out)]));
       }
-      int e = -127;
-      if (amax > 0.0F) {
-        int ex = 0;
-        (void)std::frexp(amax, &ex);  // amax = m · 2^ex, m in [0.5, 1): floor(log2 amax) = ex − 1
-        e = std::clamp(ex - 1 - 2, -127, 127);
-      }
-      q.scales[at(g, c, out)] = static_cast<std::uint8_t>(e + 127);
+      const auto [scale_byte, divisor] = scale_of(amax);
+      scales[at(g, c, out)] = scale_byte;
       for (int r = g * group; r < (g + 1) * group; ++r) {
-        const std::uint8_t code = f32_to_e2m1(std::ldexp(w[at(r, c, out)], -e));
-        q.codes[at(r / 2, c, out)] |= static_cast<std::uint8_t>(code << (4 * (r % 2)));
+        const std::uint8_t code = f32_to_e2m1(divisor > 0.0F ? w[at(r, c, out)] / divisor : 0.0F);
+        codes[at(r / 2, c, out)] |= static_cast<std::uint8_t>(code << (4 * (r % 2)));
       }
     }
   }
+}
+
+}  // namespace
+
+int Mxfp4Groups::code(int r, int c) const { return packed_code(codes, out, r, c); }
+
+Mxfp4Groups quantize_mxfp4(std::span<const float> w, int in, int out, int group) {
+  Mxfp4Groups q;
+  q.in = in;
+  q.out = out;
+  q.group = group;
+  quantize_fp4_groups(w, in, out, group, q.codes, q.scales, [](float amax) {
+    int e = -127;
+    if (amax > 0.0F) {
+      int ex = 0;
+      (void)std::frexp(amax, &ex);  // amax = m · 2^ex, m in [0.5, 1): floor(log2 amax) = ex − 1
+      e = std::clamp(ex - 1 - 2, -127, 127);
+    }
+    // v / 2^e is exact (a power of two), as ldexp(v, −e) is.
+    return std::pair{static_cast<std::uint8_t>(e + 127), std::ldexp(1.0F, e)};
+  });
   return q;
 }
 
@@ -156,39 +178,21 @@ void dequantize_mxfp4(const Mxfp4Groups& q, DType dtype, std::span<float> w) {
   }
 }
 
-int Nvfp4Groups::code(int r, int c) const {
-  const std::uint8_t byte = codes[at(r / 2, c, out)];
-  return (r % 2 == 0) ? (byte & 0xf) : (byte >> 4);
-}
+int Nvfp4Groups::code(int r, int c) const { return packed_code(codes, out, r, c); }
 
 Nvfp4Groups quantize_nvfp4(std::span<const float> w, int in, int out, int group,
                            float tensor_amax) {
-  assert(group > 0 && in % group == 0 && in % 2 == 0);
-  assert(w.size() == static_cast<std::size_t>(in) * static_cast<std::size_t>(out));
   Nvfp4Groups q;
   q.in = in;
   q.out = out;
   q.group = group;
   q.global_scale = tensor_amax > 0.0F ? tensor_amax / (6.0F * kE4m3Max) : 1.0F;
-  const int groups = in / group;
-  q.codes.assign(static_cast<std::size_t>(in / 2) * static_cast<std::size_t>(out), 0);
-  q.scales.assign(static_cast<std::size_t>(groups) * static_cast<std::size_t>(out), 0);
-  for (int g = 0; g < groups; ++g) {
-    for (int c = 0; c < out; ++c) {
-      float amax = 0.0F;
-      for (int r = g * group; r < (g + 1) * group; ++r) {
-        amax = std::max(amax, std::fabs(w[at(r, c, out)]));
-      }
-      const float block = amax / 6.0F;
-      const std::uint8_t sbits = f32_to_e4m3(block > 0.0F ? block / q.global_scale : 1.0F);
-      q.scales[at(g, c, out)] = sbits;
-      const float scale = e4m3_to_f32(sbits) * q.global_scale;
-      for (int r = g * group; r < (g + 1) * group; ++r) {
-        const std::uint8_t code = f32_to_e2m1(scale > 0.0F ? w[at(r, c, out)] / scale : 0.0F);
-        q.codes[at(r / 2, c, out)] |= static_cast<std::uint8_t>(code << (4 * (r % 2)));
-      }
-    }
-  }
+  const float g = q.global_scale;
+  quantize_fp4_groups(w, in, out, group, q.codes, q.scales, [g](float amax) {
+    const float block = amax / 6.0F;
+    const std::uint8_t bits = f32_to_e4m3(block > 0.0F ? block / g : 1.0F);
+    return std::pair{bits, e4m3_to_f32(bits) * g};
+  });
   return q;
 }
 

@@ -251,7 +251,11 @@ void add_place_command(CLI::App& app, Action& action) {
   cmd->add_option("--model", o->model,
                   "Bundled model name or config.json (checks the load; reports the slots' expert "
                   "weight bytes per GPU)");
-  cmd->add_option("--weights", o->weights, weights_flag_help() + " (needs --model)");
+  std::string formats;
+  for (const auto& n : weight_format_names()) formats += (formats.empty() ? "" : "|") + n;
+  cmd->add_option("--weights", o->weights,
+                  "Weight format of the expert bytes reported: " + formats +
+                      " (default: the model's own; needs --model)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_option("--out", o->out, "Write the placement file (JSON, atomically)");
   cmd->add_option("--eval-steps", o->eval_steps,

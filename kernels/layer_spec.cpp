@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "kernels/dtype_convert.hpp"
 #include "kernels/four_bit.hpp"
 #include "kernels/fp8.hpp"
+#include "kernels/layer_ops.hpp"
 
 namespace moeplan::kernels {
 
@@ -88,23 +90,20 @@ void calibrate(const LayerSpec& s, const ExpertWeights& w, Fp8ExpertWeights& f) 
   fake_quantize_activations(x.data(), kCalibrationTokens, h, Fp8Act::fixed(f.input_scale));
   std::vector<float> act(static_cast<std::size_t>(kCalibrationTokens) *
                          static_cast<std::size_t>(width));
-  std::vector<double> gu(static_cast<std::size_t>(2 * width));
+  std::vector<float> gu(static_cast<std::size_t>(kCalibrationTokens) *
+                        static_cast<std::size_t>(2 * width));
   for (int t = 0; t < kCalibrationTokens; ++t) {
-    std::fill(gu.begin(), gu.end(), 0.0);
+    std::vector<double> sum(static_cast<std::size_t>(2 * width), 0.0);
     for (int k = 0; k < h; ++k) {
       const double xv = x[static_cast<std::size_t>(t) * static_cast<std::size_t>(h) +
                           static_cast<std::size_t>(k)];
       const float* row = w.gate_up.data() + static_cast<std::ptrdiff_t>(k) * 2 * width;
-      for (int c = 0; c < 2 * width; ++c) gu[static_cast<std::size_t>(c)] += xv * row[c];
+      for (int c = 0; c < 2 * width; ++c) sum[static_cast<std::size_t>(c)] += xv * row[c];
     }
-    for (int c = 0; c < width; ++c) {
-      const float g = round_to(s.dtype, static_cast<float>(gu[static_cast<std::size_t>(c)]));
-      const float u =
-          round_to(s.dtype, static_cast<float>(gu[static_cast<std::size_t>(width + c)]));
-      act[static_cast<std::size_t>(t) * static_cast<std::size_t>(width) +
-          static_cast<std::size_t>(c)] = round_to(s.dtype, g / (1.0F + std::exp(-g)) * u);
-    }
+    std::copy(sum.begin(), sum.end(),
+              gu.begin() + static_cast<std::ptrdiff_t>(t) * static_cast<std::ptrdiff_t>(2 * width));
   }
+  silu_mul_rows(gu.data(), kCalibrationTokens, width, s.dtype, act.data());
   f.mid_scale = calibrated_scale(act);
 }
 
@@ -197,16 +196,10 @@ ExpertWeights make_mlp(const LayerSpec& s, std::uint32_t gate_id, std::uint32_t 
     // [H][width] is stored [width][H]: block_in rows (its inputs) × block_out columns. Per
     // output channel: every input of one column; per tensor: the whole part.
     Fp8ExpertWeights f;
-    if (s.fp8_scheme == WeightScheme::kFp8Block) {
-      f.gate_up_block_rows = f.down_block_rows = s.fp8_block_in;
-      f.gate_up_block_cols = f.down_block_cols = s.fp8_block_out;
-    } else {
-      const bool channel = s.fp8_scheme == WeightScheme::kFp8Channel;
-      f.gate_up_block_rows = h;
-      f.gate_up_block_cols = channel ? 1 : w.width;
-      f.down_block_rows = w.width;
-      f.down_block_cols = channel ? 1 : h;
-    }
+    std::tie(f.gate_up_block_rows, f.gate_up_block_cols) =
+        fp8_part_blocks(s.fp8_scheme, s.fp8_block_in, s.fp8_block_out, h, w.width);
+    std::tie(f.down_block_rows, f.down_block_cols) =
+        fp8_part_blocks(s.fp8_scheme, s.fp8_block_in, s.fp8_block_out, w.width, h);
     f.act = s.fp8_act;
     f.gate_up.resize(w.gate_up.size());
     f.down.resize(w.down.size());
@@ -351,6 +344,15 @@ Status apply_weight_format(LayerSpec& spec, const WeightFormat& f) {
   }
   spec.fp8_act = act;
   return Status::Ok();
+}
+
+std::pair<int, int> fp8_part_blocks(WeightScheme scheme, int block_in, int block_out, int inputs,
+                                    int outputs) {
+  switch (scheme) {
+    case WeightScheme::kFp8Channel: return {inputs, 1};
+    case WeightScheme::kFp8Tensor: return {inputs, outputs};
+    default: return {block_in, block_out};
+  }
 }
 
 WeightFormat kernel_run_format(const WeightFormat& f) {

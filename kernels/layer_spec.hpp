@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/fp8.hpp"
@@ -103,6 +104,12 @@ struct ExpertWeights {
 /// unquantized activations) have no kernels yet: an error names the input "weights". So does a
 /// 4-bit group that does not divide the layer's widths (checkpoints have no partial groups).
 Status apply_weight_format(LayerSpec& spec, const WeightFormat& format);
+
+/// The [rows × cols] scale blocks of one fp8 weight stored [inputs][outputs] (as the kernels keep
+/// gate, up and down): the format's block_in × block_out blocks, every input of one output
+/// column (per channel), or the whole matrix (per tensor).
+std::pair<int, int> fp8_part_blocks(WeightScheme scheme, int block_in, int block_out, int inputs,
+                                    int outputs);
 
 /// The weight format the CPU kernels run for `f` — what verify, profile and validate report, run
 /// and predict: NVFP4 with its activations at the dtype (weights decoded on load, as GPUs

@@ -48,15 +48,9 @@ std::string fp8_kernel(const std::string& backend, Role r, const SweepSpec& s) {
          fp8_scales_text(s) + ")";
 }
 
-/// The [rows × cols] scale blocks of one stored part [k][part_cols] (inputs × outputs): the
-/// format's blocks (block_in × block_out), every input of one column (per channel), or the
-/// whole part (per tensor) — as kernels/layer_spec makes an expert's.
+/// The scale blocks of one stored part [k][part_cols], as kernels/layer_spec makes an expert's.
 std::pair<int, int> fp8_part_blocks(const SweepSpec& s, int k, int part_cols) {
-  switch (s.fp8_scheme) {
-    case WeightScheme::kFp8Channel: return {k, 1};
-    case WeightScheme::kFp8Tensor: return {k, part_cols};
-    default: return {s.fp8_block_in, s.fp8_block_out};
-  }
+  return kernels::fp8_part_blocks(s.fp8_scheme, s.fp8_block_in, s.fp8_block_out, k, part_cols);
 }
 
 /// An fp8 expert GEMM through the backend's gemm_fp8: a [m][k] (quantized by the op as the

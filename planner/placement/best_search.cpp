@@ -10,12 +10,16 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <span>
 
 namespace moeplan::planner {
 
 namespace {
 
 std::size_t uz(int v) { return static_cast<std::size_t>(v); }
+
+// Sampled steps, each a [num_experts] row of token counts.
+using Rows = std::span<const std::vector<double>>;
 
 // ---- best: local search ------------------------------------------------------------------
 
@@ -24,6 +28,7 @@ std::size_t uz(int v) { return static_cast<std::size_t>(v); }
 struct SampleSet {
   int num_samples = 0;
   std::vector<double> rows;                 // [E·S]: rows[e·S + s] = tokens of expert e in s
+  std::vector<double> frac;                 // [E·S]: rows / the expert's replica count
   std::vector<double> gpu;                  // [G·S]
   std::vector<double> mean;                 // [S] total / G
   std::array<std::vector<int>, 3> top;      // [3][S] GPU indices, descending (−1: none)
@@ -67,7 +72,7 @@ class LayerSearch {
   // Phase B/C: raise Σ_s mean_s / max_s over the samples (the expected per-step balancedness),
   // minus `lambda` times the split co-activated pairs, while no GPU's fitted load rises above
   // `fit_cap` (unless it falls).
-  void optimise_samples(const std::vector<std::vector<double>>& rows, int max_evals) {
+  void optimise_samples(Rows rows, int max_evals) {
     fit_cap_ = fitted_max() * (1.0 - kMargin);
     init_samples(rows);
     int evals = 0;
@@ -88,8 +93,7 @@ class LayerSearch {
   // Phase C (with a trace, global mode, several nodes): for slots in random order, the best
   // cross-node swap by balance gain − lambda · Δ(split co-activated pairs), while no GPU's
   // fitted load rises above `fit_cap` (EPLB's fitted maximum) unless it falls.
-  void optimise_locality(const std::vector<std::vector<double>>& rows,
-                         const std::vector<double>& pairs, double lambda, int max_evals,
+  void optimise_locality(Rows rows, const std::vector<double>& pairs, double lambda, int max_evals,
                          std::uint64_t seed, double fit_cap) {
     if (num_nodes_ < 2 || gpus_per_domain_ != num_gpus_) return;
     fit_cap_ = fit_cap * (1.0 - kMargin);
@@ -181,13 +185,17 @@ class LayerSearch {
 
   bool improve_by_swap(int g, double limit) {
     const int d = domain_of(g);
+    const int first = d * gpus_per_domain_ * spg_;
+    const int last = (d + 1) * gpus_per_domain_ * spg_;
+    slot_fit_.resize(uz(num_slots_));
+    for (int k = first; k < last; ++k) slot_fit_[uz(k)] = fit_slot(k);
     int best_i = -1, best_j = -1;
     double best_peak = limit;
     for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
-      const double li = fit_slot(i);
-      for (int j = d * gpus_per_domain_ * spg_; j < (d + 1) * gpus_per_domain_ * spg_; ++j) {
+      const double li = slot_fit_[uz(i)];
+      for (int j = first; j < last; ++j) {
         if (gpu_of(j) == g || slot_[uz(j)] == slot_[uz(i)]) continue;
-        const double delta = li - fit_slot(j);
+        const double delta = li - slot_fit_[uz(j)];
         if (delta <= 0.0) continue;
         const double peak = std::max(fit_[uz(g)] - delta, fit_[uz(gpu_of(j))] + delta);
         if (peak < best_peak) {
@@ -210,15 +218,34 @@ class LayerSearch {
     double best_peak = limit;
     trial_ = fit_;
     std::vector<double>& trial = trial_;
+    touched_.assign(uz(num_gpus_), 0);
     for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
       const int a = slot_[uz(i)];
       if (cnt_[uz(a)] < 2) continue;
       const double a_old = (*w_)[uz(a)] / cnt_[uz(a)];
       const double a_new = (*w_)[uz(a)] / (cnt_[uz(a)] - 1);
+      // A lower bound on the peak for every b with no replica on a GPU of a's: g's new load
+      // (with b_new added, below) and the rise of a's other replicas' GPUs, which only a b
+      // replica on them could offset. Such a b is skipped when the bound is no better.
+      std::fill(trial.begin(), trial.end(), 0.0);
+      for (const int s : where_[uz(a)]) {
+        touched_[uz(gpu_of(s))] = 1;
+        if (s != i) trial[uz(gpu_of(s))] += a_new - a_old;
+      }
+      double rise = 0.0;  // the largest load of a GPU of a's other replicas after the move
+      for (const int s : where_[uz(a)]) {
+        const int gs = gpu_of(s);
+        if (gs != g) rise = std::max(rise, fit_[uz(gs)] + trial[uz(gs)]);
+      }
+      const double g_without = fit_[uz(g)] - a_old + trial[uz(g)];
+      trial = fit_;
       for (int b = 0; b < num_experts_; ++b) {
         if (b == a || where_[uz(b)].empty() || domain_of(gpu_of(where_[uz(b)][0])) != d) continue;
         const double b_old = (*w_)[uz(b)] / cnt_[uz(b)];
         const double b_new = (*w_)[uz(b)] / (cnt_[uz(b)] + 1);
+        bool shares = false;
+        for (const int s : where_[uz(b)]) shares = shares || touched_[uz(gpu_of(s))] != 0;
+        if (!shares && std::max(rise, g_without + b_new) >= best_peak) continue;
         for (const int s : where_[uz(a)]) trial[uz(gpu_of(s))] += (s == i ? b_new : a_new) - a_old;
         for (const int s : where_[uz(b)]) trial[uz(gpu_of(s))] += b_new - b_old;
         double peak = 0.0;
@@ -234,6 +261,7 @@ class LayerSearch {
           best_b = b;
         }
       }
+      for (const int s : where_[uz(a)]) touched_[uz(gpu_of(s))] = 0;
     }
     if (best_i < 0) return false;
     slot_[uz(best_i)] = best_b;
@@ -241,7 +269,7 @@ class LayerSearch {
     return true;
   }
 
-  void init_samples(const std::vector<std::vector<double>>& rows) {
+  void init_samples(Rows rows) {
     const int n = static_cast<int>(rows.size());
     const auto S = uz(n);
     samples_.num_samples = n;
@@ -253,8 +281,16 @@ class LayerSearch {
     samples_.mean.assign(S, 0.0);
     for (auto& t : samples_.top) t.assign(S, -1);
     for (auto& t : samples_.topv) t.assign(S, 0.0);
+    // Each expert's tokens per replica in every sample (replica counts stay fixed while the
+    // samples are searched: swaps only).
+    samples_.frac.assign(uz(num_experts_) * S, 0.0);
+    for (std::size_t e = 0; e < uz(num_experts_); ++e) {
+      if (cnt_[e] == 0) continue;
+      const double c = cnt_[e];
+      for (std::size_t s = 0; s < S; ++s) samples_.frac[e * S + s] = samples_.rows[e * S + s] / c;
+    }
     for (int g = 0; g < num_gpus_; ++g) refresh_gpu(g);
-    for (int s = 0; s < n; ++s) refresh_stats(s);
+    refresh_stats();
   }
 
   // GPU g's load in every sample, its slots summed in slot order.
@@ -263,34 +299,50 @@ class LayerSearch {
     double* out = &samples_.gpu[uz(g) * S];
     std::fill(out, out + S, 0.0);
     for (int k = g * spg_; k < (g + 1) * spg_; ++k) {
-      const int e = slot_[uz(k)];
-      const double c = cnt_[uz(e)];
-      const double* row = &samples_.rows[uz(e) * S];
-      for (std::size_t s = 0; s < S; ++s) out[s] += row[s] / c;
+      const double* frac = &samples_.frac[uz(slot_[uz(k)]) * S];
+      for (std::size_t s = 0; s < S; ++s) out[s] += frac[s];
     }
   }
 
-  // Sample s's mean and three largest GPU loads.
-  void refresh_stats(int s) {
+  // Every sample's mean and three largest GPU loads (ties: the lower GPU index first), one
+  // pass per GPU over all samples so the compiler can vectorise it.
+  void refresh_stats() {
     const auto S = uz(samples_.size());
-    const auto su = uz(s);
-    double total = 0.0;
-    for (int g = 0; g < num_gpus_; ++g) total += samples_.gpu[uz(g) * S + su];
-    samples_.mean[su] = total / num_gpus_;
-    std::array<int, 3> top = {-1, -1, -1};
+    double* mean = samples_.mean.data();
+    int* t0 = samples_.top[0].data();
+    int* t1 = samples_.top[1].data();
+    int* t2 = samples_.top[2].data();
+    double* v0 = samples_.topv[0].data();
+    double* v1 = samples_.topv[1].data();
+    double* v2 = samples_.topv[2].data();
+    constexpr double kNone = -std::numeric_limits<double>::infinity();
+    for (std::size_t s = 0; s < S; ++s) {
+      mean[s] = 0.0;
+      t0[s] = t1[s] = t2[s] = -1;
+      v0[s] = v1[s] = v2[s] = kNone;
+    }
     for (int g = 0; g < num_gpus_; ++g) {
-      const double x = samples_.gpu[uz(g) * S + su];
-      for (int r = 0; r < 3; ++r) {
-        if (top[uz(r)] < 0 || x > samples_.gpu[uz(top[uz(r)]) * S + su]) {
-          for (int q = 2; q > r; --q) top[uz(q)] = top[uz(q - 1)];
-          top[uz(r)] = g;
-          break;
-        }
+      const double* x = &samples_.gpu[uz(g) * S];
+#pragma omp simd
+      for (std::size_t s = 0; s < S; ++s) {
+        const double v = x[s];
+        mean[s] += v;
+        const bool c0 = v > v0[s];
+        const bool c1 = v > v1[s];
+        const bool c2 = v > v2[s];
+        v2[s] = c1 ? v1[s] : (c2 ? v : v2[s]);
+        t2[s] = c1 ? t1[s] : (c2 ? g : t2[s]);
+        v1[s] = c0 ? v0[s] : (c1 ? v : v1[s]);
+        t1[s] = c0 ? t0[s] : (c1 ? g : t1[s]);
+        v0[s] = c0 ? v : v0[s];
+        t0[s] = c0 ? g : t0[s];
       }
     }
-    for (std::size_t r = 0; r < 3; ++r) {
-      samples_.top[r][su] = top[r];
-      samples_.topv[r][su] = top[r] < 0 ? 0.0 : samples_.gpu[uz(top[r]) * S + su];
+    const double inv_gpus = 1.0 / num_gpus_;
+    for (std::size_t s = 0; s < S; ++s) {
+      mean[s] *= inv_gpus;
+      if (t1[s] < 0) v1[s] = 0.0;
+      if (t2[s] < 0) v2[s] = 0.0;
     }
   }
 
@@ -359,26 +411,107 @@ class LayerSearch {
     return gain;
   }
 
-  // The swap of a slot on g1 with a slot of its domain that most raises the sampled balance.
+  // The swap of a slot on g1 with a slot of its domain that most raises the sampled balance:
+  // swap_gain(i, j, 0) for every pair, computed in bulk. For each sample, the largest load of a
+  // GPU other than g1 and g2 is the largest other than g1 (ex1, on GPU a1) unless a1 is g2, then
+  // the next (ex2); with it a pair's gain is one branch-free pass over the samples.
   bool sample_swap_from(int g1, int& evals) {
     const int d = domain_of(g1);
+    const int num_samples = samples_.size();
+    const auto S = uz(num_samples);
+    if (S == 0) return false;
+    ex1_.resize(S);
+    ex2_.resize(S);
+    a1_.resize(S);
+    other_.resize(S);
+    weight_.resize(S);
+    p1_.resize(S);
+    p2_.resize(S);
+    double base = 0.0;  // Σ_s mean_s / max_s over the samples with tokens
+    for (std::size_t s = 0; s < S; ++s) {
+      const int t0 = samples_.top[0][s];
+      const int t1 = samples_.top[1][s];
+      const double v0 = samples_.topv[0][s];
+      const double v1 = samples_.topv[1][s];
+      const double v2 = samples_.topv[2][s];
+      if (t0 == g1) {
+        ex1_[s] = v1;
+        a1_[s] = t1;
+        ex2_[s] = v2;
+      } else {
+        ex1_[s] = v0;
+        a1_[s] = t0;
+        ex2_[s] = t1 == g1 ? v2 : v1;
+      }
+      // A sample with no tokens scores 1 whatever the map: weight 0, any positive maximum.
+      const bool busy = v0 > 0.0;
+      weight_[s] = busy ? samples_.mean[s] : 0.0;
+      if (busy) base += samples_.mean[s] / v0;
+    }
+    slot_fit_.resize(uz(num_slots_));
+    for (int k = d * gpus_per_domain_ * spg_; k < (d + 1) * gpus_per_domain_ * spg_; ++k)
+      slot_fit_[uz(k)] = fit_slot(k);
+    const double* l1 = &samples_.gpu[uz(g1) * S];
     int best_i = -1, best_j = -1;
     double best_gain = kGainEps;
-    for (int i = g1 * spg_; i < (g1 + 1) * spg_; ++i) {
-      for (int j = d * gpus_per_domain_ * spg_; j < (d + 1) * gpus_per_domain_ * spg_; ++j) {
-        if (gpu_of(j) == g1) continue;
-        ++evals;
-        const double gain = swap_gain(i, j, 0.0);
-        if (gain > best_gain) {
-          best_gain = gain;
-          best_i = i;
-          best_j = j;
+    std::vector<int>& allowed = allowed_;
+    for (int g2 = d * gpus_per_domain_; g2 < (d + 1) * gpus_per_domain_; ++g2) {
+      if (g2 == g1) continue;
+      const double* l2 = &samples_.gpu[uz(g2) * S];
+      bool other_ready = false;
+      for (int i = g1 * spg_; i < (g1 + 1) * spg_; ++i) {
+        const int a = slot_[uz(i)];
+        // The fitted cap rules out most pairs: find the allowed ones before touching samples.
+        allowed.clear();
+        for (int j = g2 * spg_; j < (g2 + 1) * spg_; ++j) {
+          ++evals;
+          if (slot_[uz(j)] == a) continue;
+          const double dfit = slot_fit_[uz(i)] - slot_fit_[uz(j)];
+          if (fitted_allowed(g1, fit_[uz(g1)] - dfit) && fitted_allowed(g2, fit_[uz(g2)] + dfit))
+            allowed.push_back(j);
+        }
+        if (allowed.empty()) continue;
+        if (!other_ready) {
+          for (std::size_t s = 0; s < S; ++s) {
+            other_[s] = weight_[s] > 0.0 ? (a1_[s] == g2 ? ex2_[s] : ex1_[s]) : 1.0;
+          }
+          other_ready = true;
+        }
+        const double* fa = &samples_.frac[uz(a) * S];
+        for (std::size_t s = 0; s < S; ++s) {
+          p1_[s] = l1[s] - fa[s];
+          p2_[s] = l2[s] + fa[s];
+        }
+        for (const int j : allowed) {
+          const double gain =
+              (swap_sum(&samples_.frac[uz(slot_[uz(j)]) * S], S) - base) / num_samples;
+          if (gain > best_gain) {
+            best_gain = gain;
+            best_i = i;
+            best_j = j;
+          }
         }
       }
     }
     if (best_i < 0) return false;
     apply_swap(best_i, best_j);
     return true;
+  }
+
+  // Σ_s weight_s / max(p1_s + fb_s, p2_s − fb_s, other_s): the sampled balance after moving
+  // expert a (already in p1_, p2_) from g1 to g2 and expert b (fb) back.
+  double swap_sum(const double* fb, std::size_t S) const {
+    const double* p1 = p1_.data();
+    const double* p2 = p2_.data();
+    const double* other = other_.data();
+    const double* weight = weight_.data();
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (std::size_t s = 0; s < S; ++s) {
+      const double x = std::max(std::max(p1[s] + fb[s], p2[s] - fb[s]), other[s]);
+      acc += weight[s] / x;
+    }
+    return acc;
   }
 
   // Swaps slots i and j and updates what depends on them: the two GPUs' fitted and sampled
@@ -395,7 +528,7 @@ class LayerSearch {
     swap_slots(i, j);
     refresh_gpu(gpu_of(i));
     refresh_gpu(gpu_of(j));
-    for (int s = 0; s < samples_.size(); ++s) refresh_stats(s);
+    refresh_stats();
   }
 
   void init_pairs(const std::vector<double>& pairs) {
@@ -459,26 +592,34 @@ class LayerSearch {
   std::vector<int> node_cnt_;  // [E·nodes]
   std::vector<int> scratch_cnt_;
   std::vector<double> trial_;  // improve_by_replica's scratch loads
+  std::vector<char> touched_;  // improve_by_replica: GPUs holding the replaced expert
+  // sample_swap_from's per-sample scratch ([S] each).
+  std::vector<double> ex1_, ex2_, other_, weight_, p1_, p2_, slot_fit_;
+  std::vector<int> a1_, allowed_;
 };
 
 // Each sample's mean GPU load / max GPU load (1 for samples with no tokens).
-std::vector<double> sampled_balance(const std::vector<int>& map,
-                                    const std::vector<std::vector<double>>& rows, int num_gpus) {
+std::vector<double> sampled_balance(const std::vector<int>& map, Rows rows, int num_gpus) {
   std::vector<double> out;
   if (rows.empty()) return out;
-  std::vector<int> cnt(rows[0].size(), 0);
-  for (const int e : map) ++cnt[uz(e)];
+  std::vector<double> inv(rows[0].size(), 0.0);
+  for (const int e : map) inv[uz(e)] += 1.0;
+  for (double& x : inv) x = x > 0.0 ? 1.0 / x : 0.0;
   const std::size_t per_gpu = map.size() / uz(num_gpus);
   std::vector<double> gpu(uz(num_gpus));
+  out.reserve(rows.size());
   for (const auto& row : rows) {
-    std::fill(gpu.begin(), gpu.end(), 0.0);
     double total = 0.0;
-    for (std::size_t s = 0; s < map.size(); ++s) {
-      const auto e = uz(map[s]);
-      gpu[s / per_gpu] += row[e] / cnt[e];
-      total += row[e] / cnt[e];
+    for (std::size_t e = 0; e < row.size(); ++e) total += row[e];
+    double peak = 0.0;
+    for (std::size_t g = 0; g < uz(num_gpus); ++g) {
+      double sum = 0.0;
+      for (std::size_t s = g * per_gpu; s < (g + 1) * per_gpu; ++s) {
+        const auto e = uz(map[s]);
+        sum += row[e] * inv[e];
+      }
+      peak = std::max(peak, sum);
     }
-    const double peak = *std::max_element(gpu.begin(), gpu.end());
     out.push_back(peak > 0.0 ? total / num_gpus / peak : 1.0);
   }
   return out;
@@ -607,9 +748,9 @@ std::vector<int> best_layer_map(const std::vector<double>& counts, const std::ve
   const auto& all = best.samples.empty() ? std::vector<std::vector<double>>{} : best.samples[uz(l)];
   // The first half of the samples drives the search; the second half checks the result
   // against EPLB's map, so noise the search fitted does not decide.
-  const auto half = static_cast<std::ptrdiff_t>(all.size() / 2);
-  const std::vector<std::vector<double>> train(all.begin(), all.begin() + half);
-  const std::vector<std::vector<double>> check(all.begin() + half, all.end());
+  const std::size_t half = all.size() / 2;
+  const Rows train(all.data(), half);
+  const Rows check(all.data() + half, all.size() - half);
   if (!train.empty()) search.optimise_samples(train, best.max_evaluations_per_layer);
   std::vector<int> chosen = search.slots();
   if (!check.empty()) {
@@ -632,9 +773,10 @@ std::vector<int> best_layer_map(const std::vector<double>& counts, const std::ve
     // Locality is a trade: it may give back balance down to EPLB's fitted maximum.
     const std::vector<std::vector<double>> fitted_only{counts};
     LayerSearch local(counts, chosen, config.num_gpus, config.num_nodes, node_domains);
-    local.optimise_locality(train.empty() ? fitted_only : train, best.coactivation.pairs[uz(l)],
-                            best.locality_weight, best.max_evaluations_per_layer,
-                            static_cast<std::uint64_t>(l) + 1U, eplb_max);
+    local.optimise_locality(train.empty() ? Rows(fitted_only) : train,
+                            best.coactivation.pairs[uz(l)], best.locality_weight,
+                            best.max_evaluations_per_layer, static_cast<std::uint64_t>(l) + 1U,
+                            eplb_max);
     chosen = local.slots();
   }
   return chosen;

@@ -48,6 +48,8 @@ nlohmann::json model_to_json(const MoeModel& m) {
         {"score_correction_bias", r.has_score_correction_bias}}},
       {"attention", attention},
       {"vocab_size", m.vocab_size},
+      {"max_position_embeddings",
+       m.max_context > 0 ? json(m.max_context) : json(nullptr)},  // null: not in the config
       {"tie_word_embeddings", m.tie_word_embeddings},
       {"dtype", std::string(dtype_name(m.dtype))},
       {"weight_format", m.weights.to_json()},
@@ -58,6 +60,7 @@ nlohmann::json model_to_json(const MoeModel& m) {
         {"moe_layer_bytes", m.moe_layer_weight_bytes()},
         {"total_weight_bytes", m.total_weight_bytes()},
         {"moe_flops_per_token", m.moe_flops_per_token()},
+        {"kv_cache_bytes_per_token", m.num_hidden_layers * m.kv_cache_bytes_per_token(1)},
         {"routed_flops_per_token", m.routed_flops_per_token()},
         {"total_parameters", m.total_parameters()},
         {"active_parameters", m.active_parameters()}}},

@@ -37,6 +37,15 @@ std::vector<std::pair<std::string, std::string>> model_summary(const MoeModel& m
                  std::to_string(a.kv_lora_rank) + ")";
   }
   const std::string dt(dtype_name(m.dtype));
+  // KV cache per token over every layer, one rank without TP (the plan splits GQA heads by tp).
+  std::string kv =
+      format_bytes(m.num_hidden_layers * m.kv_cache_bytes_per_token(1)) + " per token over " +
+      std::to_string(m.num_hidden_layers) + " layers (" + dt +
+      (a.mla ? ", MLA latent " + std::to_string(a.kv_lora_rank) + " + rope " +
+                   std::to_string(a.qk_rope_head_dim) + ", whole on every TP rank)"
+             : ", K and V of " + std::to_string(a.num_kv_heads) + " heads, split over TP ranks)");
+  const std::string context =
+      m.max_context > 0 ? std::to_string(m.max_context) + " tokens" : "not given";
   const std::string wf =
       m.weights.quantized() ? m.weights.name() + ", scales included" : m.weights.name();
   return {
@@ -53,6 +62,8 @@ std::vector<std::pair<std::string, std::string>> model_summary(const MoeModel& m
       {"Dense MLP width", std::to_string(m.dense_intermediate_size)},
       {"Router", router},
       {"Attention", attention},
+      {"KV cache", kv},
+      {"Max context", context},
       {"Vocabulary", std::to_string(m.vocab_size)},
       {"dtype", dt},
       {"Weights", m.weights.describe() + " [" + m.weights.name() + ", " + m.weights.source + "]"},

@@ -263,6 +263,7 @@ Result<MoeModel> parse_model_config(const std::string& json_text, const std::str
   m.num_hidden_layers = static_cast<int>(v);
   MOEPLAN_ASSIGN(m.vocab_size, r.integer("vocab_size", 1, kMaxDim));
   MOEPLAN_ASSIGN(m.tie_word_embeddings, r.boolean_or("tie_word_embeddings", false));
+  MOEPLAN_ASSIGN(m.max_context, r.integer_or("max_position_embeddings", 0, 1, kMaxDim));
   std::string dtype;
   MOEPLAN_ASSIGN(dtype, r.string_or("torch_dtype", "bfloat16"));
   if (auto d = parse_dtype(dtype)) {
@@ -431,6 +432,19 @@ double MoeModel::linear_bytes(std::int64_t rows, std::int64_t cols, bool quantiz
 double MoeModel::expert_weight_bytes(int tp_size) const {
   const std::int64_t width = moe_intermediate_size / std::max(1, tp_size);
   return 2.0 * linear_bytes(width, hidden_size) + linear_bytes(hidden_size, width);
+}
+
+int MoeModel::kv_heads_per_rank(int tp_size) const {
+  if (attention.mla) return 0;
+  const int tp = std::max(1, tp_size);
+  return std::max(1, (attention.num_kv_heads + tp - 1) / tp);
+}
+
+double MoeModel::kv_cache_bytes_per_token(int tp_size) const {
+  const auto& a = attention;
+  const double b = dtype_bytes(dtype);
+  if (a.mla) return static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim) * b;
+  return 2.0 * kv_heads_per_rank(tp_size) * a.head_dim * b;
 }
 
 double MoeModel::attention_weight_bytes() const {

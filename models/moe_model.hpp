@@ -91,6 +91,8 @@ struct MoeModel {
   /// replaces `weights`: what a serving framework loads (exports compare the two).
   WeightFormat checkpoint_weights;
   int num_nextn_predict_layers = 0;  ///< DeepSeek-V3 MTP (not counted in parameters)
+  /// max_position_embeddings: the longest context the model takes (0: the config does not say).
+  std::int64_t max_context = 0;
 
   // ---- derived figures -------------------------------------------------------------------
   int num_moe_layers() const;
@@ -120,6 +122,15 @@ struct MoeModel {
   /// Bytes of one routed expert's slice on a rank of TP size `tp_size`: gate and up
   /// [I/tp × H], down [H × I/tp], with their scales.
   double expert_weight_bytes(int tp_size = 1) const;
+  /// KV-cache heads one rank of attention TP size `tp_size` holds per layer: the KV heads split
+  /// across the ranks, at least one (a rank replicates a head when tp exceeds the KV heads, as
+  /// vLLM and SGLang do); 0 for MLA.
+  int kv_heads_per_rank(int tp_size) const;
+  /// KV-cache bytes one token adds per layer on one rank of attention TP size `tp_size`, in
+  /// torch_dtype (the frameworks' default kv-cache dtype, "auto"): K and V of its heads for MHA
+  /// and GQA; MLA's compressed latent and rope key (kv_lora_rank + qk_rope_head_dim), which
+  /// every TP rank holds whole.
+  double kv_cache_bytes_per_token(int tp_size = 1) const;
   /// Bytes of one attention block: projections in the weight format (unless it keeps attention
   /// unquantized), norms and biases in torch_dtype.
   double attention_weight_bytes() const;

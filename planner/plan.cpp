@@ -23,15 +23,51 @@ bool same_time(const LayoutCost& a, const LayoutCost& b) {
          1e-9 * std::max(a.step_seconds, b.step_seconds);
 }
 
+/// "256 sequences of 4096 + 1024 tokens per TP group of 2" (decode) or "the step's prompts,
+/// 8192 tokens per TP group of 2" (prefill).
+std::string kv_batch_text(const Workload& w, int tp_size) {
+  const std::string group =
+      tp_size > 1 ? " per TP group of " + std::to_string(tp_size) : " per GPU";
+  const auto tokens = static_cast<std::int64_t>(w.tokens_per_gpu) * tp_size;
+  if (w.phase == Phase::kDecode) {
+    return std::to_string(tokens) + " sequences of " + std::to_string(w.isl) + " + " +
+           std::to_string(w.osl) + " tokens" + group;
+  }
+  const std::int64_t prompts = (tokens + w.isl - 1) / w.isl;
+  return "the step's " + std::to_string(prompts) + " prompt" + (prompts == 1 ? "" : "s") + " of " +
+         std::to_string(w.isl) + " tokens" + group;
+}
+
 std::vector<std::string> recommend_reasons(const Plan& plan) {
   std::vector<std::string> reasons;
   const auto& layouts = plan.layouts;
+  const Workload& w = plan.workload;
   if (plan.recommended < 0) {
-    double smallest = layouts.empty() ? 0.0 : layouts.front().memory.total();
-    for (const auto& l : layouts) smallest = std::min(smallest, l.memory.total());
-    reasons.push_back("no layout fits in the " + plan.device + "'s " +
-                      format_bytes(layouts.empty() ? 0.0 : layouts.front().memory_capacity) +
-                      " per GPU: the smallest needs " + format_bytes(smallest) +
+    const LayoutCost* smallest = layouts.empty() ? nullptr : &layouts.front();
+    for (const auto& l : layouts) {
+      if (l.memory.total() < smallest->memory.total()) smallest = &l;
+    }
+    if (smallest != nullptr && w.counts_kv() &&
+        smallest->memory.total() - smallest->memory.kv_cache <= smallest->memory_limit) {
+      // The weights fit; the batch's KV cache does not.
+      reasons.push_back(
+          "no layout holds the batch's KV cache in " + format_fixed(w.mem_fraction, 2) +
+          " of the " + plan.device + "'s " + format_bytes(smallest->memory_capacity) +
+          " per GPU (" + format_bytes(smallest->memory_limit) + "): the smallest, " +
+          smallest->layout.shape_name() + ", needs " + format_bytes(smallest->memory.total()) +
+          ", " + format_bytes(smallest->memory.kv_cache) + " of it KV cache for " +
+          kv_batch_text(w, smallest->layout.tp_size) + ", and holds at most " +
+          format_fixed(smallest->max_sequences_per_gpu, 1) + " sequences of " +
+          std::to_string(w.isl + w.osl) + " tokens per GPU; lower the batch ({tokens}), " +
+          "the context (--isl, --osl), raise --mem-fraction, or use more GPUs ({gpus})");
+      return reasons;
+    }
+    reasons.push_back("no layout fits in " +
+                      (w.counts_kv() ? format_fixed(w.mem_fraction, 2) + " of the " : "the ") +
+                      plan.device + "'s " +
+                      format_bytes(smallest == nullptr ? 0.0 : smallest->memory_capacity) +
+                      " per GPU: the smallest needs " +
+                      format_bytes(smallest == nullptr ? 0.0 : smallest->memory.total()) +
                       "; use more GPUs ({gpus}) or a larger cluster");
     return reasons;
   }
@@ -100,8 +136,18 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
                       " rows for " + format_fixed(best.useful_rows, 0) + " routed pairs (load " +
                       "imbalance " + format_fixed(best.imbalance, 2) + ")");
   }
-  reasons.push_back("memory " + format_bytes(best.memory.total()) + " of " +
-                    format_bytes(best.memory_capacity) + " per GPU");
+  if (w.counts_kv()) {
+    reasons.push_back(
+        "memory " + format_bytes(best.memory.total()) + " of " + format_bytes(best.memory_limit) +
+        " per GPU (" + format_fixed(w.mem_fraction, 2) + " of " +
+        format_bytes(best.memory_capacity) + "), " + format_bytes(best.memory.kv_cache) +
+        " of it KV cache for " + kv_batch_text(w, best.layout.tp_size) + "; room for " +
+        format_fixed(best.max_sequences_per_gpu, 1) + " sequences of " +
+        std::to_string(w.isl + w.osl) + " tokens per GPU");
+  } else {
+    reasons.push_back("memory " + format_bytes(best.memory.total()) + " of " +
+                      format_bytes(best.memory_capacity) + " per GPU");
+  }
   const auto cannot_run = std::count_if(layouts.begin(), layouts.end(), [](const LayoutCost& l) {
     return !l.infeasible_reason.empty();
   });
@@ -110,7 +156,8 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
   });
   if (infeasible > 0) {
     reasons.push_back(std::to_string(infeasible) + " of " + std::to_string(layouts.size()) +
-                      " legal layouts do not fit in memory");
+                      " legal layouts do not fit in memory" +
+                      (w.counts_kv() ? " (KV cache included)" : ""));
   }
   if (cannot_run > 0) {
     reasons.push_back(std::to_string(cannot_run) + " of " + std::to_string(layouts.size()) +
@@ -150,7 +197,7 @@ std::optional<Error> redundancy_over_memory(const Plan& plan, const models::MoeM
     if (per_rank <= 0 || !(c.memory.experts > 0.0)) continue;
     const double per_slot = c.memory.experts / per_rank;
     const auto fit_slots = static_cast<std::int64_t>(
-        std::floor((c.memory_capacity - (c.memory.total() - c.memory.experts)) / per_slot));
+        std::floor((c.memory_limit - (c.memory.total() - c.memory.experts)) / per_slot));
     const std::int64_t allowed = red.kind == Redundancy::Kind::kPerRank
                                      ? fit_slots - (model.num_experts + ep - 1) / ep
                                      : fit_slots * ep - model.num_experts;
@@ -171,7 +218,12 @@ std::optional<Error> redundancy_over_memory(const Plan& plan, const models::MoeM
           " slots per GPU) need " + format_bytes(roomiest->memory.total()) + " per GPU on " +
           roomiest->layout.shape_name() + " (" + format_bytes(roomiest->memory.experts) +
           " of it expert weights), more than the " + plan.device + "'s " +
-          format_bytes(roomiest->memory_capacity) + "; expected at most " + limit + " there");
+          format_bytes(roomiest->memory_limit) +
+          (roomiest->memory_limit < roomiest->memory_capacity
+               ? " (" + format_fixed(plan.workload.mem_fraction, 2) + " of " +
+                     format_bytes(roomiest->memory_capacity) + ")"
+               : std::string()) +
+          "; expected at most " + limit + " there");
 }
 
 PlannedLayout planned_from(const LayoutCost& c, int rank) {
@@ -357,6 +409,11 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
   j["attention_dp"] = plan.attention_dp;
   j["workload"] = {{"phase", phase_name(plan.workload.phase)},
                    {"tokens_per_gpu", plan.workload.tokens_per_gpu}};
+  if (plan.workload.counts_kv()) {
+    j["workload"]["isl"] = plan.workload.isl;
+    j["workload"]["osl"] = plan.workload.osl;
+    j["workload"]["mem_fraction"] = plan.workload.mem_fraction;
+  }
   j["cost_source"] = plan.cost_source;
   j["expert_load"] = plan.load_source;
   j["placement"] = plan.placement_policy;
@@ -391,6 +448,11 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
                        {"activations", c.memory.activations / kGiB},
                        {"total", c.memory.total() / kGiB},
                        {"capacity", c.memory_capacity / kGiB}};
+    if (plan.workload.counts_kv()) {
+      l["memory_gib"]["kv_cache"] = c.memory.kv_cache / kGiB;
+      l["memory_gib"]["limit"] = c.memory_limit / kGiB;
+      l["max_sequences_per_gpu"] = c.max_sequences_per_gpu;
+    }
     l["balance"] = {
         {"imbalance", c.imbalance}, {"expert_rows", c.expert_rows}, {"useful_rows", c.useful_rows}};
     if (!c.layers.empty()) {
@@ -585,6 +647,15 @@ Result<PlanSummary> parse_plan_json(const nlohmann::json& j, const std::string& 
   auto tokens = wr.integer("tokens_per_gpu", 1, 1 << 30);
   if (!tokens) return tokens.error();
   s.workload.tokens_per_gpu = static_cast<int>(*tokens);
+  auto isl = wr.integer_or("isl", 0, 1, 1 << 30);
+  if (!isl) return isl.error();
+  s.workload.isl = static_cast<int>(*isl);
+  auto osl = wr.integer_or("osl", 0, 0, 1 << 30);
+  if (!osl) return osl.error();
+  s.workload.osl = static_cast<int>(*osl);
+  auto fraction = wr.number_or("mem_fraction", kDefaultMemFraction, 1e-6, 1.0);
+  if (!fraction) return fraction.error();
+  s.workload.mem_fraction = *fraction;
   auto cost = r.string("cost_source");
   if (!cost) return cost.error();
   s.cost_source = *cost;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "models/units.hpp"
 #include "planner/placement/placement_file.hpp"
 
 namespace moeplan::planner {
@@ -110,6 +111,43 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
                                               std::to_string(*c.ll_max_tokens));
     }
     req.workload.ll_max_tokens_per_rank = *c.ll_max_tokens;
+  }
+  if (!c.isl && (c.osl || c.mem_fraction)) {
+    return input_error(c.osl ? "osl" : "mem-fraction",
+                       ": needs --isl (the KV cache is counted for a context of isl + osl "
+                       "tokens)");
+  }
+  if (c.isl) {
+    if (*c.isl <= 0) {
+      return input_error("isl", ": expected a positive number of input tokens per sequence, got " +
+                                    std::to_string(*c.isl));
+    }
+    const int osl = c.osl.value_or(0);
+    if (osl < 0 || (*phase == Phase::kDecode && osl == 0)) {
+      return input_error("osl", std::string(": expected ") +
+                                    (*phase == Phase::kDecode ? "a positive" : "a non-negative") +
+                                    " number of output tokens per sequence" +
+                                    (*phase == Phase::kDecode && !c.osl ? " for decode" : "") +
+                                    ", got " + std::to_string(osl));
+    }
+    const std::int64_t context = std::int64_t{*c.isl} + osl;
+    if (model.max_context > 0 && context > model.max_context) {
+      return input_error("isl", ": a context of " + std::to_string(*c.isl) + " + " +
+                                    std::to_string(osl) + " = " + std::to_string(context) +
+                                    " tokens exceeds the " + std::to_string(model.max_context) +
+                                    " of model '" + model.name + "' (max_position_embeddings in " +
+                                    model.source_path + "); lower --isl or --osl");
+    }
+    req.workload.isl = *c.isl;
+    req.workload.osl = osl;
+    if (c.mem_fraction) {
+      if (!(*c.mem_fraction > 0.0 && *c.mem_fraction <= 1.0)) {
+        return input_error("mem-fraction",
+                           ": expected a share of the GPU's memory in (0, 1], got " +
+                               format_fixed(*c.mem_fraction, 3));
+      }
+      req.workload.mem_fraction = *c.mem_fraction;
+    }
   }
   req.attention_dp = c.attention_dp;
   const Redundancy& red = c.redundancy;

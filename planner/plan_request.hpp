@@ -33,6 +33,10 @@ struct PlanChoices {
   Redundancy redundancy;             ///< for eplb and best; also decides which EP sizes are legal
   std::string tbo = "off";           ///< two-batch overlap: off, on or both
   std::optional<int> ll_max_tokens;  ///< deepep_ll's buffer (default 128 tokens per rank)
+  /// Input / output tokens per sequence: with isl the KV cache is counted (Workload::isl).
+  std::optional<int> isl;
+  std::optional<int> osl;
+  std::optional<double> mem_fraction;  ///< default kDefaultMemFraction; needs isl
 };
 
 /// Whether `placement` names a placement file (a path or a .json name) rather than a policy.
@@ -48,9 +52,10 @@ PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, Plac
 Result<Redundancy> parse_plan_redundancy(const std::string& text);
 
 /// The request for `choices` with `load` (no layers: uniform). Errors name the input (phase,
-/// tokens, gpus, dispatcher, tbo, ll-max-tokens, redundant, placement) and what it expects: a
-/// policy other than contiguous, or redundant slots, need a load (`load_given`); redundant slots
-/// need eplb or best; a placement file must fit the model and fixes the EP size and the slots.
+/// tokens, gpus, dispatcher, tbo, ll-max-tokens, isl, osl, mem-fraction, redundant, placement) and
+/// what it expects: a policy other than contiguous, or redundant slots, need a load (`load_given`);
+/// redundant slots need eplb or best; a placement file must fit the model and fixes the EP size and
+/// the slots.
 Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Cluster& cluster,
                                       const PlanChoices& choices, ExpertLoad load, bool load_given);
 

@@ -36,6 +36,12 @@ struct PlanOptions {
   std::string tbo = "off";
   int ll_max_tokens = 0;
   CLI::Option* ll_max_tokens_opt = nullptr;
+  int isl = 0;
+  CLI::Option* isl_opt = nullptr;
+  int osl = 0;
+  CLI::Option* osl_opt = nullptr;
+  double mem_fraction = 0.0;
+  CLI::Option* mem_fraction_opt = nullptr;
   int top = 10;
   CLI::Option* top_opt = nullptr;
   bool json = false;
@@ -78,9 +84,23 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
     out += "weights: " + plan.weights.describe() + " [" + plan.weights.name() + ", " +
            plan.weights.source + "]; activations: " + plan.weights.describe_activations() + "\n";
   }
-  out +=
-      "times in ms per MoE layer (router .. shared), step = all MoE layers; memory excludes "
-      "the KV cache\n\n";
+  const planner::Workload& w = plan.workload;
+  if (w.counts_kv()) {
+    out +=
+        "times in ms per MoE layer (router .. shared), step = all MoE layers; memory includes "
+        "the KV cache of " +
+        std::string(w.phase == planner::Phase::kDecode
+                        ? "the batch's sequences of " + std::to_string(w.isl) + " + " +
+                              std::to_string(w.osl) + " tokens"
+                        : "the step's prompts of " + std::to_string(w.isl) + " tokens") +
+        " and fits in " + format_fixed(w.mem_fraction, 2) +
+        " of the HBM; seqs/GPU = sequences of " + std::to_string(w.isl + w.osl) +
+        " tokens whose KV cache fits\n\n";
+  } else {
+    out +=
+        "times in ms per MoE layer (router .. shared), step = all MoE layers; memory excludes "
+        "the KV cache\n\n";
+  }
   Table t;
   t.add_column("#", Table::Align::kRight);
   t.add_column("layout");
@@ -93,6 +113,10 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
   // With redundant slots each EP size has its own: slots per layer (slots per GPU).
   const bool slots = !plan.redundancy.none();
   if (slots) t.add_column("slots (/GPU)", Table::Align::kRight);
+  if (w.counts_kv()) {
+    t.add_column("KV GiB", Table::Align::kRight);
+    t.add_column("seqs/GPU", Table::Align::kRight);
+  }
   t.add_column("fits");
   const std::size_t n =
       top > 0 ? std::min(plan.layouts.size(), static_cast<std::size_t>(top)) : plan.layouts.size();
@@ -118,6 +142,10 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
       row.push_back(std::to_string(c.num_slots) + " (" +
                     std::to_string(c.num_slots / c.layout.ep_size) + ")");
     }
+    if (w.counts_kv()) {
+      row.push_back(gib(c.memory.kv_cache));
+      row.push_back(format_fixed(c.max_sequences_per_gpu, 1));
+    }
     row.push_back(c.feasible ? "yes" : "no");
     t.add_row(row);
   }
@@ -138,7 +166,8 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
   } else {
     out += "recommended: none\n";
   }
-  for (const auto& r : plan.reasons) out += "  - " + r + "\n";
+  // Reasons may name inputs as "{gpus}": the flags here.
+  for (const auto& r : plan.reasons) out += "  - " + render_error(Error{r}, flag_of) + "\n";
   if (explain) {
     out += "\n";
     if (plan.excluded.empty()) {
@@ -290,6 +319,9 @@ int run_plan(const PlanOptions& o) {
   choices.dispatchers = o.dispatchers;
   choices.tbo = o.tbo;
   if (o.ll_max_tokens_opt->count() > 0) choices.ll_max_tokens = o.ll_max_tokens;
+  if (o.isl_opt->count() > 0) choices.isl = o.isl;
+  if (o.osl_opt->count() > 0) choices.osl = o.osl;
+  if (o.mem_fraction_opt->count() > 0) choices.mem_fraction = o.mem_fraction;
   choices.attention_dp = o.attention_dp;
   choices.placement = o.placement;
   auto redundancy = planner::parse_plan_redundancy(o.redundant);
@@ -420,6 +452,16 @@ void add_plan_command(CLI::App& app, Action& action) {
       "--ll-max-tokens", o->ll_max_tokens,
       "deepep_ll's buffer: most tokens one rank dispatches per step (default 128, SGLang's); "
       "more tokens make the layout infeasible");
+  o->isl_opt = cmd->add_option(
+      "--isl", o->isl,
+      "Input tokens per sequence: count the KV cache (decode: the batch's sequences of isl + osl "
+      "tokens; prefill: the step's prompts) and fit memory in --mem-fraction of the HBM");
+  o->osl_opt =
+      cmd->add_option("--osl", o->osl, "Output tokens per sequence (with --isl; decode needs it)");
+  o->mem_fraction_opt = cmd->add_option(
+      "--mem-fraction", o->mem_fraction,
+      "With --isl: share of each GPU's memory for weights, activations and KV cache (default "
+      "0.9, vLLM's gpu_memory_utilization)");
   o->top_opt = cmd->add_option(
       "--top", o->top, "Show the best K layouts (0: all; default 10 in the table, all in JSON)");
   cmd->add_flag("--json", o->json, "Print the plan as JSON (docs/PLAN_SCHEMA.md)");

@@ -235,7 +235,8 @@ void LayoutsView::onPlanFinished() {
   }
   rec += QStringLiteral("<ul style='margin-left:-20px'>");
   for (const auto& r : plan->reasons) {
-    rec += QStringLiteral("<li>%1</li>").arg(QString::fromStdString(r).toHtmlEscaped());
+    // Reasons may name inputs as "{gpus}": errorText renders them as the fields' labels.
+    rec += QStringLiteral("<li>%1</li>").arg(errorText(Error{r}).toHtmlEscaped());
   }
   rec += QStringLiteral("</ul>");
   recommendation_->setText(rec);

@@ -609,8 +609,27 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   mem.buffers = buffers;
   mem.activations = activations;
   out.memory_capacity = ctx.cluster.device().hbm_bytes;
+  out.memory_limit = out.memory_capacity;
+  const Workload& w = ctx.workload;
+  if (w.counts_kv()) {
+    // KV cache: each rank of a TP group holds its heads' share of every sequence of the group
+    // (MLA: the whole latent); a decode step's tp · tokens_per_gpu tokens are as many sequences.
+    out.memory_limit = w.mem_fraction * out.memory_capacity;
+    const double per_token = m.num_hidden_layers * m.kv_cache_bytes_per_token(layout.tp_size);
+    const double context = static_cast<double>(w.isl) + w.osl;
+    double kv_tokens = 0.0;
+    if (w.phase == Phase::kDecode) {
+      kv_tokens = d.group_tokens * context;
+    } else {
+      kv_tokens = std::ceil(d.group_tokens / w.isl) * w.isl;
+    }
+    mem.kv_cache = kv_tokens * per_token;
+    const double left = out.memory_limit - (mem.total() - mem.kv_cache);
+    out.max_sequences_per_gpu =
+        left > 0.0 ? std::floor(left / (context * per_token)) / layout.tp_size : 0.0;
+  }
   out.infeasible_reason = infeasible;
-  out.feasible = mem.total() <= out.memory_capacity && infeasible.empty();
+  out.feasible = mem.total() <= out.memory_limit && infeasible.empty();
   return out;
 }
 

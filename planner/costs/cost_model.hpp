@@ -30,6 +30,11 @@ inline constexpr int kDefaultDecodeBatchPerGpu = 128;
 /// (SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK = 128), also DeepEP's low-latency test.
 inline constexpr int kDefaultLlMaxTokensPerRank = 128;
 
+/// The share of a GPU's memory a serving framework takes for weights, activations and the KV
+/// cache unless told otherwise: vLLM's gpu_memory_utilization default (0.9); the rest is left to
+/// CUDA graphs, NCCL and the allocator.
+inline constexpr double kDefaultMemFraction = 0.9;
+
 /// Tokens per GPU per step: prefill tokens, or the decode batch (one new token per sequence).
 /// A TP group of tp GPUs shares its tp · tokens_per_gpu tokens (attention TP).
 struct Workload {
@@ -38,6 +43,15 @@ struct Workload {
   /// deepep_ll's fixed buffer: the most tokens one rank may dispatch per step (a layout whose
   /// micro-batch holds more is infeasible).
   int ll_max_tokens_per_rank = kDefaultLlMaxTokensPerRank;
+  /// Input and output tokens per sequence. isl > 0 counts the KV cache: decode holds
+  /// tp · tokens_per_gpu sequences of isl + osl tokens per TP group, prefill the KV of its
+  /// step's prompts (tp · tokens_per_gpu tokens, rounded up to whole prompts of isl); the
+  /// memory then has to fit in mem_fraction of the HBM. isl = 0: no KV cache is counted and the
+  /// weights, buffers and activations are compared with the whole HBM.
+  int isl = 0;
+  int osl = 0;
+  double mem_fraction = kDefaultMemFraction;
+  bool counts_kv() const { return isl > 0; }
 };
 
 /// One predicted time and the cost source that produced it.
@@ -63,14 +77,15 @@ struct LayerCost {
   }
 };
 
-/// Bytes per GPU. KV cache is not included (it depends on context length, not on the layout).
+/// Bytes per GPU. The KV cache is counted when the workload gives a context (Workload::isl).
 struct MemoryPerGpu {
   double experts = 0.0;      ///< routed expert slots (replicas included) of every MoE layer
   double shared = 0.0;       ///< shared experts and routers of every MoE layer
   double dense = 0.0;        ///< attention, dense MLP layers, norms, embeddings and head (/tp)
   double buffers = 0.0;      ///< dispatch/combine buffers of the dispatcher (padded for padded_a2a)
   double activations = 0.0;  ///< one layer's activations and expert intermediates
-  double total() const { return experts + shared + dense + buffers + activations; }
+  double kv_cache = 0.0;     ///< the workload's KV cache on this GPU (0 without a context)
+  double total() const { return experts + shared + dense + buffers + activations + kv_cache; }
 };
 
 struct LayoutCost {
@@ -80,7 +95,13 @@ struct LayoutCost {
   double tokens_per_s_per_gpu = 0.0;
   MemoryPerGpu memory;
   double memory_capacity = 0.0;  ///< device HBM bytes
-  bool feasible = true;          ///< memory.total() ≤ memory_capacity, and the reason below empty
+  /// Bytes the layout may use: mem_fraction × HBM with a context (Workload::isl), else the HBM.
+  double memory_limit = 0.0;
+  bool feasible = true;  ///< memory.total() ≤ memory_limit, and the reason below empty
+  /// With a context: the sequences of isl + osl tokens whose KV cache fits in what the weights,
+  /// buffers and activations leave of memory_limit, per GPU (a TP group's count / tp; 0 when
+  /// nothing is left).
+  double max_sequences_per_gpu = 0.0;
   /// Why the layout cannot run besides memory (deepep_ll: tokens past its buffer); "" otherwise.
   std::string infeasible_reason;
   double imbalance = 1.0;    ///< max / mean routed pairs per EP rank (mean over layers)

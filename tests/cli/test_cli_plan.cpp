@@ -27,6 +27,47 @@ TEST(CliPlan, DecodeExplainGolden) {
   expect_golden("plan_qwen1.5_decode_explain.txt", r.out);
 }
 
+// With --isl/--osl the KV cache is counted: DeepSeek-V3's MLA latent (512 + 64 bf16 elements per
+// token per layer, 61 layers) of 128 sequences of 4096 + 1024 tokens per GPU is 42.89 GiB on
+// ep16×tp1; on ep8×tp2 every TP rank holds the whole latent of its group's 256 sequences.
+TEST(CliPlan, KvCacheGolden) {
+  const auto r = run_cli(
+      "plan --model deepseek-v3 --cluster 2x-hgx-h200 --phase decode --tokens 128 --isl 4096 "
+      "--osl 1024 --top 6");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("memory includes the KV cache"), std::string::npos);
+  EXPECT_NE(r.out.find("42.89 GiB of it KV cache for 128 sequences of 4096 + 1024 tokens per GPU"),
+            std::string::npos);
+  expect_golden("plan_dsv3_decode_kv.txt", r.out);
+  // A batch whose KV cache fits nowhere: no recommendation, and what to change, with flags.
+  const auto none = run_cli(
+      "plan --model qwen3-30b-a3b --cluster 1x-hgx-h200 --phase decode --tokens 4096 --isl "
+      "32000 --osl 8000");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("recommended: none"), std::string::npos);
+  EXPECT_NE(none.out.find("no layout holds the batch's KV cache in 0.90 of the h200's"),
+            std::string::npos);
+  EXPECT_NE(none.out.find("lower the batch (--tokens), the context (--isl, --osl), raise "
+                          "--mem-fraction, or use more GPUs (--gpus)"),
+            std::string::npos);
+  // JSON carries the context and each layout's KV cache, limit and sequences.
+  const auto j = nlohmann::json::parse(
+      run_cli("plan --model qwen3-30b-a3b --cluster 1x-hgx-h200 --phase decode --tokens 64 "
+              "--isl 1024 --osl 256 --mem-fraction 0.8 --json")
+          .out);
+  EXPECT_EQ(j.at("workload").at("isl"), 1024);
+  EXPECT_EQ(j.at("workload").at("osl"), 256);
+  EXPECT_DOUBLE_EQ(j.at("workload").at("mem_fraction").get<double>(), 0.8);
+  for (const auto& l : j.at("layouts")) {
+    const auto& mem = l.at("memory_gib");
+    EXPECT_DOUBLE_EQ(mem.at("limit").get<double>(), 0.8 * mem.at("capacity").get<double>());
+    EXPECT_GT(mem.at("kv_cache").get<double>(), 0.0);
+    EXPECT_GT(l.at("max_sequences_per_gpu").get<double>(), 0.0);
+  }
+  // Without a context nothing about the KV cache is printed or written.
+  EXPECT_FALSE(nlohmann::json::parse(run_cli("plan --json").out).at("workload").contains("isl"));
+}
+
 TEST(CliPlan, LoadAndPlacement) {
   const auto r = run_cli(
       "plan --load powerlaw:alpha=1.2,shuffle=1 --placement eplb --redundant 1 --json --top 3");
@@ -179,6 +220,18 @@ TEST(CliPlan, BadInputIsOneLineAndExit2) {
                         "--ll-max-tokens: expected 1..65536 tokens per rank, got 0");
   expect_one_line_error(run_cli("plan --cluster /nonexistent/cluster.json"),
                         "/nonexistent/cluster.json: file not found");
+  expect_one_line_error(run_cli("plan --osl 100"), "--osl: needs --isl");
+  expect_one_line_error(run_cli("plan --phase decode --isl 100"),
+                        "--osl: expected a positive number of output tokens per sequence for "
+                        "decode, got 0");
+  expect_one_line_error(run_cli("plan --isl 0"),
+                        "--isl: expected a positive number of input tokens per sequence, got 0");
+  expect_one_line_error(run_cli("plan --model qwen3-30b-a3b --isl 40000 --osl 1000"),
+                        "--isl: a context of 40000 + 1000 = 41000 tokens exceeds the 40960 of "
+                        "model 'qwen3-30b-a3b' (max_position_embeddings in ");
+  expect_one_line_error(run_cli("plan --isl 100 --mem-fraction 0"),
+                        "--mem-fraction: expected a share of the GPU's memory in (0, 1], got "
+                        "0.000");
 }
 
 TEST(CliPlan, BadClusterFileNamesTheKey) {

@@ -171,6 +171,26 @@ TEST(BundledModels, Mixtral8x7B) {
   EXPECT_NEAR(static_cast<double>(m.active_parameters()) / 1e9, 12.9, 0.05);
 }
 
+// KV-cache bytes per token per layer per rank, bf16: GQA's K and V heads split over attention TP
+// (at least one per rank), MLA's latent + rope key whole on every rank; and the longest context.
+TEST(ModelConfig, KvCacheBytesPerToken) {
+  const auto q3 = load("qwen3-30b-a3b");  // 4 KV heads of 128
+  EXPECT_DOUBLE_EQ(q3.kv_cache_bytes_per_token(1), 2.0 * 4 * 128 * 2);
+  EXPECT_DOUBLE_EQ(q3.kv_cache_bytes_per_token(2), 2.0 * 2 * 128 * 2);
+  EXPECT_DOUBLE_EQ(q3.kv_cache_bytes_per_token(8), 2.0 * 1 * 128 * 2);  // a head replicated
+  EXPECT_EQ(q3.kv_heads_per_rank(8), 1);
+  EXPECT_EQ(q3.max_context, 40960);
+  const auto q2 = load("qwen2-57b-a14b");  // head_dim = 3584 / 28 = 128
+  EXPECT_DOUBLE_EQ(q2.kv_cache_bytes_per_token(1), 2.0 * 4 * 128 * 2);
+  const auto mx = load("mixtral-8x7b");  // 8 KV heads of 4096 / 32
+  EXPECT_DOUBLE_EQ(mx.kv_cache_bytes_per_token(4), 2.0 * 2 * 128 * 2);
+  const auto ds = load("deepseek-v3");  // kv_lora_rank 512 + qk_rope_head_dim 64
+  EXPECT_DOUBLE_EQ(ds.kv_cache_bytes_per_token(1), (512.0 + 64.0) * 2);
+  EXPECT_DOUBLE_EQ(ds.kv_cache_bytes_per_token(8), (512.0 + 64.0) * 2);
+  EXPECT_EQ(ds.kv_heads_per_rank(8), 0);
+  EXPECT_EQ(ds.max_context, 163840);
+}
+
 TEST(ModelConfig, QwenSparseStepAndMlpOnlyLayers) {
   const std::string cfg = R"({"architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 64,
     "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 4,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "models/registry.hpp"
 #include "planner/costs/cost_model.hpp"
@@ -172,6 +173,50 @@ TEST(CostModel, MemoryPerGpu) {
   const auto d = cost(ds, rc8, layout(8, 1, Dispatcher::kA2av), 4096, ExpertLoad::uniform(1, 256));
   EXPECT_FALSE(d.feasible);
   EXPECT_GT(d.memory.total(), d.memory_capacity);
+}
+
+// With a context the KV cache is memory: decode holds tp · batch sequences of isl + osl tokens
+// per TP group, prefill its step's prompts; the memory must then fit in mem_fraction of the HBM,
+// and what is left says how many sequences fit.
+TEST(CostModel, KvCacheCountedWithAContext) {
+  const auto f = load("qwen3-30b-a3b", "1x-hgx-h200");
+  const RooflineCosts rc(f.cluster);
+  const auto uniform = ExpertLoad::uniform(1, 128);
+  const auto at = [&](int ep, int tp, Phase phase, int tokens, int isl, int osl) {
+    Workload w{phase, tokens};
+    w.isl = isl;
+    w.osl = osl;
+    const CostContext ctx{f.model, f.cluster, rc, w, uniform, nullptr};
+    auto c = cost_layout(ctx, layout(ep, tp, Dispatcher::kA2av));
+    EXPECT_TRUE(c.ok());
+    return std::move(c).value();
+  };
+  const double per_token_tp1 = 48.0 * 2 * 4 * 128 * 2;  // 48 layers, 4 KV heads of 128, K and V
+  const auto none = at(8, 1, Phase::kDecode, 64, 0, 0);
+  EXPECT_EQ(none.memory.kv_cache, 0.0);
+  EXPECT_DOUBLE_EQ(none.memory_limit, none.memory_capacity);
+  const auto dec = at(8, 1, Phase::kDecode, 64, 1024, 256);
+  EXPECT_DOUBLE_EQ(dec.memory.kv_cache, 64.0 * (1024 + 256) * per_token_tp1);
+  EXPECT_DOUBLE_EQ(dec.memory_limit, kDefaultMemFraction * dec.memory_capacity);
+  EXPECT_DOUBLE_EQ(dec.memory.total() - dec.memory.kv_cache, none.memory.total());
+  EXPECT_DOUBLE_EQ(dec.max_sequences_per_gpu, std::floor((dec.memory_limit - none.memory.total()) /
+                                                         ((1024 + 256) * per_token_tp1)));
+  EXPECT_TRUE(dec.feasible);
+  // tp2: the group's 128 sequences, each rank with half the heads: the same bytes per GPU.
+  const auto tp2 = at(4, 2, Phase::kDecode, 64, 1024, 256);
+  EXPECT_DOUBLE_EQ(tp2.memory.kv_cache, dec.memory.kv_cache);
+  // Prefill: the step's 4096 tokens are two prompts of 2048 (whole prompts, rounded up: three
+  // of 1500).
+  EXPECT_DOUBLE_EQ(at(8, 1, Phase::kPrefill, 4096, 2048, 0).memory.kv_cache,
+                   4096.0 * per_token_tp1);
+  EXPECT_DOUBLE_EQ(at(8, 1, Phase::kPrefill, 4096, 1500, 0).memory.kv_cache,
+                   4500.0 * per_token_tp1);
+  // A batch whose KV cache exceeds what is left does not fit, and no sequence count is left.
+  const auto big = at(8, 1, Phase::kDecode, 4096, 32000, 8000);
+  EXPECT_FALSE(big.feasible);
+  EXPECT_TRUE(big.infeasible_reason.empty());  // memory, not the dispatcher
+  EXPECT_GT(big.memory.total(), big.memory_limit);
+  EXPECT_LT(big.max_sequences_per_gpu, 4096.0);
 }
 
 TEST(CostModel, ReplicatedHotExpertSplitsItsLoadAndCostsMemory) {

@@ -87,6 +87,27 @@ TEST(PlanRequest, ErrorsNameTheInput) {
   ch.placement = "contiguous";
   EXPECT_EQ(error_of(ch, true).input, "redundant");
   ch = {};
+  ch.osl = 10;
+  EXPECT_EQ(error_of(ch).input, "osl");
+  ch = {};
+  ch.mem_fraction = 0.5;
+  EXPECT_EQ(error_of(ch).input, "mem-fraction");
+  ch = {};
+  ch.isl = 1024;
+  ch.phase = "decode";
+  EXPECT_EQ(error_of(ch).input, "osl");  // decode needs output tokens
+  ch.osl = 131072;
+  EXPECT_EQ(error_of(ch).input, "isl");  // past max_position_embeddings (131072)
+  ch.osl = 1;
+  ch.mem_fraction = 1.01;
+  EXPECT_EQ(error_of(ch).input, "mem-fraction");
+  ch.mem_fraction = 1.0;
+  auto ok = make_plan_request(m, c, ch, {}, false);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->workload.isl, 1024);
+  EXPECT_EQ(ok->workload.osl, 1);
+  EXPECT_DOUBLE_EQ(ok->workload.mem_fraction, 1.0);
+  ch = {};
   ch.placement = "greedy";
   EXPECT_EQ(error_of(ch).input, "placement");
   ch = {};

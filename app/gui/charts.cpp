@@ -176,10 +176,13 @@ void MemoryChart::rebuild() {
   const int n = view_ == nullptr || plan == nullptr
                     ? 0
                     : std::min(view_->rowCount(), BreakdownChart::kMaxRows);
-  c->setTitle(tr("Memory per GPU, GiB (without KV cache) vs HBM capacity"));
+  const bool kv = plan != nullptr && plan->workload.counts_kv();
+  c->setTitle(kv ? tr("Memory per GPU, GiB (KV cache included) vs the usable HBM")
+                 : tr("Memory per GPU, GiB (without KV cache) vs HBM capacity"));
   if (n == 0) return;
   auto* series = new QStackedBarSeries();
-  const char* names[] = {"experts", "shared", "dense", "buffers", "activations"};
+  const char* names[] = {"experts", "shared", "dense", "buffers", "activations", "KV cache"};
+  const int parts = kv ? 6 : 5;
   QStringList categories;
   std::vector<const planner::LayoutCost*> rows;
   for (int r = 0; r < n; ++r) {
@@ -191,19 +194,22 @@ void MemoryChart::rebuild() {
         view_->index(r, PlanTableModel::kLayout).data(Qt::DisplayRole).toString());
   }
   double top = 0.0;
-  for (int p = 0; p < 5; ++p) {
+  for (int p = 0; p < parts; ++p) {
     auto* set = new QBarSet(QString::fromLatin1(names[p]));
     set->setColor(kPartColours[p]);
     set->setBorderColor(kPartColours[p]);
     for (const auto* lc : rows) {
       const auto& m = lc->memory;
-      const double v[] = {m.experts, m.shared, m.dense, m.buffers, m.activations};
+      const double v[] = {m.experts, m.shared, m.dense, m.buffers, m.activations, m.kv_cache};
       *set << v[p] / kGiB;
     }
     series->append(set);
   }
+  // The line: the HBM, or with a context the share of it the layouts may use.
+  const double limit =
+      rows.front()->memory_limit > 0.0 ? rows.front()->memory_limit : rows.front()->memory_capacity;
   for (const auto* lc : rows) {
-    top = std::max({top, lc->memory.total() / kGiB, lc->memory_capacity / kGiB});
+    top = std::max({top, lc->memory.total() / kGiB, limit / kGiB});
   }
   c->addSeries(series);
   auto* x = new QBarCategoryAxis();
@@ -226,13 +232,15 @@ void MemoryChart::rebuild() {
   series->attachAxis(y);
   // The capacity line over the same categories (a hidden value axis spans the bar slots).
   auto* cap = new QLineSeries();
-  cap->setName(tr("HBM %1").arg(formatGiB(rows.front()->memory_capacity)));
+  cap->setName(
+      kv ? tr("%1 of HBM: %2").arg(plan->workload.mem_fraction, 0, 'f', 2).arg(formatGiB(limit))
+         : tr("HBM %1").arg(formatGiB(rows.front()->memory_capacity)));
   QPen pen(QColor(0xb0, 0x00, 0x20));
   pen.setWidth(2);
   pen.setStyle(Qt::DashLine);
   cap->setPen(pen);
-  cap->append(-0.5, rows.front()->memory_capacity / kGiB);
-  cap->append(n - 0.5, rows.front()->memory_capacity / kGiB);
+  cap->append(-0.5, limit / kGiB);
+  cap->append(n - 0.5, limit / kGiB);
   c->addSeries(cap);
   auto* hidden = new QValueAxis();
   hidden->setRange(-0.5, n - 0.5);

@@ -209,7 +209,7 @@ void LayoutsView::onPlanFinished() {
   header_->setText(
       tr("<b>%1</b> on <b>%2</b>: %3 GPUs × %4, %5, %6 %7 per GPU, %8 MoE layers. Cost source: "
          "<b>%9</b>; expert load: %10; placement: %11. Times in ms per MoE layer; step = all MoE "
-         "layers; memory excludes the KV cache.")
+         "layers; %12")
           .arg(QString::fromStdString(plan->model), QString::fromStdString(plan->cluster))
           .arg(plan->num_gpus)
           .arg(QString::fromStdString(plan->device),
@@ -218,7 +218,14 @@ void LayoutsView::onPlanFinished() {
           .arg(plan->workload.phase == planner::Phase::kPrefill ? tr("tokens") : tr("sequences"))
           .arg(plan->num_moe_layers)
           .arg(QString::fromStdString(plan->cost_source), QString::fromStdString(plan->load_source),
-               QString::fromStdString(plan->placement_policy)));
+               QString::fromStdString(plan->placement_policy),
+               plan->workload.counts_kv()
+                   ? tr("memory includes the KV cache of a %1 + %2 token context and fits in "
+                        "%3 of the HBM.")
+                         .arg(plan->workload.isl)
+                         .arg(plan->workload.osl)
+                         .arg(plan->workload.mem_fraction, 0, 'f', 2)
+                   : tr("memory excludes the KV cache.")));
   QString rec;
   if (plan->recommended >= 0) {
     const auto& c = plan->layouts[static_cast<std::size_t>(plan->recommended)];

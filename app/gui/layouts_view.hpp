@@ -33,6 +33,9 @@ class LayoutsView : public QWidget {
   QComboBox* overlapChoice() const { return overlap_; }
   QLabel* errorLabel() const { return error_; }
   QLabel* recommendation() const { return recommendation_; }
+  /// The plan's inputs above the table (model, cluster, workload, cost source, what memory
+  /// counts).
+  QLabel* header() const { return header_; }
   /// Says that the selected layout is hidden by the filter (hidden otherwise).
   QLabel* hiddenNote() const { return hiddenNote_; }
   /// The header's warning that the cost DB does not describe the cluster (hidden otherwise).

@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -163,7 +164,16 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
     const QString policy = s.value(QStringLiteral("placement"), policy_->currentText()).toString();
     const int redundant = s.value(QStringLiteral("redundant"), 0).toInt();
     const int redundantKind = s.value(QStringLiteral("redundantKind"), 0).toInt();
+    const int isl = s.value(QStringLiteral("isl"), 0).toInt();
+    const int osl = s.value(QStringLiteral("osl"), 0).toInt();
+    const double fraction =
+        s.value(QStringLiteral("memFraction"), planner::kDefaultMemFraction).toDouble();
     restoring_ = true;
+    if (isl >= isl_->minimum() && isl <= isl_->maximum()) isl_->setValue(isl);
+    if (osl >= osl_->minimum() && osl <= osl_->maximum()) osl_->setValue(osl);
+    if (fraction >= memFraction_->minimum() && fraction <= memFraction_->maximum()) {
+      memFraction_->setValue(fraction);
+    }
     phase_->setCurrentIndex(decode ? 1 : 0);
     if (tokens >= tokens_->minimum() && tokens <= tokens_->maximum()) tokens_->setValue(tokens);
     if (policy_->findText(policy) >= 0) policy_->setCurrentIndex(policy_->findText(policy));
@@ -263,6 +273,37 @@ QWidget* MainWindow::buildModelView() {
   form->addRow(tr("Weight dt&ype:"), weights_);
   form->addRow(tr("Ph&ase:"), phase_);
   form->addRow(tr("Tok&ens per GPU:"), tokens_);
+  // The context, one row: input and output tokens per sequence and the memory fraction.
+  isl_ = new QSpinBox(box);
+  isl_->setRange(0, 1 << 24);
+  isl_->setSpecialValueText(tr("no KV cache"));
+  isl_->setSuffix(tr(" in"));
+  isl_->setKeyboardTracking(false);
+  isl_->setToolTip(
+      tr("Input tokens per sequence (moeplan plan --isl): counts each layout's KV "
+         "cache (decode: the batch's sequences of input + output tokens; prefill: "
+         "the step's prompts). 0: the KV cache is not counted."));
+  osl_ = new QSpinBox(box);
+  osl_->setRange(0, 1 << 24);
+  osl_->setSuffix(tr(" out"));
+  osl_->setKeyboardTracking(false);
+  osl_->setToolTip(tr("Output tokens per sequence (moeplan plan --osl; decode needs them)"));
+  memFraction_ = new QDoubleSpinBox(box);
+  memFraction_->setRange(0.05, 1.0);
+  memFraction_->setSingleStep(0.01);
+  memFraction_->setDecimals(2);
+  memFraction_->setValue(planner::kDefaultMemFraction);
+  memFraction_->setKeyboardTracking(false);
+  memFraction_->setToolTip(
+      tr("With a context: share of each GPU's memory for weights, activations and KV cache "
+         "(moeplan plan --mem-fraction; default 0.9, vLLM's gpu_memory_utilization)"));
+  auto* contextRow = new QHBoxLayout;
+  contextRow->addWidget(isl_, 1);
+  contextRow->addWidget(osl_, 1);
+  contextRow->addWidget(memFraction_);
+  auto* contextLabel = new QLabel(tr("Conte&xt:"), box);
+  contextLabel->setBuddy(isl_);
+  form->addRow(contextLabel, contextRow);
   auto* loadRow = new QHBoxLayout();
   loadSpec_ = new QLineEdit(QStringLiteral("uniform"), box);
   loadSpec_->setToolTip(
@@ -356,6 +397,9 @@ QWidget* MainWindow::buildModelView() {
     onWorkloadEdited();
   });
   connect(tokens_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  connect(isl_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  connect(osl_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  connect(memFraction_, &QDoubleSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
   connect(weights_, &QComboBox::currentIndexChanged, this, [this](int i) {
     const QString err = session_->setWeights(weights_->itemData(i).toString());
     errorLabel_->setText(err);
@@ -511,6 +555,9 @@ void MainWindow::onWorkloadEdited() {
     QSettings s;
     s.setValue(QStringLiteral("phase"), phase_->currentText());
     s.setValue(QStringLiteral("tokens"), tokens_->value());
+    s.setValue(QStringLiteral("isl"), isl_->value());
+    s.setValue(QStringLiteral("osl"), osl_->value());
+    s.setValue(QStringLiteral("memFraction"), memFraction_->value());
     s.setValue(QStringLiteral("placement"), policy_->currentText());
     s.setValue(QStringLiteral("redundant"), redundant_->value());
     s.setValue(QStringLiteral("redundantKind"), redundantKind_->currentIndex());
@@ -518,6 +565,9 @@ void MainWindow::onWorkloadEdited() {
   planner::Workload w;
   w.phase = phase_->currentIndex() == 0 ? planner::Phase::kPrefill : planner::Phase::kDecode;
   w.tokens_per_gpu = tokens_->value();
+  w.isl = isl_->value();
+  w.osl = osl_->value();
+  w.mem_fraction = memFraction_->value();
   session_->setWorkload(w);
   const auto policy = planner::parse_policy(policy_->currentText().toStdString());
   planner::Redundancy redundancy;

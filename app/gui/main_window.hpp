@@ -6,6 +6,7 @@
 #include <QString>
 
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -66,6 +67,11 @@ class MainWindow : public QMainWindow {
   QComboBox* modelCombo() const { return modelCombo_; }
   QComboBox* phaseCombo() const { return phase_; }
   QSpinBox* tokensSpin() const { return tokens_; }
+  /// The context (as moeplan plan --isl, --osl, --mem-fraction): input tokens 0 counts no KV
+  /// cache.
+  QSpinBox* islSpin() const { return isl_; }
+  QSpinBox* oslSpin() const { return osl_; }
+  QDoubleSpinBox* memFractionSpin() const { return memFraction_; }
   QLineEdit* loadEdit() const { return loadSpec_; }
   QComboBox* placementCombo() const { return policy_; }
   QSpinBox* redundantSpin() const { return redundant_; }
@@ -113,6 +119,9 @@ class MainWindow : public QMainWindow {
   QComboBox* phase_ = nullptr;
   QComboBox* weights_ = nullptr;
   QSpinBox* tokens_ = nullptr;
+  QSpinBox* isl_ = nullptr;
+  QSpinBox* osl_ = nullptr;
+  QDoubleSpinBox* memFraction_ = nullptr;
   QLineEdit* loadSpec_ = nullptr;
   QLabel* loadError_ = nullptr;
   QLabel* loadSummary_ = nullptr;

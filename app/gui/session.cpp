@@ -28,12 +28,15 @@ QString errorText(const Error& error) {
       {"gpus", "Nodes × GPUs per node"},
       {"layout", "Layout"},
       {"layouts", "Layouts"},
+      {"isl", "Context (input tokens)"},
       {"load", "Expert load"},
       {"max_bytes", "Max bytes"},
       {"max_seconds", "Max seconds"},
       {"max_tokens", "Max tokens"},
+      {"mem-fraction", "Context (memory fraction)"},
       {"model", "Model"},
       {"ops", "Ops"},
+      {"osl", "Context (output tokens)"},
       {"out", "Output"},
       {"phase", "Phase"},
       {"placement", "Placement"},
@@ -173,6 +176,11 @@ void Session::setWorkload(const planner::Workload& w) {
   workload_ = w;
   choices_.phase = planner::phase_name(w.phase);
   choices_.tokens_per_gpu = w.tokens_per_gpu;
+  // As moeplan plan: output tokens and the memory fraction only with input tokens.
+  const bool context = w.isl > 0;
+  choices_.isl = context ? std::optional<int>(w.isl) : std::nullopt;
+  choices_.osl = context ? std::optional<int>(w.osl) : std::nullopt;
+  choices_.mem_fraction = context ? std::optional<double>(w.mem_fraction) : std::nullopt;
   scheduleReplan();
 }
 

@@ -8,6 +8,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFontMetrics>
 #include <QGraphicsView>
 #include <QGuiApplication>
@@ -288,6 +289,46 @@ TEST(GuiStaleState, ALoadThatNoLongerFitsStopsThePlanAndSaysSo) {
   EXPECT_TRUE(w.loadErrorLabel()->text().contains(QStringLiteral("does not fit qwen2-57b-a14b")));
   EXPECT_TRUE(w.session()->plan() == nullptr) << "no plan with a load other than the one shown";
   EXPECT_TRUE(w.session()->planError().contains(QStringLiteral("No expert load")));
+}
+
+// The context row plans as moeplan plan --isl/--osl/--mem-fraction: each layout's KV cache in its
+// memory, the header and memory chart say so, and a bad context is one error naming the field.
+TEST(GuiWorkload, ContextCountsTheKvCache) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadModel(QStringLiteral("qwen3-30b-a3b")));
+  chooseByKeys(w.phaseCombo(), QStringLiteral("decode"));
+  w.waitForIdle();
+  ASSERT_TRUE(w.session()->plan() != nullptr);
+  EXPECT_FALSE(w.session()->plan()->workload.counts_kv());
+  EXPECT_TRUE(w.layoutsView()->header()->text().contains(QStringLiteral("excludes the KV cache")));
+  typeInto(w.islSpin(), QStringLiteral("1024"));
+  w.waitForIdle();
+  // Decode needs output tokens: the CLI's message, with the field's label.
+  EXPECT_TRUE(w.session()->plan() == nullptr);
+  EXPECT_TRUE(w.session()->planError().startsWith(QStringLiteral("Context (output tokens)")))
+      << w.session()->planError().toStdString();
+  typeInto(w.oslSpin(), QStringLiteral("256"));
+  typeInto(w.memFractionSpin(), QStringLiteral("0.80"));
+  w.waitForIdle();
+  const auto plan = w.session()->plan();
+  ASSERT_TRUE(plan != nullptr) << w.session()->planError().toStdString();
+  EXPECT_EQ(plan->workload.isl, 1024);
+  EXPECT_EQ(plan->workload.osl, 256);
+  EXPECT_DOUBLE_EQ(plan->workload.mem_fraction, 0.8);
+  for (const auto& l : plan->layouts) {
+    EXPECT_GT(l.memory.kv_cache, 0.0);
+    EXPECT_DOUBLE_EQ(l.memory_limit, 0.8 * l.memory_capacity);
+  }
+  EXPECT_TRUE(w.layoutsView()->header()->text().contains(
+      QStringLiteral("memory includes the KV cache of a 1024 + 256 token context")));
+  EXPECT_TRUE(w.layoutsView()->memoryChart()->chart()->title().contains(
+      QStringLiteral("KV cache included")));
+  // Input tokens back to 0: no KV cache counted, as before.
+  typeInto(w.islSpin(), QStringLiteral("0"));
+  w.waitForIdle();
+  ASSERT_TRUE(w.session()->plan() != nullptr);
+  EXPECT_FALSE(w.session()->plan()->workload.counts_kv());
 }
 
 TEST(GuiStaleState, FilteringKeepsTheSelectedLayout) {

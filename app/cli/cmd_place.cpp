@@ -8,11 +8,13 @@
 #include "app/cli/table.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
+#include "planner/costs/cost_setup.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/place_run.hpp"
 #include "planner/placement/placement.hpp"
 #include "planner/placement/placement_file.hpp"
 #include "planner/placement/placement_metrics.hpp"
+#include "planner/placement_time.hpp"
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
@@ -37,7 +39,25 @@ struct PlaceOptions {
   std::uint64_t seed = 0;
   double locality_weight = 0.25;
   bool json = false;
+  CLI::Option* nodes_opt = nullptr;
+  // Predicted MoE time on the unseen steps.
+  std::string cluster;
+  std::string costs;
+  std::string phase;       // "" = prefill
+  std::string dispatcher;  // "" = a2av
 };
+
+/// The layout and cost model the placement is timed on (with --cluster).
+struct TimeScoring {
+  planner::CostSetup setup;
+  planner::Layout layout;
+  planner::Workload workload;
+  std::size_t steps_scored = 0;
+  double mean_seconds = 0.0;
+};
+
+/// At most this many unseen steps are costed (each one costs every MoE layer).
+constexpr std::size_t kMaxTimedSteps = 256;
 
 nlohmann::json scores_json(const planner::StepScores& s) {
   return {{"steps", s.num_steps},
@@ -80,7 +100,7 @@ SlotMemory slot_memory(const models::MoeModel& m, const planner::PlaceOutcome& o
 
 nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
                           const planner::PlaceOutcome& out, const planner::PlacementFile& file,
-                          const std::optional<SlotMemory>& memory) {
+                          const std::optional<SlotMemory>& memory, const TimeScoring* timing) {
   nlohmann::json j = planner::placement_to_json(file);
   j.erase("format");
   j.erase("version");
@@ -110,6 +130,15 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
                                    {"bytes", memory->total()},
                                    {"redundant_bytes", memory->redundant_total()}};
   }
+  if (timing) {
+    j["predicted_moe_ms"] = {{"mean_per_step", timing->mean_seconds * 1e3},
+                             {"steps", timing->steps_scored},
+                             {"layout", timing->layout.full_name()},
+                             {"phase", planner::phase_name(timing->workload.phase)},
+                             {"tokens_per_gpu", timing->workload.tokens_per_gpu},
+                             {"cluster", timing->setup.cluster->name()},
+                             {"cost_source", timing->setup.costs().name()}};
+  }
   if (out.spread) {
     j["trace"] = {{"nodes_per_token", out.spread->nodes_per_token},
                   {"gpus_per_token", out.spread->gpus_per_token},
@@ -119,7 +148,8 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
 }
 
 std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
-                       const planner::PlaceOutcome& out, const std::optional<SlotMemory>& memory) {
+                       const planner::PlaceOutcome& out, const std::optional<SlotMemory>& memory,
+                       const TimeScoring* timing) {
   const planner::PlacementConfig& config = out.config;
   const planner::ExpertLoad& fit = out.fit;
   const int num_slots = out.placed.placement.num_slots;
@@ -160,6 +190,15 @@ std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
     rows.emplace_back("sampled steps", std::to_string(out.sampled->num_steps) + " steps of " +
                                            std::to_string(o.step_tokens) +
                                            " tokens: " + scores_text(*out.sampled));
+  }
+  if (timing) {
+    rows.emplace_back("predicted MoE time",
+                      format_fixed(timing->mean_seconds * 1e3, 3) + " ms per step, mean of " +
+                          std::to_string(timing->steps_scored) + " unseen steps (" +
+                          timing->layout.full_name() + " on " + timing->setup.cluster->name() +
+                          ", " + planner::phase_name(timing->workload.phase) + ", " +
+                          std::to_string(timing->workload.tokens_per_gpu) + " tokens per GPU; " +
+                          timing->setup.costs().name() + ")");
   }
   if (out.spread) {
     rows.emplace_back("trace spread", format_fixed(out.spread->nodes_per_token, 3) + " nodes, " +
@@ -211,8 +250,86 @@ int run_place(const PlaceOptions& o) {
               : !o.trace.empty() ? planner::read_trace_file(o.trace, mp)
                                  : profiler::synthetic_any(o.synthetic, mp);
   if (!data) return report_error(data.error());
+  // With a cluster: the layout the placement is timed on.
+  std::optional<TimeScoring> timing;
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"costs", &o.costs},
+                                    {"phase", &o.phase},
+                                    {"dispatcher", &o.dispatcher}}) {
+    if (!value->empty() && o.cluster.empty()) {
+      return report_error(input_error(flag, ": expected --cluster too (it times the placement)"));
+    }
+  }
+  if (!o.cluster.empty()) {
+    if (!model) return report_error(input_error("cluster", ": expected --model too"));
+    if (data->steps.size() < 2 && o.eval_steps <= 0) {
+      return report_error(
+          input_error("cluster",
+                      ": the predicted MoE time is scored on unseen steps: expected a load with "
+                      "steps ([steps][layers][experts]) or --eval-steps N"));
+    }
+    auto setup = planner::make_cost_setup(o.cluster, o.costs);
+    if (!setup) return report_error(setup.error());
+    TimeScoring t;
+    t.setup = std::move(*setup);
+    const planner::Cluster& cluster = *t.setup.cluster;
+    if (o.gpus > cluster.num_gpus()) {
+      return report_error(input_error("gpus", " " + std::to_string(o.gpus) + ": cluster '" +
+                                                  cluster.name() + "' has " +
+                                                  std::to_string(cluster.num_gpus()) + " GPUs"));
+    }
+    const int per_node = cluster.info().gpus_per_node;
+    if (o.nodes_opt->count() == 0) {
+      // The placement's nodes are the cluster's nodes its EP ranks occupy.
+      if (o.gpus > per_node && o.gpus % per_node != 0) {
+        return report_error(input_error(
+            "gpus", " " + std::to_string(o.gpus) + ": expected whole nodes of " +
+                        std::to_string(per_node) + " GPUs on cluster '" + cluster.name() + "'"));
+      }
+      request.num_nodes = o.gpus > per_node ? o.gpus / per_node : 1;
+    }
+    const std::string dispatcher_name = o.dispatcher.empty() ? "a2av" : o.dispatcher;
+    const auto dispatcher = planner::parse_dispatcher(dispatcher_name);
+    if (!dispatcher) {
+      return report_error(
+          input_error("dispatcher",
+                      ": expected padded_a2a, allgather, a2av, deepep_normal or deepep_ll, got '" +
+                          dispatcher_name + "'"));
+    }
+    const auto phase = planner::parse_phase(o.phase.empty() ? "prefill" : o.phase);
+    if (!phase) {
+      return report_error(
+          input_error("phase", ": expected prefill or decode, got '" + o.phase + "'"));
+    }
+    t.layout.num_gpus = o.gpus;
+    t.layout.ep_size = o.gpus;
+    t.layout.tp_size = 1;
+    t.layout.dispatcher = *dispatcher;
+    t.workload.phase = *phase;
+    t.workload.tokens_per_gpu = static_cast<int>(std::max<std::int64_t>(1, o.step_tokens / o.gpus));
+    timing = std::move(t);
+  }
   auto outcome = planner::run_placement(*data, request, mp);
   if (!outcome) return report_error(outcome.error());
+  if (timing) {
+    if (outcome->unseen_steps.empty()) {
+      return report_error(
+          input_error("cluster",
+                      ": the predicted MoE time is scored on unseen steps: expected held-out "
+                      "steps ({fit_steps} below the load's steps) or --eval-steps N"));
+    }
+    const std::size_t n = std::min(outcome->unseen_steps.size(), kMaxTimedSteps);
+    const planner::PlacementSteps steps(
+        outcome->unseen_steps.begin(),
+        outcome->unseen_steps.begin() + static_cast<std::ptrdiff_t>(n));
+    const planner::ExpertLoad none;
+    const planner::CostContext ctx{
+        *model, *timing->setup.cluster, timing->setup.costs(), timing->workload, none, nullptr};
+    auto mean = planner::mean_moe_seconds(ctx, timing->layout, outcome->placed.placement, steps,
+                                          data->load.source);
+    if (!mean) return report_error(mean.error());
+    timing->mean_seconds = *mean;
+    timing->steps_scored = n;
+  }
   planner::PlacementFile file{outcome->placed, outcome->config, data->layer_ids, data->load.source};
   if (!o.out.empty()) {
     if (auto st = planner::write_placement_file(o.out, file); !st.ok()) {
@@ -221,8 +338,9 @@ int run_place(const PlaceOptions& o) {
   }
   std::optional<SlotMemory> memory;
   if (model) memory = slot_memory(*model, *outcome);
-  const std::string text = o.json ? place_json(o, *data, *outcome, file, memory).dump(2) + "\n"
-                                  : place_text(o, *data, *outcome, memory);
+  const TimeScoring* tp = timing ? &*timing : nullptr;
+  const std::string text = o.json ? place_json(o, *data, *outcome, file, memory, tp).dump(2) + "\n"
+                                  : place_text(o, *data, *outcome, memory, tp);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
@@ -240,7 +358,9 @@ void add_place_command(CLI::App& app, Action& action) {
                   "Synthetic load: uniform | powerlaw:alpha=A | hot:n=N,share=S "
                   "[,layers=,experts=,tokens=,seed=,shuffle=1]");
   cmd->add_option("--gpus", o->gpus, "EP ranks (GPUs)");
-  cmd->add_option("--nodes", o->nodes, "Nodes (GPUs split evenly)")->capture_default_str();
+  o->nodes_opt = cmd->add_option("--nodes", o->nodes,
+                                 "Nodes (GPUs split evenly; default 1, or with --cluster the "
+                                 "cluster's nodes the GPUs fill)");
   cmd->add_option("--slots", o->slots, "Physical expert slots per layer (0: one per expert)")
       ->capture_default_str();
   cmd->add_option("--groups", o->groups,
@@ -269,6 +389,14 @@ void add_place_command(CLI::App& app, Action& action) {
   cmd->add_option("--locality-weight", o->locality_weight,
                   "best with a trace: balancedness traded per unit of split co-activated pairs")
       ->capture_default_str();
+  cmd->add_option("--cluster", o->cluster,
+                  "Time the placement on this cluster (needs --model): the cost model's "
+                  "predicted MoE time per step on the unseen steps (at most 256), ep = --gpus, "
+                  "tp 1, --step-tokens / --gpus tokens per GPU");
+  cmd->add_option("--costs", o->costs, "With --cluster: a cost database instead of the roofline");
+  cmd->add_option("--phase", o->phase, "With --cluster: prefill (default) or decode");
+  cmd->add_option("--dispatcher", o->dispatcher,
+                  "With --cluster: the layout's dispatcher (default a2av)");
   cmd->callback([&action, o] { action = [o] { return run_place(*o); }; });
 }
 

@@ -95,8 +95,8 @@ Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& r,
   out.figures = *figures;
 
   if (out.num_file_steps >= 2 && out.fit_steps < out.num_file_steps) {
-    auto s = score_steps(Steps(data.steps.begin() + out.fit_steps, data.steps.end()),
-                         out.placed.placement);
+    out.unseen_steps = Steps(data.steps.begin() + out.fit_steps, data.steps.end());
+    auto s = score_steps(out.unseen_steps, out.placed.placement);
     if (!s) return s.error();
     out.held_out = *s;
   }
@@ -107,6 +107,7 @@ Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& r,
     auto s = score_steps(steps, out.placed.placement);
     if (!s) return s.error();
     out.sampled = *s;
+    if (out.unseen_steps.empty()) out.unseen_steps = steps;
   }
   if (data.trace) {
     auto t = trace_figures(*data.trace, out.placed.placement, out.config.num_nodes);

@@ -45,6 +45,8 @@ struct PlaceOutcome {
   std::optional<StepScores> held_out;  ///< on the file's steps after fit_steps
   std::optional<StepScores> sampled;   ///< on eval_steps drawn steps (another seed than best's)
   std::optional<TraceFigures> spread;  ///< a trace's nodes and GPUs per token
+  /// The unseen steps the scores above used: the file's held-out steps, else the drawn ones.
+  std::vector<std::vector<std::vector<double>>> unseen_steps;
 };
 
 /// Fits and scores. `model` (optional) gives the expert groups and top-k.

@@ -148,6 +148,55 @@ TEST(CliPlace, OutWritesTheFileThePlannerReads) {
   EXPECT_EQ(f->result.placement.num_slots, 72);
 }
 
+// With --cluster a placement is timed by the cost model on the steps it did not see. On the
+// hot-expert load, contiguous (the four hot experts on one GPU, no replicas) is slower than
+// EPLB's replicated map; prefill costs more than decode; the JSON names what was timed.
+TEST(CliPlace, PredictedMoeTimeOnUnseenSteps) {
+  const std::string base = "place --load " + loads() +
+                           "/synthetic_hot4_qwen3_30b.csv --model qwen3-30b-a3b --gpus 16 "
+                           "--cluster 2x-hgx-h200 --eval-steps 16 --step-tokens 2048";
+  const auto eplb = run_json(base + " --slots 144 --policy eplb --phase decode");
+  const auto contiguous = run_json(base + " --policy contiguous --phase decode");
+  const auto prefill = run_json(base + " --slots 144 --policy eplb");
+  ASSERT_TRUE(eplb.contains("predicted_moe_ms"));
+  const auto& t = eplb.at("predicted_moe_ms");
+  EXPECT_EQ(t.at("steps"), 16);
+  EXPECT_EQ(t.at("layout"), "ep16×tp1 a2av tp_innermost");
+  EXPECT_EQ(t.at("phase"), "decode");
+  EXPECT_EQ(t.at("tokens_per_gpu"), 128);
+  EXPECT_EQ(t.at("cluster"), "2x-hgx-h200");
+  EXPECT_GT(t.at("mean_per_step").get<double>(), 0.0);
+  EXPECT_GT(contiguous.at("predicted_moe_ms").at("mean_per_step").get<double>(),
+            t.at("mean_per_step").get<double>());
+  EXPECT_EQ(prefill.at("predicted_moe_ms").at("phase"), "prefill");
+  // The text names the time, the steps and the cost source.
+  const auto text = run_cli(base + " --slots 144 --policy eplb --phase decode");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("ms per step, mean of 16 unseen steps (ep16×tp1 a2av tp_innermost on "
+                          "2x-hgx-h200, decode, 128 tokens per GPU; roofline"),
+            std::string::npos)
+      << text.out;
+  // Without --cluster nothing is timed.
+  EXPECT_FALSE(run_json("place --load " + loads() + "/synthetic_hot4_qwen3_30b.csv --gpus 16")
+                   .contains("predicted_moe_ms"));
+  const std::string hot = "place --load " + loads() + "/synthetic_hot4_qwen3_30b.csv ";
+  expect_one_line_error(run_cli(hot + "--gpus 16 --phase decode"),
+                        "--phase: expected --cluster too");
+  expect_one_line_error(run_cli(hot + "--gpus 16 --cluster 2x-hgx-h200 --eval-steps 4"),
+                        "--cluster: expected --model too");
+  expect_one_line_error(run_cli(hot + "--model qwen3-30b-a3b --gpus 16 --cluster 2x-hgx-h200"),
+                        "--cluster: the predicted MoE time is scored on unseen steps");
+  expect_one_line_error(
+      run_cli(hot + "--model qwen3-30b-a3b --gpus 12 --cluster 2x-hgx-h200 --eval-steps 4"),
+      "--gpus 12: expected whole nodes of 8 GPUs on cluster '2x-hgx-h200'");
+  expect_one_line_error(
+      run_cli(hot + "--model qwen3-30b-a3b --gpus 32 --cluster 2x-hgx-h200 --eval-steps 4"),
+      "--gpus 32: cluster '2x-hgx-h200' has 16 GPUs");
+  expect_one_line_error(run_cli(hot + "--model qwen3-30b-a3b --gpus 16 --cluster 2x-hgx-h200 "
+                                      "--eval-steps 4 --dispatcher nccl"),
+                        "--dispatcher: expected padded_a2a");
+}
+
 TEST(CliPlace, BadInputsAreOneLineAndWriteNothing) {
   const auto out = temp("never.json");
   std::filesystem::remove(out);

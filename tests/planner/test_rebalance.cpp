@@ -8,6 +8,7 @@
 #include "models/registry.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/placement/placement_metrics.hpp"
+#include "planner/placement_time.hpp"
 #include "planner/rebalance.hpp"
 
 namespace moeplan::planner {
@@ -44,6 +45,38 @@ std::vector<int> contiguous_map(int experts) {
   std::vector<int> m(static_cast<std::size_t>(experts));
   for (int e = 0; e < experts; ++e) m[static_cast<std::size_t>(e)] = e;
   return m;
+}
+
+// A placement's predicted MoE time on unseen steps is the mean of cost_layout over the steps, each
+// with its own load; a step that piles the load on one rank's experts costs more.
+TEST(PlacementTime, MeanOfTheCostModelOverTheSteps) {
+  const auto& f = fixture();
+  const RooflineCosts rc(f.cluster);
+  const auto p = with_map(contiguous_map(64), 64, 16);
+  const std::vector<double> even(64, 10.0);
+  std::vector<double> skewed(64, 1.0);
+  for (int e = 0; e < 4; ++e) skewed[static_cast<std::size_t>(e)] = 160.0;  // rank 0's experts
+  const PlacementSteps steps = {{even}, {skewed}};
+  Workload w{Phase::kDecode, 64};
+  const ExpertLoad none;
+  const CostContext ctx{f.model, f.cluster, rc, w, none, nullptr};
+  const Layout layout = Layout::of(16, 1);
+  auto mean = mean_moe_seconds(ctx, layout, p, steps, "two steps");
+  ASSERT_TRUE(mean.ok()) << mean.error().message;
+  double each[2] = {0.0, 0.0};
+  for (int s = 0; s < 2; ++s) {
+    ExpertLoad load;
+    load.num_experts = 64;
+    load.counts = steps[static_cast<std::size_t>(s)];
+    const CostContext c{f.model, f.cluster, rc,
+                        w,       load,      [&p](int) -> Result<Placement> { return p; }};
+    auto cost = cost_layout(c, layout);
+    ASSERT_TRUE(cost.ok()) << cost.error().message;
+    each[s] = cost->step_seconds;
+  }
+  EXPECT_DOUBLE_EQ(*mean, (each[0] + each[1]) / 2.0);
+  EXPECT_GT(each[1], each[0]);
+  EXPECT_FALSE(mean_moe_seconds(ctx, layout, p, {}, "none").ok());
 }
 
 TEST(ExpertMoves, NoCopiesBetweenEqualPlacements) {

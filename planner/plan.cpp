@@ -59,7 +59,7 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
           kv_batch_text(w, smallest->layout.tp_size) + ", and holds at most " +
           format_fixed(smallest->max_sequences_per_gpu, 1) + " sequences of " +
           std::to_string(w.isl + w.osl) + " tokens per GPU; lower the batch ({tokens}), " +
-          "the context (--isl, --osl), raise --mem-fraction, or use more GPUs ({gpus})");
+          "the context ({isl}, {osl}), raise {mem_fraction}, or use more GPUs ({gpus})");
       return reasons;
     }
     reasons.push_back("no layout fits in " +

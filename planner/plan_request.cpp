@@ -113,8 +113,8 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
     req.workload.ll_max_tokens_per_rank = *c.ll_max_tokens;
   }
   if (!c.isl && (c.osl || c.mem_fraction)) {
-    return input_error(c.osl ? "osl" : "mem-fraction",
-                       ": needs --isl (the KV cache is counted for a context of isl + osl "
+    return input_error(c.osl ? "osl" : "mem_fraction",
+                       ": needs {isl} (the KV cache is counted for a context of isl + osl "
                        "tokens)");
   }
   if (c.isl) {
@@ -136,13 +136,13 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
                                     std::to_string(osl) + " = " + std::to_string(context) +
                                     " tokens exceeds the " + std::to_string(model.max_context) +
                                     " of model '" + model.name + "' (max_position_embeddings in " +
-                                    model.source_path + "); lower --isl or --osl");
+                                    model.source_path + "); lower {isl} or {osl}");
     }
     req.workload.isl = *c.isl;
     req.workload.osl = osl;
     if (c.mem_fraction) {
       if (!(*c.mem_fraction > 0.0 && *c.mem_fraction <= 1.0)) {
-        return input_error("mem-fraction",
+        return input_error("mem_fraction",
                            ": expected a share of the GPU's memory in (0, 1], got " +
                                format_fixed(*c.mem_fraction, 3));
       }

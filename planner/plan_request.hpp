@@ -52,7 +52,7 @@ PolicyFit policy_fit(const models::MoeModel& model, const Cluster& cluster, Plac
 Result<Redundancy> parse_plan_redundancy(const std::string& text);
 
 /// The request for `choices` with `load` (no layers: uniform). Errors name the input (phase,
-/// tokens, gpus, dispatcher, tbo, ll-max-tokens, isl, osl, mem-fraction, redundant, placement) and
+/// tokens, gpus, dispatcher, tbo, ll-max-tokens, isl, osl, mem_fraction, redundant, placement) and
 /// what it expects: a policy other than contiguous, or redundant slots, need a load (`load_given`);
 /// redundant slots need eplb or best; a placement file must fit the model and fixes the EP size and
 /// the slots.

@@ -33,7 +33,7 @@ QString errorText(const Error& error) {
       {"max_bytes", "Max bytes"},
       {"max_seconds", "Max seconds"},
       {"max_tokens", "Max tokens"},
-      {"mem-fraction", "Context (memory fraction)"},
+      {"mem_fraction", "Context (memory fraction)"},
       {"model", "Model"},
       {"ops", "Ops"},
       {"osl", "Context (output tokens)"},

@@ -91,7 +91,7 @@ TEST(PlanRequest, ErrorsNameTheInput) {
   EXPECT_EQ(error_of(ch).input, "osl");
   ch = {};
   ch.mem_fraction = 0.5;
-  EXPECT_EQ(error_of(ch).input, "mem-fraction");
+  EXPECT_EQ(error_of(ch).input, "mem_fraction");
   ch = {};
   ch.isl = 1024;
   ch.phase = "decode";
@@ -100,7 +100,7 @@ TEST(PlanRequest, ErrorsNameTheInput) {
   EXPECT_EQ(error_of(ch).input, "isl");  // past max_position_embeddings (131072)
   ch.osl = 1;
   ch.mem_fraction = 1.01;
-  EXPECT_EQ(error_of(ch).input, "mem-fraction");
+  EXPECT_EQ(error_of(ch).input, "mem_fraction");
   ch.mem_fraction = 1.0;
   auto ok = make_plan_request(m, c, ch, {}, false);
   ASSERT_TRUE(ok.ok()) << ok.error().message;

@@ -1,5 +1,6 @@
 // SGLang: sglang_launch.sh (python3 -m sglang.launch_server) and, with a placement,
 // sglang_expert_location.json for --init-expert-location.
+#include "models/units.hpp"
 #include "planner/export/writer.hpp"
 
 namespace moeplan::planner::exports {
@@ -128,6 +129,11 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   }
   const WeightsArgs q = sglang_weights(spec, version);
   args.insert(args.end(), q.args.begin(), q.args.end());
+  if (spec.workload.counts_kv()) {
+    // The plan's context and memory share: SGLang sizes its KV pool from the static fraction.
+    args.push_back("--context-length " + std::to_string(spec.workload.isl + spec.workload.osl));
+    args.push_back("--mem-fraction-static " + format_fixed(spec.workload.mem_fraction, 2));
+  }
   if (spec.placement) {
     args.push_back("--ep-num-redundant-experts " + std::to_string(redundant_slots(spec)));
     args.push_back("--init-expert-location \"$HERE/sglang_expert_location.json\"");

@@ -57,6 +57,13 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   const Layout& l = spec.chosen.layout;
   const int world = l.ep_size * l.tp_size;
   const bool attention_dp = l.ep_size > 1;
+  if (spec.workload.counts_kv()) {
+    res.warnings.push_back(
+        "the plan's context (" + std::to_string(spec.workload.isl + spec.workload.osl) +
+        " tokens) and memory fraction are not exported for TensorRT-LLM: its max_seq_len and "
+        "kv_cache_config are not among the llm_args declarations moeplan checks its files "
+        "against (tests/exports/trtllm_llm_args.json)");
+  }
   if (l.ep_size > 1 && l.tp_size > 1) {
     res.warnings.push_back(
         "TensorRT-LLM's attention is TP over all " + std::to_string(world) +

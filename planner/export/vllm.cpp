@@ -1,5 +1,6 @@
 // vLLM: vllm_serve.sh (vllm serve), one node or several (node-specific arguments from
 // NODE_RANK).
+#include "models/units.hpp"
 #include "planner/export/writer.hpp"
 
 namespace moeplan::planner::exports {
@@ -129,6 +130,11 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   }
   const WeightsArgs q = vllm_weights(spec, version);
   args.insert(args.end(), q.args.begin(), q.args.end());
+  if (spec.workload.counts_kv()) {
+    // The plan's context and memory share (vLLM's KV cache takes what the fraction leaves).
+    args.push_back("--max-model-len " + std::to_string(spec.workload.isl + spec.workload.osl));
+    args.push_back("--gpu-memory-utilization " + format_fixed(spec.workload.mem_fraction, 2));
+  }
   if (spec.placement) {
     const Placement& p = *spec.placement;
     const int redundant = redundant_slots(spec);

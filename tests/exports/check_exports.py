@@ -288,6 +288,10 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
     jobs = []  # (plan file, model, layout arg, placement, label)
     steps = [("qwen2", "qwen2-57b-a14b", "2x-hgx-h200", []),
              ("qwen2-decode", "qwen2-57b-a14b", "2x-hgx-h200", ["--phase", "decode"]),
+             # A context: SGLang --context-length/--mem-fraction-static, vLLM --max-model-len
+             # and --gpu-memory-utilization.
+             ("qwen2-decode-kv", "qwen2-57b-a14b", "2x-hgx-h200",
+              ["--phase", "decode", "--isl", "4096", "--osl", "1024", "--mem-fraction", "0.85"]),
              ("dsv3", "deepseek-v3", "16x-hgx-h200", []),
              # DeepSeek's published decode deployment: EP144 on 18 nodes, 256 + 32 slots.
              ("dsv3-ep144", "deepseek-v3", "128x-hgx-h200",
@@ -328,6 +332,8 @@ def moeplan_cases(moeplan: str, work: Path, slim: bool, formats: list[str],
     for lay in dict.fromkeys(qwen_layouts):
         jobs.append((plans / "qwen2.json", "qwen2-57b-a14b", lay, None, f"qwen2 {lay or 'rec'}"))
     jobs.append((plans / "qwen2-decode.json", "qwen2-57b-a14b", "", None, "qwen2 decode rec"))
+    jobs.append((plans / "qwen2-decode-kv.json", "qwen2-57b-a14b", "", None,
+                 "qwen2 decode context rec"))
     jobs.append((plans / "qwen2-deepep.json", "qwen2-57b-a14b", "", None,
                  "qwen2 deepep_normal tbo"))
     jobs.append((plans / "qwen2-deepep-ll.json", "qwen2-57b-a14b", "", None,

@@ -2,6 +2,8 @@
 // parallel group), with the node's own arguments from NODE_RANK.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
@@ -21,6 +23,35 @@ TEST(Export, VllmOneNodeHasNoNodeArguments) {
       << script;
   EXPECT_EQ(script.find("NODE_RANK"), std::string::npos);
   EXPECT_EQ(script.find("--nnodes"), std::string::npos);
+}
+
+// A plan with a context carries it and its memory share to SGLang and vLLM; without one neither
+// flag is written (the frameworks' defaults stand).
+TEST(Export, ContextAndMemoryFractionOfThePlan) {
+  const Fixture f = make("qwen2-57b-a14b", "1x-hgx-h200", 8);
+  auto spec = spec_for(f, "8x1");
+  const auto sg = [&] { return exported(spec, ExportFormat::kSglang).files.at(0).content; };
+  const auto vl = [&] { return exported(spec, ExportFormat::kVllm).files.at(0).content; };
+  for (const char* flag : {"--context-length", "--mem-fraction-static"}) {
+    EXPECT_EQ(sg().find(flag), std::string::npos) << flag;
+  }
+  for (const char* flag : {"--max-model-len", "--gpu-memory-utilization"}) {
+    EXPECT_EQ(vl().find(flag), std::string::npos) << flag;
+  }
+  spec.workload.isl = 4096;
+  spec.workload.osl = 1024;
+  spec.workload.mem_fraction = 0.85;
+  EXPECT_NE(sg().find("--context-length 5120 \\\n  --mem-fraction-static 0.85"), std::string::npos)
+      << sg();
+  EXPECT_NE(vl().find("--max-model-len 5120 \\\n  --gpu-memory-utilization 0.85"),
+            std::string::npos)
+      << vl();
+  // TensorRT-LLM: said, not written.
+  const auto trt = exported(spec, ExportFormat::kTrtllm);
+  EXPECT_TRUE(std::any_of(trt.warnings.begin(), trt.warnings.end(), [](const std::string& w) {
+    return w.find("context (5120 tokens) and memory fraction are not exported") !=
+           std::string::npos;
+  }));
 }
 
 TEST(Export, VllmDataParallelRanksAcrossNodes) {

@@ -1,6 +1,5 @@
 // SGLang: sglang_launch.sh (python3 -m sglang.launch_server) and, with a placement,
 // sglang_expert_location.json for --init-expert-location.
-#include "models/units.hpp"
 #include "planner/export/writer.hpp"
 
 namespace moeplan::planner::exports {
@@ -132,7 +131,7 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   if (spec.workload.counts_kv()) {
     // The plan's context and memory share: SGLang sizes its KV pool from the static fraction.
     args.push_back("--context-length " + std::to_string(spec.workload.isl + spec.workload.osl));
-    args.push_back("--mem-fraction-static " + format_fixed(spec.workload.mem_fraction, 2));
+    args.push_back("--mem-fraction-static " + fraction_text(spec.workload.mem_fraction));
   }
   if (spec.placement) {
     args.push_back("--ep-num-redundant-experts " + std::to_string(redundant_slots(spec)));

@@ -1,6 +1,5 @@
 // vLLM: vllm_serve.sh (vllm serve), one node or several (node-specific arguments from
 // NODE_RANK).
-#include "models/units.hpp"
 #include "planner/export/writer.hpp"
 
 namespace moeplan::planner::exports {
@@ -133,7 +132,7 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   if (spec.workload.counts_kv()) {
     // The plan's context and memory share (vLLM's KV cache takes what the fraction leaves).
     args.push_back("--max-model-len " + std::to_string(spec.workload.isl + spec.workload.osl));
-    args.push_back("--gpu-memory-utilization " + format_fixed(spec.workload.mem_fraction, 2));
+    args.push_back("--gpu-memory-utilization " + fraction_text(spec.workload.mem_fraction));
   }
   if (spec.placement) {
     const Placement& p = *spec.placement;

@@ -75,6 +75,12 @@ std::string int_row(const std::vector<int>& row) {
   return s + "]";
 }
 
+std::string fraction_text(double share) {
+  std::string s = format_fixed(share, 6);
+  while (s.size() > 1 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
+  return s;
+}
+
 bool is_contiguous(const Placement& p) {
   if (p.num_slots != p.num_experts) return false;
   for (const auto& row : p.physical_to_logical) {

@@ -65,6 +65,9 @@ std::string required_variable(const std::string& name, const std::string& what);
 std::string model_path_line(const ExportSpec& spec);
 /// "[0, 1, 2]".
 std::string int_row(const std::vector<int>& row);
+/// A share in (0, 1] as a framework flag's value, exact to 1e-6 without trailing zeros: "0.85",
+/// "0.855", "1.0".
+std::string fraction_text(double share);
 /// The placement is the contiguous one (E slots, rank r holds [r·E/ep, (r+1)·E/ep)).
 bool is_contiguous(const Placement& p);
 /// vLLM's round_robin: local slot i of rank r holds expert r + i·ep.

@@ -46,6 +46,10 @@ TEST(Export, ContextAndMemoryFractionOfThePlan) {
   EXPECT_NE(vl().find("--max-model-len 5120 \\\n  --gpu-memory-utilization 0.85"),
             std::string::npos)
       << vl();
+  // The share is written as planned, not rounded to two digits.
+  spec.workload.mem_fraction = 0.855;
+  EXPECT_NE(sg().find("--mem-fraction-static 0.855\n"), std::string::npos) << sg();
+  EXPECT_NE(vl().find("--gpu-memory-utilization 0.855\n"), std::string::npos) << vl();
   // TensorRT-LLM: said, not written.
   const auto trt = exported(spec, ExportFormat::kTrtllm);
   EXPECT_TRUE(std::any_of(trt.warnings.begin(), trt.warnings.end(), [](const std::string& w) {

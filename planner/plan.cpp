@@ -23,8 +23,8 @@ bool same_time(const LayoutCost& a, const LayoutCost& b) {
          1e-9 * std::max(a.step_seconds, b.step_seconds);
 }
 
-/// "256 sequences of 4096 + 1024 tokens per TP group of 2" (decode) or "the step's prompts,
-/// 8192 tokens per TP group of 2" (prefill).
+/// "256 sequences of 4096 + 1024 tokens per TP group of 2" (decode) or "the step's 1 prompt of
+/// 8192 tokens per GPU" (prefill).
 std::string kv_batch_text(const Workload& w, int tp_size) {
   const std::string group =
       tp_size > 1 ? " per TP group of " + std::to_string(tp_size) : " per GPU";

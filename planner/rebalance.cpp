@@ -32,6 +32,30 @@ ExpertLoad sum_steps(const LoadSteps& steps, int first, int last, const std::str
 
 }  // namespace
 
+Result<double> step_moe_seconds(const CostContext& ctx, const Layout& layout,
+                                const Placement& placement, const ExpertLoad& load) {
+  const CostContext c{ctx.model, ctx.cluster,
+                      ctx.costs, ctx.workload,
+                      load,      [&placement](int) -> Result<Placement> {
+                        return placement; }};
+  auto cost = cost_layout(c, layout);
+  if (!cost) return cost.error();
+  return cost->step_seconds;
+}
+
+Result<double> mean_moe_seconds(const CostContext& ctx, const Layout& layout,
+                                const Placement& placement, const LoadSteps& steps,
+                                const std::string& source) {
+  if (steps.empty()) return Error{"predicted MoE time: no steps to score '" + source + "' on"};
+  double total = 0.0;
+  for (int t = 0; t < static_cast<int>(steps.size()); ++t) {
+    auto seconds = step_moe_seconds(ctx, layout, placement, sum_steps(steps, t, t + 1, source));
+    if (!seconds) return seconds.error();
+    total += *seconds;
+  }
+  return total / static_cast<double>(steps.size());
+}
+
 Result<ExpertMoves> expert_moves(const Placement& from, const Placement& to, const Layout& layout,
                                  const Cluster& cluster, double expert_bytes,
                                  int layer_multiplicity) {
@@ -296,11 +320,9 @@ Result<RebalanceResult> simulate_rebalancing(const LoadSteps& steps, const std::
       return Status::Ok();
     }
     const ExpertLoad& load = step_load[uz(t)];
-    CostContext c{ctx.model,    ctx.cluster, ctx.costs,
-                  ctx.workload, load,        [&p](int) -> Result<Placement> { return p; }};
-    auto cost = cost_layout(c, layout);
+    auto cost = step_moe_seconds(ctx, layout, p, load);
     if (!cost) return cost.error();
-    seconds = cost->step_seconds;
+    seconds = *cost;
     auto f = balance_figures(load, p);
     if (!f) return f.error();
     balance = f->balancedness;

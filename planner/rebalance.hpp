@@ -89,6 +89,18 @@ struct RebalanceResult {
   int recommended = 0;                   ///< index of the lowest net time per step (fixed on ties)
 };
 
+/// Predicted MoE time of one forward pass of `load` on `placement` (seconds, all MoE layers):
+/// cost_layout on `layout` with ctx's model, cluster, costs and workload (its load and placement
+/// are replaced).
+Result<double> step_moe_seconds(const CostContext& ctx, const Layout& layout,
+                                const Placement& placement, const ExpertLoad& load);
+
+/// step_moe_seconds averaged over `steps` (`moeplan place --cluster`: a placement judged on the
+/// steps it did not see). Errors: no steps, what cost_layout reports.
+Result<double> mean_moe_seconds(const CostContext& ctx, const Layout& layout,
+                                const Placement& placement, const LoadSteps& steps,
+                                const std::string& source);
+
 /// Runs the trace: the fixed placement and every (N, W) of the request, each scored with the
 /// cost model (`ctx`'s model, cluster, costs and workload; its load and placement are replaced
 /// per step) on `layout`. Errors: fewer than two steps, a trace too short to fit the largest

@@ -14,7 +14,7 @@
 #include "planner/placement/placement.hpp"
 #include "planner/placement/placement_file.hpp"
 #include "planner/placement/placement_metrics.hpp"
-#include "planner/placement_time.hpp"
+#include "planner/rebalance.hpp"
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
@@ -307,6 +307,7 @@ int run_place(const PlaceOptions& o) {
     t.workload.phase = *phase;
     t.workload.tokens_per_gpu = static_cast<int>(std::max<std::int64_t>(1, o.step_tokens / o.gpus));
     timing = std::move(t);
+    request.keep_unseen_steps = kMaxTimedSteps;
   }
   auto outcome = planner::run_placement(*data, request, mp);
   if (!outcome) return report_error(outcome.error());
@@ -317,18 +318,14 @@ int run_place(const PlaceOptions& o) {
                       ": the predicted MoE time is scored on unseen steps: expected held-out "
                       "steps ({fit_steps} below the load's steps) or --eval-steps N"));
     }
-    const std::size_t n = std::min(outcome->unseen_steps.size(), kMaxTimedSteps);
-    const planner::PlacementSteps steps(
-        outcome->unseen_steps.begin(),
-        outcome->unseen_steps.begin() + static_cast<std::ptrdiff_t>(n));
     const planner::ExpertLoad none;
     const planner::CostContext ctx{
         *model, *timing->setup.cluster, timing->setup.costs(), timing->workload, none, nullptr};
-    auto mean = planner::mean_moe_seconds(ctx, timing->layout, outcome->placed.placement, steps,
-                                          data->load.source);
+    auto mean = planner::mean_moe_seconds(ctx, timing->layout, outcome->placed.placement,
+                                          outcome->unseen_steps, data->load.source);
     if (!mean) return report_error(mean.error());
     timing->mean_seconds = *mean;
-    timing->steps_scored = n;
+    timing->steps_scored = outcome->unseen_steps.size();
   }
   planner::PlacementFile file{outcome->placed, outcome->config, data->layer_ids, data->load.source};
   if (!o.out.empty()) {

@@ -206,8 +206,7 @@ void MemoryChart::rebuild() {
     series->append(set);
   }
   // The line: the HBM, or with a context the share of it the layouts may use.
-  const double limit =
-      rows.front()->memory_limit > 0.0 ? rows.front()->memory_limit : rows.front()->memory_capacity;
+  const double limit = rows.front()->memory_limit;
   for (const auto* lc : rows) {
     top = std::max({top, lc->memory.total() / kGiB, limit / kGiB});
   }

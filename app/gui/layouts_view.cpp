@@ -236,8 +236,7 @@ void LayoutsView::onPlanFinished() {
                    QString::fromStdString(planner::mapping_name(c.layout.mapping)),
                    formatMs(c.per_layer.total()), formatMs(c.step_seconds),
                    QString::number(c.tokens_per_s_per_gpu, 'f', 0), formatGiB(c.memory.total()),
-                   formatGiB(c.memory_limit > 0.0 ? c.memory_limit : c.memory_capacity),
-                   QString::fromStdString(plan->cost_source));
+                   formatGiB(c.memory_limit), QString::fromStdString(plan->cost_source));
   } else {
     rec = tr("<b>No layout fits in memory.</b>");
   }

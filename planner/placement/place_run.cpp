@@ -95,19 +95,25 @@ Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& r,
   out.figures = *figures;
 
   if (out.num_file_steps >= 2 && out.fit_steps < out.num_file_steps) {
-    out.unseen_steps = Steps(data.steps.begin() + out.fit_steps, data.steps.end());
-    auto s = score_steps(out.unseen_steps, out.placed.placement);
+    const auto first = data.steps.begin() + out.fit_steps;
+    auto s = score_steps(Steps(first, data.steps.end()), out.placed.placement);
     if (!s) return s.error();
     out.held_out = *s;
+    const auto keep = std::min<std::size_t>(r.keep_unseen_steps,
+                                            static_cast<std::size_t>(data.steps.end() - first));
+    out.unseen_steps.assign(first, first + static_cast<std::ptrdiff_t>(keep));
   }
   if (r.eval_steps > 0) {
     // Another seed than best's own samples: the placement never saw these steps.
-    const auto steps =
+    auto steps =
         sample_steps(out.fit, r.eval_steps, out.pairs_per_step, r.seed ^ 0x9E3779B97F4A7C15ULL);
     auto s = score_steps(steps, out.placed.placement);
     if (!s) return s.error();
     out.sampled = *s;
-    if (out.unseen_steps.empty()) out.unseen_steps = steps;
+    if (out.unseen_steps.empty() && r.keep_unseen_steps > 0) {
+      steps.resize(std::min(steps.size(), r.keep_unseen_steps));
+      out.unseen_steps = std::move(steps);
+    }
   }
   if (data.trace) {
     auto t = trace_figures(*data.trace, out.placed.placement, out.config.num_nodes);

@@ -29,6 +29,8 @@ struct PlaceRequest {
   std::int64_t step_tokens = 4096;
   std::uint64_t seed = 0;
   double locality_weight = 0.25;
+  /// Keep at most this many of the unseen steps in PlaceOutcome::unseen_steps (0: none).
+  std::size_t keep_unseen_steps = 0;
 };
 
 /// Checks the numbers of a request (errors name the input: gpus, nodes, slots, ...).
@@ -45,7 +47,8 @@ struct PlaceOutcome {
   std::optional<StepScores> held_out;  ///< on the file's steps after fit_steps
   std::optional<StepScores> sampled;   ///< on eval_steps drawn steps (another seed than best's)
   std::optional<TraceFigures> spread;  ///< a trace's nodes and GPUs per token
-  /// The unseen steps the scores above used: the file's held-out steps, else the drawn ones.
+  /// The first PlaceRequest::keep_unseen_steps of the unseen steps the scores above used: the
+  /// file's held-out steps, else the drawn ones.
   std::vector<std::vector<std::vector<double>>> unseen_steps;
 };
 

@@ -8,7 +8,6 @@
 #include "models/registry.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/placement/placement_metrics.hpp"
-#include "planner/placement_time.hpp"
 #include "planner/rebalance.hpp"
 
 namespace moeplan::planner {
@@ -56,7 +55,7 @@ TEST(PlacementTime, MeanOfTheCostModelOverTheSteps) {
   const std::vector<double> even(64, 10.0);
   std::vector<double> skewed(64, 1.0);
   for (int e = 0; e < 4; ++e) skewed[static_cast<std::size_t>(e)] = 160.0;  // rank 0's experts
-  const PlacementSteps steps = {{even}, {skewed}};
+  const LoadSteps steps = {{even}, {skewed}};
   Workload w{Phase::kDecode, 64};
   const ExpertLoad none;
   const CostContext ctx{f.model, f.cluster, rc, w, none, nullptr};

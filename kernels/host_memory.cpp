@@ -17,12 +17,17 @@ HostAllocator& state() {
 
 HostAllocator configure_host_allocator() {
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
-  // 32 MiB is glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: mallopt refuses anything larger.
-  constexpr int kMmapThreshold = 32 << 20;
+  // NOTE: no block is mmapped (M_MMAP_MAX 0), whatever its size: a mmapped block is unmapped on
+  // free and page-faulted in again by the next forward (the mmap threshold cannot exceed 32 MiB,
+  // and the padded buffers of a 1024-token layer are 50-100 MiB). One arena (M_ARENA_MAX 1):
+  // a thread arena's heap is at most 64 MiB and is unmapped when it empties, so in-process
+  // ranks (threads) would fault their buffers in again where processes do not. The heap keeps
+  // up to 1 GiB of freed memory at its top (M_TRIM_THRESHOLD).
   constexpr int kTrimThreshold = 1 << 30;
-  const bool ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 &&
+  const bool ok = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_ARENA_MAX, 1) == 1 &&
                   mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
-  state() = ok ? HostAllocator{true, "glibc malloc: mmap threshold 32 MiB, trim threshold 1 GiB"}
+  state() = ok ? HostAllocator{true, "glibc malloc: no mmapped blocks, one arena, trim threshold "
+                                     "1 GiB"}
                : HostAllocator{false, "glibc malloc: mallopt refused the settings; defaults"};
 #else
   state() = HostAllocator{false, "C library defaults (no glibc malloc settings here)"};

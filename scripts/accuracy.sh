@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Profiler accuracy on this machine (issue 18): profile, then validate, in each CPU mode —
+# in-process ranks (what moeplan-gui's Profiling view runs), mpirun -np 2 and mpirun -np 4 —
+# RUNS times, each run with its own fresh profile. Prints one line per run and mode (median and
+# worst |error| of the cost DB and of the roofline over layouts x dispatchers x 256/512/1024
+# tokens) and keeps every profile and validate JSON under OUT.
+#
+#   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--modes inproc,np2,np4]
+#
+# The documented commands of docs/PROFILER.md, unchanged: profile --scale 8 --max-tokens 1024
+# --max-seconds 0.4; validate --scale 8 --tokens 256,512,1024 --max-seconds 2. Run it on quiet
+# cores: another tenant's work on the same cores slows the layer and no profile predicts it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+moeplan=build/bin/moeplan
+out=/tmp/moeplan-accuracy
+runs=3
+modes=inproc,np2,np4
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --moeplan) moeplan=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
+    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    *) echo "accuracy.sh: unknown argument '$1' (expected --moeplan, --out, --runs or --modes)" >&2; exit 2 ;;
+  esac
+done
+[[ -x $moeplan ]] || { echo "accuracy.sh: $moeplan: no such executable (build first)" >&2; exit 2; }
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "accuracy.sh: --runs: expected a positive integer, got '$runs'" >&2; exit 2; }
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo "accuracy: $(date -u +%FT%TZ), $(nproc) cores of ${cpu:-an unknown CPU}, $("$moeplan" --version | head -1)"
+
+launch() {  # mode, then the moeplan arguments
+  local mode=$1
+  shift
+  case $mode in
+    inproc) "$moeplan" "$@" --ranks 2 ;;
+    np2) mpirun --oversubscribe -np 2 "$moeplan" "$@" ;;
+    np4) mpirun --oversubscribe -np 4 "$moeplan" "$@" ;;
+    *) echo "accuracy.sh: unknown mode '$mode' (expected inproc, np2 or np4)" >&2; return 2 ;;
+  esac
+}
+
+IFS=, read -r -a mode_list <<<"$modes"
+for run in $(seq 1 "$runs"); do
+  for mode in "${mode_list[@]}"; do
+    db=$out/$mode-run$run.db
+    json=$out/$mode-run$run.json
+    rm -f "$db" "$db-wal" "$db-shm"
+    t0=$(date +%s)
+    launch "$mode" profile --scale 8 --max-tokens 1024 --max-seconds 0.4 --out "$db" \
+      >"$out/$mode-run$run.profile.log" 2>&1
+    t1=$(date +%s)
+    launch "$mode" validate --scale 8 --costs "$db" --tokens 256,512,1024 --max-seconds 2 --json \
+      >"$json.tmp" 2>"$out/$mode-run$run.validate.log"
+    mv "$json.tmp" "$json"
+    t2=$(date +%s)
+    python3 - "$json" "$mode" "$run" "$((t1 - t0))" "$((t2 - t1))" <<'EOF'
+import json, sys
+path, mode, run, tp, tv = sys.argv[1:]
+s = json.load(open(path))["summary"]
+print(f"{mode:6} run {run}: DB median {100*s['median_abs_error']:.1f}% worst "
+      f"{100*s['worst_abs_error']:.1f}%; roofline median {100*s['roofline_median_abs_error']:.1f}% "
+      f"worst {100*s['roofline_worst_abs_error']:.1f}% (profile {tp} s, validate {tv} s)")
+EOF
+  done
+done

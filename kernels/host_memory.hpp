@@ -13,7 +13,7 @@ struct HostAllocator {
 };
 
 /// Sets glibc's malloc so that every block, whatever its size, comes from one heap and freed
-/// memory is not returned to the OS (no mmapped blocks, one arena, 1 GiB trim threshold): a
+/// memory is not returned to the OS (no mmapped blocks, one arena, no trimming): a
 /// layer's per-forward buffers then cost a memset, not page faults, in processes and in-process
 /// ranks (threads) alike — as a GPU framework's caching allocator keeps its blocks. Without it
 /// glibc hands buffers of a few MiB back to the kernel on free and every forward page-faults them

@@ -5,7 +5,9 @@
 # worst |error| of the cost DB and of the roofline over layouts x dispatchers x 256/512/1024
 # tokens) and keeps every profile and validate JSON under OUT.
 #
-#   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--modes inproc,np2,np4]
+#   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--first K] [--modes inproc,np2,np4]
+#
+# Runs are numbered K..K+N-1 (default K = 1), so a series can be continued into the same DIR.
 #
 # The documented commands of docs/PROFILER.md, unchanged: profile --scale 8 --max-tokens 1024
 # --max-seconds 0.4; validate --scale 8 --tokens 256,512,1024 --max-seconds 2. Run it on quiet
@@ -15,19 +17,22 @@ cd "$(dirname "$0")/.."
 moeplan=build/bin/moeplan
 out=/tmp/moeplan-accuracy
 runs=3
+first=1
 modes=inproc,np2,np4
 while [[ $# -gt 0 ]]; do
   case $1 in
     --moeplan) moeplan=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
+    --first) first=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
-    *) echo "accuracy.sh: unknown argument '$1' (expected --moeplan, --out, --runs or --modes)" >&2; exit 2 ;;
+    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+    *) echo "accuracy.sh: unknown argument '$1' (expected --moeplan, --out, --runs, --first or --modes)" >&2; exit 2 ;;
   esac
 done
 [[ -x $moeplan ]] || { echo "accuracy.sh: $moeplan: no such executable (build first)" >&2; exit 2; }
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "accuracy.sh: --runs: expected a positive integer, got '$runs'" >&2; exit 2; }
+[[ $first =~ ^[1-9][0-9]*$ ]] || { echo "accuracy.sh: --first: expected a positive integer, got '$first'" >&2; exit 2; }
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
@@ -45,7 +50,7 @@ launch() {  # mode, then the moeplan arguments
 }
 
 IFS=, read -r -a mode_list <<<"$modes"
-for run in $(seq 1 "$runs"); do
+for run in $(seq "$first" "$((first + runs - 1))"); do
   for mode in "${mode_list[@]}"; do
     db=$out/$mode-run$run.db
     json=$out/$mode-run$run.json

@@ -5,8 +5,8 @@
 # captures the whole screen each time a view is shown. Pictures: OUT/<W>x<H>/<view>.png, each
 # checked to be the screen's size. The README's pictures are docs/images/<W>x<H>/ made by this.
 # Inputs: qwen2-57b-a14b on 2 × HGX H200, a power-law expert load, EPLB with one redundant slot
-# per EP rank; the Profiling view shows a real quick profile and validate of this machine (1/32
-# widths, 2 in-process ranks) that the app runs first (a minute or less).
+# per EP rank; the Profiling view shows a real profile and validate of this machine (1/8 widths,
+# 2 in-process ranks, rows up to 256) that the app runs first (about a minute).
 # Usage: scripts/gui-walk.sh [--build DIR] [--out DIR]   (defaults: build, docs/images)
 set -euo pipefail
 cd "$(dirname "$0")/.."

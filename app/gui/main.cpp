@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
       QStringLiteral("costs"),
       QStringLiteral("Cost database (profile DB) to plan with, as moeplan plan --costs. With "
                      "--screenshot the profiling view shows its points; without it, "
-                     "--screenshot profiles this machine briefly (quick sweep, 2 ranks, "
-                     "1/32 widths) and validates against that profile."),
+                     "--screenshot profiles this machine (2 ranks, 1/8 widths, rows up to 256: about a "
+                     "minute) and validates against that profile at 256 tokens."),
       QStringLiteral("FILE"));
   const QCommandLineOption walk(
       QStringLiteral("walk"),
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     if (!parser.isSet(costs)) {
       // A real, small profile and validate, so the profiling view shows measured points.
       const QString err = window.profilingView()->runExample(
-          QDir(tmp.path()).filePath(QStringLiteral("profile.db")), 2, 32, QStringLiteral("256"));
+          QDir(tmp.path()).filePath(QStringLiteral("profile.db")), 2, 8, QStringLiteral("256"));
       if (!err.isEmpty()) return fail(QStringLiteral("profiling view: ") + err);
     }
     if (walking) {

@@ -130,9 +130,10 @@ class ProfilingView : public QWidget {
   bool busy() const { return running_; }
   /// Blocks until the run has finished and its result is shown (screenshots, tests).
   void waitForIdle();
-  /// A small real run for pictures and tests: profile the shown model (quick sweep) into
-  /// `dbPath` on `ranks` ranks, then validate every layout and dispatcher at `tokens` against
-  /// it, waiting for both. Returns the error shown, empty on success.
+  /// A small real run for pictures: profile the shown model (the full sweep up to `tokens`
+  /// rows, 0.2 s per point) into `dbPath` on `ranks` ranks, then validate every layout and
+  /// dispatcher at `tokens` (one global token count) against it, waiting for both. Returns the
+  /// error shown, empty on success.
   QString runExample(const QString& dbPath, int ranks, int scale, const QString& tokens);
   /// Shows the points of an existing database (errors in the view); false on error.
   bool openDatabase(const QString& path);

@@ -151,7 +151,6 @@ Status router_cost(const CostSource& cs, const LayerDims& d, CostItem& router) {
                                      d.dtype}));
 }
 
-/// padded_a2a (PaddleNLP #9368; kernels/moe_layer.cpp padded_a2a): the capacity (the most
 /// Whether the dispatch payload is fp8 (values and scales) rather than the dtype.
 bool fp8_payload(const LayerDims& d) { return d.dispatch_row != d.row_bytes(1.0); }
 
@@ -172,6 +171,7 @@ Status dispatch_staging(const CostSource& cs, const LayerDims& d, double sent, d
                                          received * (d.dispatch_row + 2.0 * d.hidden), d.dtype}));
 }
 
+/// padded_a2a (PaddleNLP #9368; kernels/moe_layer.cpp padded_a2a): the capacity (the most
 /// tokens one source rank routes to one slot) all-reduced over EP, an equal-split all-to-all of
 /// every slot padded to it, and the same back.
 Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,

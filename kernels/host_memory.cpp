@@ -24,13 +24,13 @@ HostAllocator configure_host_allocator() {
   // ranks (threads) would fault their buffers in again where processes do not. The heap is
   // never trimmed (M_TRIM_THRESHOLD -1): with a 1 GiB threshold two in-process ranks of that
   // layer (about 1 GiB of buffers freed together) gave their heap back at the end of some
-  // forwards, and the layer measured 529 ms instead of 276-280 ms. The process keeps its high-water
-  // mark, as a GPU framework's caching allocator does.
+  // forwards, and the layer measured 529 ms instead of 276-280 ms. The process keeps its
+  // high-water mark, as a GPU framework's caching allocator does.
   const bool ok = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_ARENA_MAX, 1) == 1 &&
                   mallopt(M_TRIM_THRESHOLD, -1) == 1;
-  state() = ok ? HostAllocator{true, "glibc malloc: no mmapped blocks, one arena, heap never "
-                                     "trimmed"}
-               : HostAllocator{false, "glibc malloc: mallopt refused the settings; defaults"};
+  state() =
+      ok ? HostAllocator{true, "glibc malloc: no mmapped blocks, one arena, heap never trimmed"}
+         : HostAllocator{false, "glibc malloc: mallopt refused the settings; defaults"};
 #else
   state() = HostAllocator{false, "C library defaults (no glibc malloc settings here)"};
 #endif

@@ -65,10 +65,11 @@ int main(int argc, char** argv) {
       QStringLiteral("N|total:R|auto"), QStringLiteral("0"));
   const QCommandLineOption costs(
       QStringLiteral("costs"),
-      QStringLiteral("Cost database (profile DB) to plan with, as moeplan plan --costs. With "
-                     "--screenshot the profiling view shows its points; without it, "
-                     "--screenshot profiles this machine (2 ranks, 1/8 widths, rows up to 256: about a "
-                     "minute) and validates against that profile at 256 tokens."),
+      QStringLiteral(
+          "Cost database (profile DB) to plan with, as moeplan plan --costs. With "
+          "--screenshot the profiling view shows its points; without it, "
+          "--screenshot profiles this machine (2 ranks, 1/8 widths, rows up to 256: about a "
+          "minute) and validates against that profile at 256 tokens."),
       QStringLiteral("FILE"));
   const QCommandLineOption walk(
       QStringLiteral("walk"),

@@ -78,7 +78,8 @@ TEST(CliVersion, ListsBackends) {
   }
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
   // The CLI keeps freed buffers in the process (kernels/host_memory.hpp).
-  EXPECT_NE(r.out.find("host allocator: glibc malloc: no mmapped blocks, one arena"), std::string::npos)
+  EXPECT_NE(r.out.find("host allocator: glibc malloc: no mmapped blocks, one arena"),
+            std::string::npos)
       << r.out;
 #endif
 }

@@ -541,7 +541,8 @@ QString ProfilingView::runExample(const QString& dbPath, int ranks, int scale,
   scale_->setValue(scale);
   // The documented profile (docs/PROFILER.md) up to the validated token count, not the quick
   // sweep: a quick profile's 0.2 ms samples and 1 MiB cap predicted the layer within a median
-  // 11.8% and a worst 30% only; this one within 5% / 15% (docs/BENCHMARKS.md, issue 18).
+  // 11.8% and a worst 30% only; this one within 0.9-6.0% / 3.6-12.4% over four walks
+  // (docs/BENCHMARKS.md, issue 18).
   quick_->setChecked(false);
   resume_->setChecked(false);
   maxTokens_->setValue(tokens.toInt());

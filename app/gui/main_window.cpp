@@ -166,9 +166,8 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
     const int redundantKind = s.value(QStringLiteral("redundantKind"), 0).toInt();
     const int isl = s.value(QStringLiteral("isl"), 0).toInt();
     const int osl = s.value(QStringLiteral("osl"), 0).toInt();
-    const QVariant storedFraction = s.value(QStringLiteral("memFraction"));
     const double fraction =
-        storedFraction.isValid() ? storedFraction.toDouble() : planner::kDefaultMemFraction;
+        s.value(QStringLiteral("memFraction"), planner::kDefaultMemFraction).toDouble();
     restoring_ = true;
     if (isl >= isl_->minimum() && isl <= isl_->maximum()) isl_->setValue(isl);
     if (osl >= osl_->minimum() && osl <= osl_->maximum()) osl_->setValue(osl);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -64,6 +65,16 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+
+  /// Seconds the device has spent in the ops' own kernels since the backend was made (a
+  /// running total: callers time a span by the difference): a GPU backend times each op's
+  /// kernels with events, not its host copies and conversions around them; a backend without a
+  /// device clock (the CPU backend: its ops are the caller's wall time) returns nothing.
+  virtual std::optional<double> device_seconds() const { return std::nullopt; }
+
+  /// The device the ops run on as its driver names it (e.g. "NVIDIA H200"); empty for the
+  /// host.
+  virtual std::string device_name() const { return {}; }
 
   /// Whether this backend runs `query` (CUTLASS's can_implement): OK, or an Error saying why
   /// not, which the profiler records as not_supported rather than failing the point. Calling an

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "kernels/dtype_convert.hpp"
 #include "kernels/fp8.hpp"
@@ -16,8 +17,18 @@ namespace moeplan::kernels {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+
+/// A phase's start: wall time, and the backend's device clock when it has one.
+struct Stamp {
+  Clock::time_point wall;
+  std::optional<double> device;
+};
+Stamp stamp(const Backend& be) { return {Clock::now(), be.device_seconds()}; }
+/// Seconds since `t0`: the device's kernel time when the backend keeps one (a GPU layer's
+/// phases are its kernels, as the profile times its ops), else wall time.
+double since(const Backend& be, const Stamp& t0) {
+  if (t0.device) return *be.device_seconds() - *t0.device;
+  return std::chrono::duration<double>(Clock::now() - t0.wall).count();
 }
 
 std::size_t sz(int v) { return static_cast<std::size_t>(v); }
@@ -60,13 +71,13 @@ Routing route(Backend& be, const LayerSpec& s, const RankWeights& w, std::span<c
 UninitVector<float> run_experts(Backend& be, const RankGroups& g, const LayerSpec& s,
                                 const RankWeights& w, std::span<const float> rows,
                                 std::span<const int> offsets, PhaseTimes& t) {
-  auto t0 = Clock::now();
+  auto t0 = stamp(be);
   UninitVector<float> y(sz(offsets.back()) * sz(s.hidden));  // expert_ffn writes every row
   be.expert_ffn(OpContext{}, rows, offsets, w.experts, s.hidden, s.dtype, y);
-  t.experts += since(t0);
-  t0 = Clock::now();
+  t.experts += since(be, t0);
+  t0 = stamp(be);
   tp_reduce(*g.tp, s.dtype, y);
-  t.tp += since(t0);
+  t.tp += since(be, t0);
   return y;
 }
 
@@ -201,7 +212,7 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
   const int n_local = e_total / ep;
   const int h = s.hidden;
   const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the way back
-  auto t0 = Clock::now();
+  auto t0 = stamp(be);
   const Payload pl = make_payload(s, x, static_cast<int>(x.size() / sz(h)));
   const std::size_t in_bytes = pl.row_bytes();
   t.dispatch_row_bytes = in_bytes;
@@ -237,12 +248,12 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
   }
   std::vector<int> offsets(sz(n_local) + 1);
   for (int j = 0; j <= n_local; ++j) offsets[sz(j)] = j * ep * c;
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
 
   // Every local expert computes ep·C rows, padding included, whatever the real load.
   const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
-  t0 = Clock::now();
+  t0 = stamp(be);
   UninitVector<std::uint8_t> out(sz(e_total) * sz(c) * row_bytes);
   for (int src = 0; src < ep; ++src) {
     for (int j = 0; j < n_local; ++j) {
@@ -257,7 +268,7 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
   d.rows = unpack_all(s.dtype, back, sz(e_total) * sz(c) * sz(h));
   d.pair_row.resize(r.ids.size());
   for (std::size_t p = 0; p < r.ids.size(); ++p) d.pair_row[p] = r.ids[p] * c + pos[p];
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
   return d;
 }
 
@@ -270,7 +281,7 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
   const int h = s.hidden;
   const int n_local = s.num_experts / ep;
   const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the expert rows
-  auto t0 = Clock::now();
+  auto t0 = stamp(be);
   const TokenRange mine = token_range(num_global_tokens, ep, me);
   const Payload pl = make_payload(s, x, mine.count);
   const std::size_t in_bytes = pl.row_bytes();
@@ -297,12 +308,12 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
 
   // Local filter: the pairs of every token whose expert lives here, grouped by expert.
   const LocalRows local = gather_local_rows(be, ids_all, x_all, k, h, w.first_expert, n_local);
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
 
   const UninitVector<float> y = run_experts(be, g, s, w, local.rows, local.perm.offsets, t);
 
   // All-gather-v of every rank's expert rows; each rank keeps the rows of its own tokens.
-  t0 = Clock::now();
+  t0 = stamp(be);
   std::vector<int> pair_row_all(ids_all.size(), -1);
   std::vector<std::size_t> y_bytes(sz(ep)), y_off(sz(ep));
   std::size_t base = 0;
@@ -324,7 +335,7 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
   const auto first_pair = sz(mine.first) * sz(k);
   d.pair_row.assign(pair_row_all.begin() + static_cast<std::ptrdiff_t>(first_pair),
                     pair_row_all.begin() + static_cast<std::ptrdiff_t>(first_pair + r.ids.size()));
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
   return d;
 }
 
@@ -336,7 +347,7 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   const int k = s.top_k;
   const int h = s.hidden;
   const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the way back
-  auto t0 = Clock::now();
+  auto t0 = stamp(be);
   const Payload pl = make_payload(s, x, static_cast<int>(x.size() / sz(h)));
   const std::size_t in_bytes = pl.row_bytes();
   t.dispatch_row_bytes = in_bytes;
@@ -409,11 +420,11 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
     const auto n = static_cast<std::size_t>(recv_counts[b]);
     pl.read(recv.data() + recv_at[b] * in_bytes, n, rows.data() + grouped_at[b] * sz(h));
   }
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
 
   const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
-  t0 = Clock::now();
+  t0 = stamp(be);
   UninitVector<std::uint8_t> out(recv_rows * row_bytes);
   for (std::size_t b = 0; b < recv_at.size(); ++b) {
     const auto n = static_cast<std::size_t>(recv_counts[b]);
@@ -423,7 +434,7 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   g.ep->all_to_all_v(out.data(), in_units(rb, row_bytes), in_units(ro, row_bytes), back.data(),
                      in_units(sb, row_bytes), in_units(so, row_bytes));
   Dispatched d = returned_by_expert(s.dtype, back, out_perm, r.ids.size(), h);
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
   return d;
 }
 
@@ -537,7 +548,7 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
   const auto node_of = [&](int e) { return (e / n_local) / per_node; };
   const auto index_of = [&](int e) { return (e / n_local) % per_node; };
-  auto t0 = Clock::now();
+  auto t0 = stamp(be);
 
   const Fp8Rows fp8 = quantize_rows(x, num_tokens, h);
   t.dispatch_row_bytes = fp8.bytes();
@@ -602,12 +613,12 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   }
   const LocalRows local = gather_local_rows(be, ids, xr, k, h, w.first_expert, n_local);
   const Permutation& perm = local.perm;
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
 
   const UninitVector<float> y = run_experts(be, g, s, w, local.rows, perm.offsets, t);
 
   // Combine, level 1 (expert rank): Σ over its experts of weight · output, per received token.
-  t0 = Clock::now();
+  t0 = stamp(be);
   std::vector<int> pair_row(ids.size(), 0);
   std::vector<float> local_weights(ids.size(), 0.0F);
   for (std::size_t i = 0; i < perm.order.size(); ++i) {
@@ -652,7 +663,7 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
       d.weights[sz(tok) * sz(nodes) + sz(n)] = 1.0F;
     }
   }
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
   return d;
 }
 
@@ -671,7 +682,7 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
   const int h = s.hidden;
   const int num_tokens = static_cast<int>(r.ids.size()) / k;
   MOEPLAN_ASSERT(num_tokens <= max_tokens, "deepep_ll: more tokens than the buffer holds");
-  auto t0 = Clock::now();
+  auto t0 = stamp(be);
 
   const Fp8Rows fp8 = quantize_rows(x, num_tokens, h);
   t.dispatch_row_bytes = fp8.bytes();
@@ -725,12 +736,12 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
       }
     }
   }
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
 
   const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
   // Combine: each output back to its token's rank in the storage dtype, in the received order.
-  t0 = Clock::now();
+  t0 = stamp(be);
   const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
   UninitVector<std::uint8_t> outputs(received * row_bytes);
   for (std::size_t at = 0; at < received; ++at) {
@@ -742,7 +753,7 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
   g.ep->all_to_all_v(outputs.data(), back_out.bytes, back_out.offsets, back.data(), back_in.bytes,
                      back_in.offsets);
   Dispatched d = returned_by_expert(s.dtype, back, out_perm, r.ids.size(), h);
-  t.dispatch += since(t0);
+  t.dispatch += since(be, t0);
   return d;
 }
 
@@ -845,11 +856,11 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
                                int num_tokens, PhaseTimes* times, const DispatchOptions& o) {
   MOEPLAN_ASSERT(!kernel_dispatch_violation(l, num_tokens, o), "moe_forward: illegal dispatch");
   PhaseTimes t;
-  const auto start = Clock::now();
+  const auto start = stamp(be);
   const TokenRange mine = token_range(num_tokens, l.ep_size, g.ep->rank());
-  auto t0 = Clock::now();
+  auto t0 = stamp(be);
   const Routing r = route(be, s, w, x, mine.count);
-  t.router = since(t0);
+  t.router = since(be, t0);
 
   Dispatched d;
   switch (l.dispatcher) {
@@ -866,16 +877,16 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
 
   UninitVector<float> shared;
   if (s.shared_intermediate > 0) {
-    t0 = Clock::now();
+    t0 = stamp(be);
     shared.resize(sz(mine.count) * sz(s.hidden));  // shared_expert writes every row
     be.shared_expert(OpContext{}, x, mine.count, s.hidden, w.shared, w.shared_gate, s.dtype,
                      shared);
-    t.shared = since(t0);
-    t0 = Clock::now();
+    t.shared = since(be, t0);
+    t0 = stamp(be);
     tp_reduce(*g.tp, s.dtype, shared);
-    t.tp += since(t0);
+    t.tp += since(be, t0);
   }
-  t0 = Clock::now();
+  t0 = stamp(be);
   std::vector<float> out(sz(mine.count) * sz(s.hidden));
   if (d.per_token > 0) {
     be.combine(OpContext{}, d.rows, d.pair_row, d.weights, shared, mine.count, d.per_token,
@@ -884,8 +895,8 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
     be.combine(OpContext{}, d.rows, d.pair_row, r.weights, shared, mine.count, s.top_k, s.hidden,
                s.dtype, out);
   }
-  t.combine = since(t0);
-  t.total = since(start);
+  t.combine = since(be, t0);
+  t.total = since(be, start);
   if (times != nullptr) *times = t;
   return out;
 }

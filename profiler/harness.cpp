@@ -29,11 +29,17 @@ void max_over_ranks(kernels::Communicator* sync, std::vector<double>& seconds) {
   for (std::size_t i = 0; i < ns.size(); ++i) seconds[i] = static_cast<double>(ns[i]) * 1e-9;
 }
 
-double timed(OpCase& c, int inner, kernels::Communicator* sync) {
+/// One sample: seconds per run of `inner` back-to-back runs, by `clock`'s device time when it
+/// has one (else wall time); `wall` gets the wall seconds the sample took.
+double timed(OpCase& c, int inner, kernels::Communicator* sync, const kernels::Backend* clock,
+             double& wall) {
   if (sync != nullptr && sync->size() > 1) sync->barrier();
+  const auto d0 = clock != nullptr ? clock->device_seconds() : std::nullopt;
   const auto t0 = Clock::now();
   for (int i = 0; i < inner; ++i) c.run();
-  return std::chrono::duration<double>(Clock::now() - t0).count() / inner;
+  wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (d0) return (*clock->device_seconds() - *d0) / inner;
+  return wall / inner;
 }
 
 }  // namespace
@@ -66,7 +72,10 @@ Measurement measure(OpCase& c, kernels::Communicator* sync, const HarnessOptions
     return out;
   }
   // Back-to-back runs per sample so timer and barrier overheads stay small against the op.
-  std::vector<double> probe{timed(c, 1, sync)};
+  const kernels::Backend* clock = o.device_clock;
+  if (clock != nullptr && !clock->device_seconds()) clock = nullptr;
+  double wall = 0.0;
+  std::vector<double> probe{timed(c, 1, sync, clock, wall)};
   max_over_ranks(sync, probe);
   const int inner =
       probe[0] > 0.0 ? std::clamp(static_cast<int>(std::ceil(o.min_sample_s / probe[0])), 1, 10000)
@@ -76,9 +85,20 @@ Measurement measure(OpCase& c, kernels::Communicator* sync, const HarnessOptions
   const int batch = std::max(1, o.min_reps);
   while (true) {
     std::vector<double> b(static_cast<std::size_t>(batch));
-    for (double& t : b) t = timed(c, inner, sync);
+    // The time spent bounds the repetitions, the same on every rank: the samples (the slowest
+    // rank's) or, with a device clock, the wall time (the copies around the kernels too).
+    std::vector<double> spent(1, 0.0);
+    for (double& t : b) {
+      t = timed(c, inner, sync, clock, wall);
+      spent[0] += wall;
+    }
     max_over_ranks(sync, b);  // identical samples on every rank → identical decisions
-    for (const double t : b) total += t * inner;
+    if (clock != nullptr) {
+      max_over_ranks(sync, spent);
+      total += spent[0];
+    } else {
+      for (const double t : b) total += t * inner;
+    }
     samples.insert(samples.end(), b.begin(), b.end());
     const Stats s = summarize(samples);
     const bool stable = s.median_s > 0.0 && (s.p90_s - s.p10_s) / s.median_s <= o.target_spread;

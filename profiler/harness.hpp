@@ -37,6 +37,10 @@ struct HarnessOptions {
   double max_seconds = 2.0;     ///< stop once the samples add up to this
   double target_spread = 0.05;  ///< stable: (p90 − p10) / median ≤ this
   double min_sample_s = 2e-4;   ///< back-to-back runs per sample so one lasts at least this
+  /// The backend whose device clock times the samples, when it has one (the CUDA backend: its
+  /// kernels' event time, without the host copies around them); null or without a device
+  /// clock: wall time. Either way the repetitions stop once max_seconds of wall time is spent.
+  const kernels::Backend* device_clock = nullptr;
 };
 
 /// A verification's verdict.
@@ -107,6 +111,9 @@ struct OpPoint {
 struct OpTable {
   std::string name;
   bool collective = false;
+  /// Host code of the layer (packing rows, staging, fp8 (de)quantization on the host), not a
+  /// call of the backend: a device profile (a backend with a device clock) does not time it.
+  bool host_op = false;
   /// The points a sweep needs.
   std::function<std::vector<OpPoint>(const SweepSpec&)> sweep;
   /// busBw = algBw · bus_factor(group size) (nccl-tests); null for compute ops.

@@ -12,12 +12,14 @@ namespace {
 class LayerCase final : public OpCase {
  public:
   LayerCase(kernels::Communicator& world, const kernels::LayerSpec& spec,
-            const kernels::Layout& layout, int num_tokens, const kernels::DispatchOptions& dispatch)
+            const kernels::Layout& layout, int num_tokens, const kernels::DispatchOptions& dispatch,
+            kernels::Backend* backend)
       : spec_(spec),
         layout_(layout),
         tokens_(num_tokens),
         dispatch_(dispatch),
-        backend_(kernels::make_cpu_backend()),
+        owned_(backend == nullptr ? kernels::make_cpu_backend() : nullptr),
+        backend_(backend == nullptr ? owned_.get() : backend),
         groups_(kernels::make_groups(world, layout, dispatch.ranks_per_node)),
         weights_(kernels::make_rank_weights(spec, layout, world.rank())) {
     const kernels::TokenRange tr =
@@ -59,7 +61,8 @@ class LayerCase final : public OpCase {
   int tokens_;
   kernels::DispatchOptions dispatch_;
   int count_ = 0;
-  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<kernels::Backend> owned_;
+  kernels::Backend* backend_;
   kernels::RankGroups groups_;
   kernels::RankWeights weights_;
   std::vector<float> x_, out_;
@@ -88,11 +91,14 @@ std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
                                const kernels::Layout& layout, int num_tokens,
                                const HarnessOptions& options, bool inject_fault,
-                               const kernels::DispatchOptions& dispatch) {
-  LayerCase c(world, spec, layout, num_tokens, dispatch);
+                               const kernels::DispatchOptions& dispatch,
+                               kernels::Backend* backend) {
+  LayerCase c(world, spec, layout, num_tokens, dispatch, backend);
   if (inject_fault) c.inject_fault();
+  HarnessOptions o = options;
+  if (backend != nullptr && backend->device_seconds()) o.device_clock = backend;
   LayerMeasurement out;
-  out.measurement = measure(c, world.size() > 1 ? &world : nullptr, options);
+  out.measurement = measure(c, world.size() > 1 ? &world : nullptr, o);
   out.phases = c.phases();
   return out;
 }

@@ -21,10 +21,13 @@ struct LayerMeasurement {
 
 /// Measures the layer with the layout's dispatcher collectively on `world`
 /// (layout.group_size() == world.size()); the DeepEP dispatchers with `dispatch`'s node grouping
-/// and buffer.
+/// and buffer. The layer's ops run on `backend` (null: a CPU backend of its own); one with a
+/// device clock times them (the layer's kernels: host copies, packing and the communicator's
+/// work are left out).
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
                                const kernels::Layout& layout, int num_tokens,
                                const HarnessOptions& options, bool inject_fault = false,
-                               const kernels::DispatchOptions& dispatch = {});
+                               const kernels::DispatchOptions& dispatch = {},
+                               kernels::Backend* backend = nullptr);
 
 }  // namespace moeplan::profiler

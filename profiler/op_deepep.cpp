@@ -180,6 +180,7 @@ class CombineReduceCase final : public OpCase {
 OpTable fp8_table(const char* name, const char* kernel, bool quantize_op) {
   OpTable t;
   t.name = name;
+  t.host_op = true;
   t.sweep = [name, kernel](const SweepSpec& s) {
     return byte_sweep(s, fp8_row_bytes, [&](DType dt, long rows) {
       OpPoint p;

@@ -55,6 +55,7 @@ class PermuteCase final : public OpCase {
 OpTable permute_op() {
   OpTable t;
   t.name = "permute";
+  t.host_op = true;
   t.sweep = [](const SweepSpec& s) {
     return byte_sweep(s, row_bytes, [&](DType dt, long rows) {
       OpPoint p;

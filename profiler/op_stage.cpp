@@ -49,6 +49,7 @@ class StageCase final : public OpCase {
 OpTable stage_op() {
   OpTable t;
   t.name = "stage";
+  t.host_op = true;
   t.sweep = [](const SweepSpec& s) {
     return byte_sweep(s, value_bytes, [&](DType dt, long n) {
       OpPoint p;

@@ -33,25 +33,25 @@ std::string utc_now() {
 }  // namespace
 
 Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_size) {
-  if (o.backend == "cuda") {
-    // NOTE: the CUDA backend's ops take host spans and copy in and out around the kernels; a
-    // GPU profile must time the kernels alone (CUDA events) and NCCL on device buffers, which
-    // is not built yet (issue 18). Refused rather than recording copies as kernel times.
-    return input_error("backend",
-                       " cuda: profiling the CUDA kernels and NCCL into a cost database is not "
-                       "built yet (the CUDA backend runs in verify --backend cuda; GPU costs come "
-                       "from imported tables: moeplan costs import); expected {backend} cpu");
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    return input_error("backend", " " + o.backend + ": expected {backend} cpu or cuda");
   }
-  if (o.backend != "cpu") {
-    return input_error("backend", " " + o.backend + ": expected {backend} cpu");
+  if (o.backend == "cuda" && world_size > 1) {
+    // NOTE: the collectives of a GPU profile must run through NCCL on device buffers, timed as
+    // nccl-tests does; that is not built yet, so a CUDA profile is one rank on one GPU (its
+    // compute ops) and plans take the links from the roofline.
+    return input_error("backend",
+                       " cuda on " + std::to_string(world_size) +
+                           " ranks: profiling NCCL collectives is not built yet; expected one "
+                           "rank (the CUDA kernels of one GPU) or {backend} cpu");
   }
   if (o.out.empty()) return input_error("out", ": expected the path of the cost database to write");
   const auto local = planner::parse_local_cluster(o.cluster);
   if (!o.cluster.empty() && !(local && *local && (*local)->num_ranks() == world_size)) {
-    return input_error(
-        "cluster", " " + o.cluster + ": a CPU profile measures this machine with its " +
-                       std::to_string(world_size) + " ranks; expected local:" +
-                       std::to_string(world_size) + " (or local:KxM of as many) or no {cluster}");
+    return input_error("cluster", " " + o.cluster + ": a profile measures this machine with its " +
+                                      std::to_string(world_size) +
+                                      " ranks; expected local:" + std::to_string(world_size) +
+                                      " (or local:KxM of as many) or no {cluster}");
   }
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
     return input_error("max_seconds", ": expected a time per point in (0, 600] s");
@@ -88,6 +88,9 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
                                   std::to_string(world_size) +
                                   " rank(s) (collectives need at least 2)");
   }
+  auto backend = kernels::make_backend(o.backend);
+  if (!backend) return backend.error();
+  req.backend = std::move(*backend);
   req.out_path = o.out;
   req.resume = o.resume;
   req.command = o.command;
@@ -96,8 +99,13 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   // machine shared with other work, sub-millisecond samples dodge preemption that a phase of
   // tens of milliseconds cannot.
   req.harness.min_sample_s = 5e-3;
+  if (o.backend == "cuda") {
+    // CUDA events time the kernels alone, with no timer or barrier overhead to amortize: one
+    // run per sample.
+    req.harness.min_sample_s = 0.0;
+  }
   if (o.quick) {
-    req.harness.min_sample_s = 2e-4;
+    req.harness.min_sample_s = o.backend == "cuda" ? 0.0 : 2e-4;
     req.harness.min_reps = 3;
     req.harness.max_seconds = std::min(o.max_seconds, 0.2);
   }
@@ -132,6 +140,10 @@ std::string cpu_device_name(const Environment& env, int world_size, int num_node
          (num_nodes > 1 ? "/nodes=" + std::to_string(num_nodes) : "");
 }
 
+std::string device_profile_name(const kernels::Backend& backend, int world_size) {
+  return backend.name() + ":" + backend.device_name() + "/ranks=" + std::to_string(world_size);
+}
+
 int count_nodes(const std::vector<planner::RunRank>& places) {
   std::set<int> domains;
   for (const auto& p : places) domains.insert(p.shm_domain);
@@ -148,9 +160,12 @@ Result<ProfileSummary> run_profile(
   if (!points) return points.error();
   // The backend whose calls every compute op times (its can_implement decides what is
   // not_supported).
-  auto made = kernels::make_backend(req.sweep.backend);
-  if (!made) return made.error();
-  const std::unique_ptr<kernels::Backend> backend = std::move(*made);
+  std::shared_ptr<kernels::Backend> backend = req.backend;
+  if (!backend) {
+    auto made = kernels::make_backend(req.sweep.backend);
+    if (!made) return made.error();
+    backend = std::move(*made);
+  }
   const Environment env = current_environment();
   std::vector<planner::RunRank> places = req.places;
   if (places.empty()) {
@@ -158,7 +173,12 @@ Result<ProfileSummary> run_profile(
   }
   const int num_nodes = count_nodes(places);
   ProfileSummary sum;
-  sum.device = cpu_device_name(env, world.size(), num_nodes);
+  // A device profile (the backend has a device clock) is named after its device.
+  const bool device_profile = backend->device_seconds().has_value();
+  sum.device = device_profile ? device_profile_name(*backend, world.size())
+                              : cpu_device_name(env, world.size(), num_nodes);
+  HarnessOptions harness = req.harness;
+  if (device_profile) harness.device_clock = backend.get();
   sum.total = static_cast<int>(points->size());
 
   std::unique_ptr<planner::CostDb> db;
@@ -173,7 +193,7 @@ Result<ProfileSummary> run_profile(
       run.host = env.host;
       run.cpu_model = env.cpu_model;
       run.device = sum.device;
-      run.backend = "cpu";
+      run.backend = backend->name();
       run.communicator = world.kind();
       run.compiler = env.compiler;
       run.mpi = env.mpi;
@@ -221,8 +241,8 @@ Result<ProfileSummary> run_profile(
     bool skip = false;
     Error db_error{""};
     if (root && req.resume) {
-      auto has = db->has_point(sum.device, "cpu", point.op, std::string(dtype_name(point.dtype)),
-                               point.shape, point.group_size);
+      auto has = db->has_point(sum.device, backend->name(), point.op,
+                               std::string(dtype_name(point.dtype)), point.shape, point.group_size);
       if (!has) {
         db_error = has.error();
       } else {
@@ -243,6 +263,10 @@ Result<ProfileSummary> run_profile(
     if (point.bytes * 4.0 > byte_cap && table->collective) {
       m.disposition = planner::Disposition::kNotSupported;
       m.detail = "exceeds the memory cap of this host";
+    } else if (device_profile && (table->host_op || table->collective)) {
+      m.disposition = planner::Disposition::kNotSupported;
+      m.detail = "host code in moeplan's layer, not a " + backend->name() +
+                 " kernel: not timed on the device (plans take it from the roofline)";
     } else {
       kernels::Communicator* group =
           table->collective ? groups.at(point.group_size).get() : nullptr;
@@ -261,7 +285,7 @@ Result<ProfileSummary> run_profile(
         m.disposition = planner::Disposition::kNotSupported;
         m.detail = c ? std::string("another rank could not set this shape up") : c.error().message;
       } else {
-        m = measure(**c, sync, req.harness);
+        m = measure(**c, sync, harness);
       }
     }
     switch (m.disposition) {
@@ -273,7 +297,7 @@ Result<ProfileSummary> run_profile(
       planner::CostPoint p;
       p.run_id = run_id;
       p.device = sum.device;
-      p.backend = "cpu";
+      p.backend = backend->name();
       p.op = point.op;
       p.dtype = std::string(dtype_name(point.dtype));
       p.shape = point.shape;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct ProfileRequest {
   /// Where each rank runs (kernels::JobWorld::places under a launcher); empty: every rank on
   /// this host, in one shared-memory domain (in-process ranks).
   std::vector<planner::RunRank> places;
+  /// The backend profiled (made with the request, so an unusable one is an input error before
+  /// any file is touched; null: run_profile makes sweep.backend's).
+  std::shared_ptr<kernels::Backend> backend;
 };
 
 /// A profile's settings as `moeplan profile` takes them (and moeplan-gui's profiling view):
@@ -70,6 +74,10 @@ struct ProfileSummary {
 /// span K > 1 nodes (shared-memory domains): its collectives crossed the network, so its points
 /// are not those of one node.
 std::string cpu_device_name(const Environment& env, int world_size, int num_nodes = 1);
+
+/// Device name of a device profile (a backend with a device clock): "<backend>:<device
+/// name>/ranks=<N>", e.g. "cuda:NVIDIA H200/ranks=1".
+std::string device_profile_name(const kernels::Backend& backend, int world_size);
 
 /// The number of shared-memory domains (nodes) of `places`; 1 when empty.
 int count_nodes(const std::vector<planner::RunRank>& places);

@@ -56,6 +56,15 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
     return input_error("max_seconds", ": expected a time per case in (0, 600] s");
   }
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    return input_error("backend", " " + o.backend + ": expected cpu or cuda");
+  }
+  if (o.backend == "cuda" && world > 1) {
+    return input_error("backend",
+                       " cuda on " + std::to_string(world) +
+                           " ranks: the layer's collectives through NCCL are not built into "
+                           "validate yet; expected one rank (one GPU) or {backend} cpu");
+  }
   ValidateRequest r;
   r.statistic = *statistic;
   r.harness.warmup = 1;
@@ -137,6 +146,9 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   if (r.cases.empty()) {
     return input_error("dispatcher", ": no layout of the request runs any of its dispatchers");
   }
+  auto backend = kernels::make_backend(o.backend);
+  if (!backend) return backend.error();
+  r.backend = std::move(*backend);
   return r;
 }
 
@@ -158,8 +170,8 @@ std::vector<ValidateRow> run_validate_cases(
   for (const auto& c : req.cases) {
     if (stop && any_rank(world, stop())) break;
     kernels::fault_point(world.rank());
-    const auto lm =
-        measure_layer(world, req.spec, c.layout, c.tokens, req.harness, false, req.dispatch);
+    const auto lm = measure_layer(world, req.spec, c.layout, c.tokens, req.harness, false,
+                                  req.dispatch, req.backend.get());
     ValidateRow r;
     r.c = c;
     r.measured_s = req.statistic == planner::CostStatistic::kP10 ? lm.measurement.stats.p10_s

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct ValidateOptions {
   double max_seconds = 3.0;
   std::string statistic = "median";
   int ranks_per_node = 0;  ///< group the ranks into nodes (deepep_normal; 0: one node)
+  /// The backend the layer runs on: "cpu", or "cuda" (one rank on one GPU, timed by its
+  /// kernels' CUDA events as a CUDA profile is).
+  std::string backend = "cpu";
 };
 
 struct ValidateCase {
@@ -46,6 +50,9 @@ struct ValidateRequest {
   kernels::LayerSpec spec;
   std::vector<ValidateCase> cases;
   HarnessOptions harness;
+  /// The backend every case runs on (shared by the cases; made with the request so that an
+  /// unusable one is an input error).
+  std::shared_ptr<kernels::Backend> backend;
   planner::CostStatistic statistic = planner::CostStatistic::kMedian;
   kernels::DispatchOptions dispatch;  ///< node grouping; deepep_ll's buffer fits every case
   /// What the layouts × dispatchers left out and why (a DeepEP dispatcher with tp > 1, ...).

@@ -84,7 +84,9 @@ void add_profile_command(CLI::App& app, Action& action) {
       "profile",
       "Measure the kernels and collectives a model's layouts need on this machine and write "
       "them to a cost database (threads with --ranks, or real processes under mpirun/srun)");
-  cmd->add_option("--backend", o->backend, "Compute backend to measure: cpu")
+  cmd->add_option("--backend", o->backend,
+                  "Compute backend to measure: cpu, or cuda (one rank on one GPU: the kernels "
+                  "timed by CUDA events; NCCL collectives are not profiled yet)")
       ->capture_default_str();
   cmd->add_option("--model", o->model, "Bundled model name or config.json path")
       ->capture_default_str();

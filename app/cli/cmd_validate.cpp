@@ -181,6 +181,10 @@ void add_validate_command(CLI::App& app, Action& action) {
   cmd->add_option("--model", o->model, "Bundled model name or config.json path")
       ->capture_default_str();
   cmd->add_option("--costs", o->costs, "Cost database written by moeplan profile (required)");
+  cmd->add_option("--backend", o->backend,
+                  "Backend the layer runs on: cpu, or cuda (one rank on one GPU, its kernels "
+                  "timed by CUDA events, as profile --backend cuda times them)")
+      ->capture_default_str();
   cmd->add_option("--layouts", o->layouts, "all, or EPxTP list such as 2x1,1x2")
       ->capture_default_str();
   cmd->add_option("--dispatcher", o->dispatchers,

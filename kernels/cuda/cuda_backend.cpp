@@ -2,6 +2,7 @@
 #include "kernels/cuda/cuda_backend.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -28,15 +29,27 @@ class CudaBackend final : public Backend {
     MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
     MOEPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ffn_ = std::make_unique<ExpertFfn>(stream_);
+    MOEPLAN_CUDA_CHECK(cudaEventCreate(&kernels_start_));
+    MOEPLAN_CUDA_CHECK(cudaEventCreate(&kernels_stop_));
   }
   ~CudaBackend() override {
     ffn_.reset();
+    if (kernels_start_ != nullptr) cudaEventDestroy(kernels_start_);
+    if (kernels_stop_ != nullptr) cudaEventDestroy(kernels_stop_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override { return "cuda"; }
+
+  std::string device_name() const override {
+    cudaDeviceProp prop{};
+    MOEPLAN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    return prop.name;
+  }
+
+  std::optional<double> device_seconds() const override { return device_seconds_; }
 
   Status can_implement(const OpQuery& q) const override {
     if (q.op == BackendOp::kGemmFp8Block) {
@@ -66,7 +79,9 @@ class CudaBackend final : public Backend {
     to_storage(b.first(sz(k) * sz(n)), dtype, db);
     const DType stored = out_dtype == DType::kFp32 ? DType::kFp32 : dtype;
     void* dc = c_.reserve(sz(m) * sz(n) * dtype_size(stored));
+    begin_kernels();
     ffn_->gemm(dtype, stored, m, n, k, da, db, dc);
+    end_kernels();
     float* dout = d_.reserve_as<float>(sz(m) * sz(n));
     launch_from_storage(stored, dc, sz(m) * sz(n), dout, stream_);
     download(dout, c.first(sz(m) * sz(n)));
@@ -81,7 +96,9 @@ class CudaBackend final : public Backend {
     void* dgu = a_.reserve(n_in * dtype_size(dtype));
     to_storage(gate_up.first(n_in), dtype, dgu);
     void* dact = b_.reserve(n_out * dtype_size(dtype));
+    begin_kernels();
     launch_silu_mul(dtype, dgu, rows, width, dact, stream_);
+    end_kernels();
     float* dout = c_.reserve_as<float>(n_out);
     launch_from_storage(dtype, dact, n_out, dout, stream_);
     download(dout, act.first(n_out));
@@ -97,7 +114,9 @@ class CudaBackend final : public Backend {
     float* dout = c_.reserve_as<float>(n);
     MOEPLAN_CUDA_CHECK(
         cudaMemcpyAsync(dout, out.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    begin_kernels();
     launch_shared_gate(dx, dg, num_tokens, hidden, dout, stream_);
+    end_kernels();
     download(dout, out.first(n));
   }
 
@@ -108,7 +127,9 @@ class CudaBackend final : public Backend {
     const float* dx = upload(a_, x.first(sz(num_tokens) * sz(hidden)));
     const float* dw = upload(b_, w.first(sz(hidden) * sz(num_experts)));
     float* dl = c_.reserve_as<float>(sz(num_tokens) * sz(num_experts));
+    begin_kernels();
     ffn_->gemm(DType::kFp32, DType::kFp32, num_tokens, num_experts, hidden, dx, dw, dl);
+    end_kernels();
     download(dl, logits.first(sz(num_tokens) * sz(num_experts)));
   }
 
@@ -123,7 +144,9 @@ class CudaBackend final : public Backend {
     const float* db = p.biased ? upload(b_, score_bias.first(sz(num_experts))) : nullptr;
     int* did = c_.reserve_as<int>(sz(num_tokens) * sz(top_k));
     float* dw = d_.reserve_as<float>(sz(num_tokens) * sz(top_k));
+    begin_kernels();
     launch_route(p, dl, db, num_tokens, num_experts, top_k, did, dw, stream_);
+    end_kernels();
     download(did, ids.first(sz(num_tokens) * sz(top_k)), false);
     download(dw, weights.first(sz(num_tokens) * sz(top_k)));
   }
@@ -138,7 +161,9 @@ class CudaBackend final : public Backend {
     int* order = c_.reserve_as<int>(std::max<std::size_t>(pair_experts.size(), 1));
     int* pair_row = d_.reserve_as<int>(std::max<std::size_t>(pair_experts.size(), 1));
     void* scratch = e_.reserve(permute_scratch_bytes(n, num_local));
+    begin_kernels();
     launch_permute(de, n, first_expert, num_local, offsets, order, pair_row, scratch, stream_);
+    end_kernels();
     Permutation p;
     p.offsets.resize(sz(num_local) + 1);
     download(offsets, std::span<int>(p.offsets));
@@ -194,7 +219,9 @@ class CudaBackend final : public Backend {
     FfnAlgo algo = FfnAlgo::kGrouped;
     if (choice_ == FfnChoice::kLtLoop) algo = FfnAlgo::kLtLoop;
     if (choice_ == FfnChoice::kAuto) algo = ffn_->pick(args);
+    begin_kernels();
     ffn_->run(algo, args);
+    end_kernels();
     float* dout = e_.reserve_as<float>(n_rows);
     launch_from_storage(dtype, args.out, n_rows, dout, stream_);
     download(dout, out.first(n_rows));
@@ -212,7 +239,9 @@ class CudaBackend final : public Backend {
     const float* dw = upload(c_, weights.first(pairs));
     const float* ds = shared.empty() ? nullptr : upload(d_, shared.first(n_out));
     float* dout = e_.reserve_as<float>(n_out);
+    begin_kernels();
     launch_combine(dtype, true, dy, dr, dw, ds, num_tokens, top_k, hidden, true, dout, stream_);
+    end_kernels();
     download(dout, out.first(n_out));
   }
 
@@ -235,20 +264,33 @@ class CudaBackend final : public Backend {
     void* gu = b_.reserve(sz(num_tokens) * 2 * sz(width) * es);
     void* act = c_.reserve(sz(num_tokens) * sz(width) * es);
     float* y = d_.reserve_as<float>(n_x);
+    const float* dg = gate.empty() ? nullptr : upload(e_, gate.first(sz(hidden)));
     // Gate and up stored in the dtype, the activation in the dtype, the down projection in fp32
-    // (the CPU backend's stores exactly); the caller rounds after the TP sum.
+    // (the CPU backend's stores exactly); the caller rounds after the TP sum. Timed from the
+    // first GEMM: x arrives in fp32 here but is already in the dtype in a model's layer.
+    begin_kernels();
     ffn_->gemm(dtype, dtype, num_tokens, 2 * width, hidden, dx, wbuf, gu);
     launch_silu_mul(dtype, gu, num_tokens, width, act, stream_);
     ffn_->gemm(dtype, DType::kFp32, num_tokens, hidden, width, act, wbuf + gu_elems * es, y);
-    if (!gate.empty()) {
-      const float* dg = upload(e_, gate.first(sz(hidden)));
-      launch_shared_gate(dx32, dg, num_tokens, hidden, y, stream_);
-    }
+    if (dg != nullptr) launch_shared_gate(dx32, dg, num_tokens, hidden, y, stream_);
+    end_kernels();
     download(y, out.first(n_x));
   }
 
  private:
   void enter() { MOEPLAN_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  // Kernel-only time (what the profiler records): events around an op's device work, after its
+  // uploads and storage conversions and before its conversion back and download; summed into
+  // device_seconds. end_kernels waits for the stop event (the download waits anyway).
+  void begin_kernels() { MOEPLAN_CUDA_CHECK(cudaEventRecord(kernels_start_, stream_)); }
+  void end_kernels() {
+    MOEPLAN_CUDA_CHECK(cudaEventRecord(kernels_stop_, stream_));
+    MOEPLAN_CUDA_CHECK(cudaEventSynchronize(kernels_stop_));
+    float ms = 0.0F;
+    MOEPLAN_CUDA_CHECK(cudaEventElapsedTime(&ms, kernels_start_, kernels_stop_));
+    device_seconds_ += static_cast<double>(ms) * 1e-3;
+  }
 
   template <class T>
   const T* upload(DeviceBuffer& buf, std::span<const T> host) {
@@ -288,6 +330,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<ExpertFfn> ffn_;
   DeviceBuffer a_, b_, c_, d_, e_, f_, staging_, weights_;
+  cudaEvent_t kernels_start_ = nullptr;
+  cudaEvent_t kernels_stop_ = nullptr;
+  double device_seconds_ = 0.0;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The CUDA backend as plain C++ (no CUDA headers): the Backend ops on one device, taking host
-// spans (copy in, run the device kernels, copy out) for verify and the tests; the device-pointer
-// launchers underneath (moe_kernels.hpp, expert_ffn.hpp) are what the profiler times.
+// spans (copy in, run the device kernels, copy out); CUDA events around each op's kernels give
+// the kernel-only time the profiler records (Backend::device_seconds).
 #pragma once
 
 #include <cstdint>

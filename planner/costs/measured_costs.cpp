@@ -3,6 +3,7 @@
 #include "planner/costs/measured_costs.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -164,6 +165,30 @@ std::optional<CostStatistic> parse_statistic(const std::string& name) {
   return std::nullopt;
 }
 
+std::string profiled_gpu_device(const std::string& device, const std::vector<std::string>& known) {
+  const std::string prefix = "cuda:";
+  if (device.compare(0, prefix.size(), prefix) != 0) return {};
+  std::string gpu = device.substr(prefix.size(), device.rfind("/ranks=") - prefix.size());
+  // The GPU's name in words of letters and digits, lower case: "nvidia", "h200", "80gb", ...
+  std::vector<std::string> words(1);
+  for (const char ch : gpu) {
+    if (std::isalnum(static_cast<unsigned char>(ch)) != 0) {
+      words.back() += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    } else if (!words.back().empty()) {
+      words.emplace_back();
+    }
+  }
+  // A bundled device whose name (or its part before '_': b200_sxm → b200) is one of the words;
+  // the plain name first.
+  std::string found;
+  for (const auto& k : known) {
+    const std::string base = k.substr(0, k.find('_'));
+    if (std::find(words.begin(), words.end(), base) == words.end()) continue;
+    if (found.empty() || k == base) found = k;
+  }
+  return found;
+}
+
 Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(
     const CostDb& db, const Cluster& cluster, const std::string& device, CostStatistic statistic,
     std::shared_ptr<const Calibration> calibration) {
@@ -176,12 +201,18 @@ Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(
                  "(moeplan profile --out " +
                  db.path() + ")"};
   }
+  const auto known = bundled_device_names();
   std::string chosen = device;
   if (chosen.empty()) {
     if (devices.size() == 1) {
       chosen = devices.front();
     } else if (std::find(devices.begin(), devices.end(), cluster.device().name) != devices.end()) {
       chosen = cluster.device().name;
+    } else {
+      // A CUDA profile of the cluster's GPU ("cuda:NVIDIA H200/ranks=1" for an h200 cluster).
+      for (const auto& d : devices) {
+        if (profiled_gpu_device(d, known) == cluster.device().name) chosen = d;
+      }
     }
   }
   std::string list;
@@ -193,7 +224,12 @@ Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(
   // NOTE: a database of a GPU moeplan knows (imported tables are named after the device file)
   // answers for that GPU only. A CPU profile (device "cpu:…") may still stand in for a cluster's
   // device, as moeplan-gui allows.
-  const auto known = bundled_device_names();
+  const std::string gpu = profiled_gpu_device(chosen, known);
+  if (!gpu.empty() && gpu != cluster.device().name) {
+    return Error{db.path() + ": a CUDA profile of device '" + gpu + "' (" + chosen +
+                 "), but cluster '" + cluster.name() + "' is of device '" + cluster.device().name +
+                 "'; expected a database of '" + cluster.device().name + "'"};
+  }
   if (chosen != cluster.device().name &&
       std::find(known.begin(), known.end(), chosen) != known.end()) {
     return Error{db.path() + ": a cost database of device '" + chosen + "', but cluster '" +

@@ -46,6 +46,11 @@ enum class CostStatistic : std::uint8_t {
 std::string statistic_name(CostStatistic s);  ///< "median", "p10"
 std::optional<CostStatistic> parse_statistic(const std::string& name);
 
+/// The bundled device (of `known`) a CUDA profile measured: its device "cuda:<GPU name>/ranks=N"
+/// names a GPU whose name has the device's name (or its part before '_') as a word, e.g.
+/// "cuda:NVIDIA H200/ranks=1" → "h200"; empty for other devices or an unknown GPU.
+std::string profiled_gpu_device(const std::string& device, const std::vector<std::string>& known);
+
 /// The ops a MeasuredCosts reads from a database.
 const std::vector<std::string>& planner_ops();
 

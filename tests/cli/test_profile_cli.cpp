@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/backends.hpp"
 #include "planner/costs/cost_db.hpp"
 #include "tests/cli/cli_runner.hpp"
 
@@ -52,10 +53,16 @@ void expect_bad_input(const CliResult& r, const std::string& part) {
 
 TEST_F(ProfileCli, BadInputIsOneLineAndWritesNothing) {
   expect_bad_input(run_cli("profile --quick"), "--out");
-  // Not built yet, and said so: a GPU profile must time the kernels alone, not the host copies.
-  expect_bad_input(run_cli("profile --backend cuda --out " + db()),
-                   "--backend cuda: profiling the CUDA kernels and NCCL into a cost database is "
-                   "not built yet");
+  // A CUDA profile is one rank on one GPU (NCCL collectives are not profiled yet, and said so);
+  // without a usable device it refuses before touching the file, saying why.
+  expect_bad_input(run_cli("profile --backend cuda --ranks 2 --out " + db()),
+                   "--backend cuda on 2 ranks: profiling NCCL collectives is not built yet");
+  const auto inventory = kernels::backend_inventory();
+  if (!inventory[1].usable) {
+    expect_bad_input(run_cli("profile --backend cuda --quick --out " + db()),
+                     inventory[1].compiled ? "--backend cuda: no usable CUDA device: "
+                                           : "--backend cuda: not compiled in");
+  }
   expect_bad_input(run_cli("profile --backend tpu --out " + db()), "--backend tpu: expected");
   expect_bad_input(run_cli("profile --dtype fp8 --out " + db()), "--dtype");
   expect_bad_input(run_cli("profile --model qwen1.5-moe-a2.7b --scale 7 --out " + db()),
@@ -88,6 +95,19 @@ TEST_F(ProfileCli, ValidateAndPlanBadInput) {
                            db()),
                    "layout 3x1");
   expect_bad_input(run_cli("validate --statistic mean --costs " + db()), "--statistic");
+  expect_bad_input(run_cli("validate --backend tpu --costs " + db()),
+                   "--backend tpu: expected cpu or cuda");
+  expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --backend "
+                           "cuda --costs " +
+                           db()),
+                   "--backend cuda on 2 ranks: the layer's collectives through NCCL");
+  if (!kernels::backend_inventory()[1].usable) {
+    expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 1 --backend "
+                             "cuda --costs " +
+                             db()),
+                     kernels::backend_inventory()[1].compiled ? "--backend cuda: no usable CUDA"
+                                                              : "--backend cuda: not compiled in");
+  }
   // The weight format: 4-bit groups must divide the widths.
   expect_bad_input(
       run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --weights nvfp4 --costs " + db()),

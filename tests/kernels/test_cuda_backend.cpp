@@ -3,6 +3,8 @@
 // on two GPUs where there are two). Every suite skips, saying why, when no device is usable.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -296,6 +298,33 @@ TEST_F(CudaOps, GemmSiluGateMatchCpuAndFp8IsRefused) {
   EXPECT_LE(nmse(out, ref), nmse_bound(DType::kFp32, k));
   EXPECT_FALSE(grouped_->can_implement({BackendOp::kGemm, DType::kFp8}).ok());
   EXPECT_TRUE(grouped_->can_implement({BackendOp::kGemm, DType::kBf16}).ok());
+}
+
+// The device clock the profiler times GPU ops by: CUDA events around each op's kernels, not its
+// host copies. A 69 GFLOP bf16 GEMM whose fp32 operands (100 MB) cross PCIe each call: the
+// kernel time is positive, below the call's wall time, and no faster than 5 PFLOP/s (above any
+// GPU's dense bf16 peak); an op with no rows adds nothing; the CPU backend has no device clock.
+TEST_F(CudaOps, DeviceSecondsTimeTheKernelsAlone) {
+  EXPECT_FALSE(cpu_->device_seconds().has_value());
+  EXPECT_FALSE(grouped_->device_name().empty());
+  const int m = 2048, k = 4096, n = 4096;
+  const auto a = random_values(sz(m) * sz(k), -1.0F, 1.0F, 21, DType::kBf16);
+  const auto b = random_values(sz(k) * sz(n), -0.1F, 0.1F, 22, DType::kBf16);
+  std::vector<float> c(sz(m) * sz(n));
+  grouped_->gemm(ctx_, a, m, k, b, n, DType::kBf16, DType::kBf16, c);  // warm-up (cuBLAS init)
+  for (int rep = 0; rep < 3; ++rep) {
+    const double d0 = *grouped_->device_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    grouped_->gemm(ctx_, a, m, k, b, n, DType::kBf16, DType::kBf16, c);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double d = *grouped_->device_seconds() - d0;
+    EXPECT_GT(d, 2.0 * m * k * n / 5e15);
+    EXPECT_LT(d, wall);
+  }
+  const double before = *grouped_->device_seconds();
+  grouped_->gemm(ctx_, a, 0, k, b, n, DType::kBf16, DType::kBf16, c);
+  EXPECT_EQ(*grouped_->device_seconds(), before);
 }
 
 TEST_F(CudaOps, CombineMatchesCpu) {

@@ -205,6 +205,61 @@ TEST(GpuTables, DatabaseOfAnotherDeviceIsOneError) {
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
 }
 
+// A CUDA profile (profile --backend cuda) is named after its GPU: it answers for clusters of
+// that GPU, chosen among a database's devices, and is refused for another GPU.
+TEST(GpuTables, CudaProfileAnswersForItsGpu) {
+  const auto known = bundled_device_names();
+  EXPECT_EQ(profiled_gpu_device("cuda:NVIDIA H200/ranks=1", known), "h200");
+  EXPECT_EQ(profiled_gpu_device("cuda:NVIDIA H100 80GB HBM3/ranks=1", known), "h100");
+  EXPECT_EQ(profiled_gpu_device("cuda:NVIDIA B200/ranks=1", known), "b200");
+  EXPECT_EQ(profiled_gpu_device("cuda:NVIDIA A100-SXM4-80GB/ranks=1", known), "");
+  EXPECT_EQ(profiled_gpu_device("cpu:AMD EPYC/ranks=2", known), "");
+  EXPECT_EQ(profiled_gpu_device("h200", known), "");
+
+  const fs::path path = fs::temp_directory_path() / "moeplan_cuda_profile_device.db";
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path.string() + suffix);
+  {
+    auto db = CostDb::open(path.string(), true);
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    for (const std::string device :
+         {"cpu:AMD EPYC/ranks=1", "cuda:NVIDIA H100 80GB HBM3/ranks=1"}) {
+      RunInfo run;
+      run.device = device;
+      run.backend = device.substr(0, device.find(':'));
+      run.world_size = 1;
+      auto id = (*db)->add_run(run);
+      ASSERT_TRUE(id.ok());
+      CostPoint p;
+      p.run_id = *id;
+      p.device = device;
+      p.backend = run.backend;
+      p.op = "gemm";
+      p.dtype = "bf16";
+      p.shape = "m=64,n=512,k=256";
+      p.m = 64;
+      p.n = 512;
+      p.k = 256;
+      p.flops = 2.0 * 64 * 512 * 256;
+      p.median_s = p.p10_s = p.p90_s = 1e-5;
+      p.repetitions = 5;
+      ASSERT_TRUE((*db)->add_point(p).ok());
+    }
+  }
+  auto db = CostDb::open(path.string(), false);
+  ASSERT_TRUE(db.ok());
+  auto mc = MeasuredCosts::load(**db, cluster("4x-hgx-h100"));
+  ASSERT_TRUE(mc.ok()) << mc.error().message;
+  EXPECT_EQ((*mc)->device(), "cuda:NVIDIA H100 80GB HBM3/ranks=1");
+  auto wrong =
+      MeasuredCosts::load(**db, cluster("1x-hgx-h200"), "cuda:NVIDIA H100 80GB HBM3/ranks=1");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message.find("a CUDA profile of device 'h100'"), std::string::npos)
+      << wrong.error().message;
+  EXPECT_NE(wrong.error().message.find("expected a database of 'h200'"), std::string::npos);
+  db->reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path.string() + suffix);
+}
+
 TEST(GpuTables, PlanBooksEachRanksFusedKernelFromTheTables) {
   const std::string path = fixture_db();
   auto s = make_cost_setup("1x-hgx-h200", path);

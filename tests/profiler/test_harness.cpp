@@ -5,7 +5,10 @@
 #include <map>
 
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "kernels/communicator.hpp"
 #include "models/registry.hpp"
@@ -13,6 +16,7 @@
 #include "profiler/layer_bench.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
+#include "tests/profiler/recording_backend.hpp"
 
 namespace moeplan::profiler {
 namespace {
@@ -149,72 +153,6 @@ TEST(HarnessOps, EveryComputeOpVerifiesAndCatchesAFault) {
   }
   EXPECT_EQ(checked, 10);  // 7 of the layer, 3 of the DeepEP dispatchers
 }
-
-/// The CPU backend with every call counted by op, and fp8 refused as the CPU backend does.
-class RecordingBackend final : public kernels::Backend {
- public:
-  std::string name() const override { return "recording"; }
-  Status can_implement(const kernels::OpQuery& q) const override { return cpu_->can_implement(q); }
-  void router_logits(const kernels::OpContext& c, std::span<const float> x, int t, int h,
-                     std::span<const float> w, int e, std::span<float> l) override {
-    ++calls[kernels::BackendOp::kRouterLogits];
-    cpu_->router_logits(c, x, t, h, w, e, l);
-  }
-  void route(const kernels::OpContext& c, const models::RouterSpec& r, std::span<const float> l,
-             std::span<const float> b, int t, int e, int k, std::span<int> ids,
-             std::span<float> w) override {
-    ++calls[kernels::BackendOp::kRoute];
-    cpu_->route(c, r, l, b, t, e, k, ids, w);
-  }
-  kernels::Permutation permute(const kernels::OpContext& c, std::span<const int> p, int f,
-                               int n) override {
-    ++calls[kernels::BackendOp::kPermute];
-    return cpu_->permute(c, p, f, n);
-  }
-  void expert_ffn(const kernels::OpContext& c, std::span<const float> r, std::span<const int> o,
-                  std::span<const kernels::ExpertWeights> e, int h, DType d,
-                  std::span<float> out) override {
-    ++calls[kernels::BackendOp::kExpertFfn];
-    cpu_->expert_ffn(c, r, o, e, h, d, out);
-  }
-  void gemm(const kernels::OpContext& c, std::span<const float> a, int m, int k,
-            std::span<const float> b, int n, DType d, DType od, std::span<float> out) override {
-    ++calls[kernels::BackendOp::kGemm];
-    cpu_->gemm(c, a, m, k, b, n, d, od, out);
-  }
-  void gemm_fp8(const kernels::OpContext& c, std::span<const float> a, int m, int k,
-                const kernels::Fp8Act& g, std::span<const kernels::Fp8Part> parts,
-                std::span<float> out) override {
-    ++calls[kernels::BackendOp::kGemmFp8Block];
-    cpu_->gemm_fp8(c, a, m, k, g, parts, out);
-  }
-  void silu_mul(const kernels::OpContext& c, std::span<const float> gu, int r, int w, DType d,
-                std::span<float> a) override {
-    ++calls[kernels::BackendOp::kSiluMul];
-    cpu_->silu_mul(c, gu, r, w, d, a);
-  }
-  void sigmoid_gate(const kernels::OpContext& c, std::span<const float> x, int t, int h,
-                    std::span<const float> g, std::span<float> out) override {
-    ++calls[kernels::BackendOp::kSigmoidGate];
-    cpu_->sigmoid_gate(c, x, t, h, g, out);
-  }
-  void combine(const kernels::OpContext& c, std::span<const float> y, std::span<const int> pr,
-               std::span<const float> w, std::span<const float> sh, int t, int k, int h, DType d,
-               std::span<float> out) override {
-    ++calls[kernels::BackendOp::kCombine];
-    cpu_->combine(c, y, pr, w, sh, t, k, h, d, out);
-  }
-  void shared_expert(const kernels::OpContext& c, std::span<const float> x, int t, int h,
-                     const kernels::ExpertWeights& w, std::span<const float> g, DType d,
-                     std::span<float> out) override {
-    ++calls[kernels::BackendOp::kSharedExpert];
-    cpu_->shared_expert(c, x, t, h, w, g, d, out);
-  }
-  std::map<kernels::BackendOp, int> calls;
-
- private:
-  std::unique_ptr<kernels::Backend> cpu_ = kernels::make_cpu_backend();
-};
 
 // fp8 block weights (DeepSeek-V3's own format): the expert GEMMs are measured as gemm_fp8
 // points of dtype fp8 — the op the layer's MLP calls — verified against a reference on the
@@ -405,6 +343,130 @@ TEST(Profile, WritesEveryPointOnceAndResumes) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->size(), pts->size());
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+// A device clock (the CUDA backend's events) times the backend's calls, not the wall: a case
+// whose run sleeps 3 ms around one 1 ms "kernel" measures 1 ms, and the wall time it spends
+// still bounds the repetitions.
+class SleepingCase final : public OpCase {
+ public:
+  explicit SleepingCase(kernels::Backend& backend) : backend_(backend) {}
+  void run() override {
+    backend_.silu_mul(kernels::OpContext{}, gate_up_, 1, 2, DType::kBf16, act_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  Check verify() override {
+    run();
+    return {};
+  }
+
+ private:
+  kernels::Backend& backend_;
+  std::vector<float> gate_up_ = {0.5F, -1.0F, 2.0F, 0.25F};
+  std::vector<float> act_ = std::vector<float>(2);
+};
+
+TEST(Harness, DeviceClockTimesTheKernelsNotTheWall) {
+  RecordingBackend gpu(1e-3);
+  SleepingCase c(gpu);
+  HarnessOptions o;
+  o.min_sample_s = 0.0;
+  o.min_reps = 3;
+  o.max_reps = 60;
+  o.max_seconds = 0.05;
+  o.device_clock = &gpu;
+  const Measurement m = measure(c, nullptr, o);
+  ASSERT_EQ(m.disposition, planner::Disposition::kPassed) << m.detail;
+  EXPECT_NEAR(m.stats.median_s, 1e-3, 1e-12);
+  EXPECT_NEAR(m.stats.p90_s, 1e-3, 1e-12);
+  EXPECT_EQ(m.stats.repetitions, 3);  // identical samples: stable at once
+  // Never stable: the wall time (≥ 3 ms a sample) ends it within 0.05 s, long before the
+  // 0.05 s of device time (50 samples) or max_reps would.
+  o.target_spread = -1.0;
+  const Measurement w = measure(c, nullptr, o);
+  EXPECT_LE(w.stats.repetitions, 18);
+  EXPECT_GE(w.stats.repetitions, 3);
+  // Without a device clock the same case is timed by the wall: the sleep included.
+  RecordingBackend host;
+  SleepingCase h(host);
+  o.target_spread = 0.05;
+  o.device_clock = &host;
+  EXPECT_GE(measure(h, nullptr, o).stats.median_s, 3e-3);
+}
+
+// A device profile: the backend's calls timed by its clock, named after its device; host code
+// of the layer (staging, packing rows) is not a kernel of the backend and is left out, saying
+// so.
+TEST(Profile, DeviceProfileTimesTheBackendAndLeavesHostOpsOut) {
+  const auto path = (std::filesystem::temp_directory_path() / "moeplan_profile_device.db").string();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  constexpr double kTick = 2.5e-4;
+  ProfileRequest req;
+  req.sweep = tiny_sweep(1);
+  req.ops = {"gemm", "silu_mul", "stage", "permute"};
+  req.harness = fast();
+  req.out_path = path;
+  req.backend = std::make_shared<RecordingBackend>(kTick);
+  kernels::run_in_process(1, [&](kernels::Communicator& world) {
+    auto s = run_profile(world, req, {}, {});
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(s->device, "fakegpu:Fake GPU 80GB/ranks=1");
+    EXPECT_EQ(s->incorrect, 0);
+    EXPECT_GT(s->measured, 0);
+    EXPECT_GT(s->not_supported, 0);
+  });
+  auto db = planner::CostDb::open(path, false);
+  ASSERT_TRUE(db.ok());
+  auto runs = (*db)->runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1U);
+  EXPECT_EQ(runs->front().backend, "fakegpu");
+  auto pts = (*db)->points();
+  ASSERT_TRUE(pts.ok());
+  std::map<std::string, int> seen;
+  for (const auto& p : *pts) {
+    ++seen[p.op];
+    EXPECT_EQ(p.backend, "fakegpu");
+    EXPECT_EQ(p.device, "fakegpu:Fake GPU 80GB/ranks=1");
+    if (p.op == "stage" || p.op == "permute") {
+      EXPECT_EQ(p.disposition, planner::Disposition::kNotSupported) << p.op;
+      EXPECT_NE(p.detail.find("host code in moeplan's layer"), std::string::npos) << p.detail;
+    } else {
+      // One backend call per run: exactly one tick, whatever the wall time of the CPU work.
+      EXPECT_EQ(p.disposition, planner::Disposition::kPassed) << p.op << " " << p.detail;
+      EXPECT_NEAR(p.median_s, kTick, 1e-12) << p.op << " " << p.shape;
+    }
+  }
+  EXPECT_EQ(seen.size(), 4U);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+// The whole layer on a backend with a device clock: its time and its phases are the backend's
+// kernel time (what validate --backend cuda compares with the prediction).
+TEST(HarnessOps, LayerTimedByTheDeviceClock) {
+  auto model = models::load_model("qwen1.5-moe-a2.7b");
+  ASSERT_TRUE(model.ok());
+  const auto spec = kernels::LayerSpec::from_model(*model, 16, DType::kBf16, 7);
+  ASSERT_TRUE(spec.ok());
+  constexpr double kTick = 1e-3;
+  RecordingBackend gpu(kTick);
+  kernels::run_in_process(1, [&](kernels::Communicator& world) {
+    const auto lm = measure_layer(
+        world, *spec,
+        kernels::Layout::of(1, 1, kernels::RankMapping::kTpInnermost, kernels::Dispatcher::kA2av),
+        32, fast(), false, {}, &gpu);
+    ASSERT_EQ(lm.measurement.disposition, planner::Disposition::kPassed) << lm.measurement.detail;
+    const double calls = lm.measurement.stats.median_s / kTick;
+    // Router logits, route, permute, the grouped FFN, the shared expert, combine: whole ticks.
+    EXPECT_NEAR(calls, std::round(calls), 1e-9);
+    EXPECT_GE(std::round(calls), 5.0);
+    EXPECT_NEAR(lm.phases.total, lm.measurement.stats.median_s, 1e-12);
+    EXPECT_NEAR(lm.phases.experts, kTick, 1e-12);  // one grouped-FFN call
+    EXPECT_NEAR(lm.phases.shared, kTick, 1e-12);
+    const auto& ph = lm.phases;
+    EXPECT_NEAR(ph.router + ph.dispatch + ph.experts + ph.tp + ph.shared + ph.combine, ph.total,
+                1e-12);
+  });
 }
 
 }  // namespace

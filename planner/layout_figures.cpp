@@ -99,6 +99,9 @@ class RecordingCosts final : public CostSource {
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override {
     return inner_.moe_fused(q);
   }
+  Result<CostEstimate> attention(const AttentionQuery& q) const override {
+    return inner_.attention(q);
+  }
   Result<CostEstimate> ep_kernel(const EpKernelQuery& q) const override {
     // DeepEP's count exchange and both hops carry bytes between GPUs.
     for (const auto& n : q.notify) queries.push_back(n);
@@ -141,6 +144,7 @@ Result<std::vector<std::vector<double>>> layer_traffic(const CostContext& ctx, c
   const RecordingCosts recording(ctx.costs);
   CostContext one_ctx{ctx.model,    ctx.cluster, recording,
                       ctx.workload, one,         [p](int) -> Result<Placement> { return p; }};
+  one_ctx.whole_model = false;  // the MoE layer's traffic (dispatch and combine)
   auto cost = cost_layout(one_ctx, layout);
   if (!cost) return cost.error();
   const auto n = static_cast<std::size_t>(layout.num_gpus);

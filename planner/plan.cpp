@@ -42,6 +42,28 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
   std::vector<std::string> reasons;
   const auto& layouts = plan.layouts;
   const Workload& w = plan.workload;
+  if (plan.recommended < 0 && plan.step_target_s > 0.0) {
+    // Layouts that would run but for the latency target: name the fastest.
+    const LayoutCost* fastest = nullptr;
+    for (const auto& l : layouts) {
+      if (l.meets_target || l.memory.total() > l.memory_limit) continue;
+      // Its only reason is the target's.
+      if (l.infeasible_reason.find("; ") != std::string::npos) continue;
+      if (fastest == nullptr || l.step_seconds < fastest->step_seconds) fastest = &l;
+    }
+    if (fastest != nullptr) {
+      const bool prefill = w.phase == Phase::kPrefill;
+      reasons.push_back(std::string("no layout meets the ") +
+                        (prefill ? "time-to-first-token" : "time-per-output-token") +
+                        " target of " + ms(plan.step_target_s) + ": the fastest that fits, " +
+                        layout_label(fastest->layout) + ", takes " + ms(fastest->step_seconds) +
+                        (prefill ? " for its step's prompts" : " per output token") + "; raise " +
+                        (prefill ? "{ttft_ms}" : "{tpot_ms}") + ", lower the " +
+                        (prefill ? "tokens per step" : "batch") +
+                        " ({tokens}), or use more GPUs ({gpus})");
+      return reasons;
+    }
+  }
   if (plan.recommended < 0) {
     const LayoutCost* smallest = layouts.empty() ? nullptr : &layouts.front();
     for (const auto& l : layouts) {
@@ -72,9 +94,13 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
     return reasons;
   }
   const LayoutCost& best = layouts[static_cast<std::size_t>(plan.recommended)];
-  std::string r = "fastest feasible layout: " + ms(best.step_seconds) + " per step over " +
-                  std::to_string(plan.num_moe_layers) + " MoE layers, " +
-                  format_fixed(best.tokens_per_s_per_gpu, 0) + " tokens/s/GPU";
+  std::string r = "fastest feasible layout: " + ms(best.step_seconds) +
+                  " per step of the whole model (" + ms(best.moe_seconds) + " in its " +
+                  std::to_string(plan.num_moe_layers) + " MoE layers), " +
+                  format_fixed(best.tokens_per_s_per_gpu, 0) + " tokens/s/GPU" +
+                  (w.phase == Phase::kDecode
+                       ? ", " + format_fixed(best.tokens_per_s_per_user, 1) + " tokens/s/user"
+                       : std::string());
   if (layouts.size() > 1 && layouts[1].feasible) {
     const double gain = layouts[1].step_seconds / best.step_seconds - 1.0;
     r += same_time(best, layouts[1]) ? "; tied with " + layout_label(layouts[1].layout) +
@@ -379,9 +405,19 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
     plan.placement_policy = p->policy;
   }
   plan.layouts.reserve(en.layouts.size());
+  plan.step_target_s = request.step_target_s;
   for (const Layout& l : en.layouts) {
     auto c = cost_layout(ctx, l);
     if (!c) return c.error();
+    if (request.step_target_s > 0.0 && c->step_seconds > request.step_target_s) {
+      c->meets_target = false;
+      c->feasible = false;
+      const std::string what = request.workload.phase == Phase::kPrefill ? "TTFT" : "TPOT";
+      const std::string miss = what + " " + ms(c->step_seconds) + " is above the " +
+                               ms(request.step_target_s) + " target";
+      c->infeasible_reason =
+          c->infeasible_reason.empty() ? miss : c->infeasible_reason + "; " + miss;
+    }
     plan.layouts.push_back(std::move(*c));
   }
   std::stable_sort(plan.layouts.begin(), plan.layouts.end(),
@@ -414,6 +450,11 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
     j["workload"]["osl"] = plan.workload.osl;
     j["workload"]["mem_fraction"] = plan.workload.mem_fraction;
   }
+  j["workload"]["attention_context"] = attention_context(plan.workload);
+  if (plan.step_target_s > 0.0) {
+    j["workload"][plan.workload.phase == Phase::kPrefill ? "ttft_target_ms" : "tpot_target_ms"] =
+        plan.step_target_s * 1e3;
+  }
   j["cost_source"] = plan.cost_source;
   j["expert_load"] = plan.load_source;
   j["placement"] = plan.placement_policy;
@@ -434,12 +475,23 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
     if (!plan.redundancy.none()) l["num_slots"] = c.num_slots;
     if (c.layout.tbo) l["two_batch_overlap"] = true;
     l["feasible"] = c.feasible;
+    if (plan.step_target_s > 0.0) l["meets_target"] = c.meets_target;
     if (!c.infeasible_reason.empty()) l["infeasible_reason"] = c.infeasible_reason;
     const auto items = cost_item_json(c.per_layer);
     l["layer_ms"] = items.at("ms");
     l["sources"] = items.at("source");
     l["step_ms"] = c.step_seconds * 1e3;
+    l["moe_ms"] = c.moe_seconds * 1e3;
+    l["attention_ms"] = {{"ms", c.dense.attention.seconds * 1e3},
+                         {"source", c.dense.attention.source}};
+    l["dense_mlp_ms"] = {{"ms", c.dense.dense_mlp.seconds * 1e3},
+                         {"source", c.dense.dense_mlp.source}};
+    l["head_ms"] = {{"ms", c.dense.head.seconds * 1e3}, {"source", c.dense.head.source}};
+    l[plan.workload.phase == Phase::kPrefill ? "ttft_ms" : "tpot_ms"] = c.step_seconds * 1e3;
     l["tokens_per_s_per_gpu"] = c.tokens_per_s_per_gpu;
+    if (plan.workload.phase == Phase::kDecode) {
+      l["tokens_per_s_per_user"] = c.tokens_per_s_per_user;
+    }
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     l["memory_gib"] = {{"experts", c.memory.experts / kGiB},
                        {"shared", c.memory.shared / kGiB},

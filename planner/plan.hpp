@@ -30,6 +30,9 @@ struct PlanRequest {
   /// others are listed as excluded with `only_ep_rule`.
   int only_ep_size = 0;
   std::string only_ep_rule;
+  /// > 0: the latency target of the phase (prefill: TTFT, decode: TPOT), seconds; a layout whose
+  /// step takes longer is infeasible for it (LayoutCost::meets_target false).
+  double step_target_s = 0.0;
 };
 
 struct Plan {
@@ -44,6 +47,7 @@ struct Plan {
   std::string placement_policy;
   Redundancy redundancy;  ///< the redundant slots the layouts were enumerated with
   Workload workload;
+  double step_target_s = 0.0;  ///< PlanRequest::step_target_s
   int num_gpus = 0;
   int num_moe_layers = 0;
   bool attention_dp = false;

@@ -2,6 +2,7 @@
 #include "planner/plan_request.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "models/units.hpp"
 #include "planner/placement/placement_file.hpp"
@@ -111,6 +112,24 @@ Result<PlanRequest> make_plan_request(const models::MoeModel& model, const Clust
                                               std::to_string(*c.ll_max_tokens));
     }
     req.workload.ll_max_tokens_per_rank = *c.ll_max_tokens;
+  }
+  for (const auto& [target, name, phase_needed] :
+       {std::tuple{c.ttft_ms, "ttft_ms", Phase::kPrefill},
+        std::tuple{c.tpot_ms, "tpot_ms", Phase::kDecode}}) {
+    if (!target) continue;
+    if (*phase != phase_needed) {
+      return input_error(
+          name, phase_needed == Phase::kPrefill
+                    ? ": a prefill target (time to first token); expected {phase} prefill, or "
+                      "{tpot_ms} for decode"
+                    : ": a decode target (time per output token); expected {phase} decode, or "
+                      "{ttft_ms} for prefill");
+    }
+    if (!(*target > 0.0 && *target <= 1e7)) {
+      return input_error(
+          name, ": expected a latency target in (0, 10000000] ms, got " + format_fixed(*target, 3));
+    }
+    req.step_target_s = *target / 1e3;
   }
   if (!c.isl && (c.osl || c.mem_fraction)) {
     return input_error(c.osl ? "osl" : "mem_fraction",

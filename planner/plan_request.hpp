@@ -37,6 +37,10 @@ struct PlanChoices {
   std::optional<int> isl;
   std::optional<int> osl;
   std::optional<double> mem_fraction;  ///< default kDefaultMemFraction; needs isl
+  /// Latency targets, ms: time to first token (prefill) and time per output token (decode); a
+  /// layout whose step is slower cannot serve the target (PlanRequest::step_target_s).
+  std::optional<double> ttft_ms;
+  std::optional<double> tpot_ms;
 };
 
 /// Whether `placement` names a placement file (a path or a .json name) rather than a policy.

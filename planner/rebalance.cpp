@@ -34,13 +34,13 @@ ExpertLoad sum_steps(const LoadSteps& steps, int first, int last, const std::str
 
 Result<double> step_moe_seconds(const CostContext& ctx, const Layout& layout,
                                 const Placement& placement, const ExpertLoad& load) {
-  const CostContext c{ctx.model, ctx.cluster,
-                      ctx.costs, ctx.workload,
-                      load,      [&placement](int) -> Result<Placement> {
-                        return placement; }};
+  CostContext c{ctx.model, ctx.cluster,
+                ctx.costs, ctx.workload,
+                load,      [&placement](int) -> Result<Placement> { return placement; }};
+  c.whole_model = false;  // placement changes the MoE blocks alone
   auto cost = cost_layout(c, layout);
   if (!cost) return cost.error();
-  return cost->step_seconds;
+  return cost->moe_seconds;
 }
 
 Result<double> mean_moe_seconds(const CostContext& ctx, const Layout& layout,

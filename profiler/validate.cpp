@@ -31,7 +31,8 @@ Result<planner::LayerCost> predict(const ValidateRequest& req, const planner::Cl
   planner::Workload workload{planner::Phase::kPrefill, c.tokens / world};
   // deepep_ll's buffer as the layer sizes it: the largest EP rank's tokens.
   workload.ll_max_tokens_per_rank = (c.tokens + l.ep_size - 1) / l.ep_size;
-  const planner::CostContext ctx{req.scaled, cluster, costs, workload, load, {}};
+  planner::CostContext ctx{req.scaled, cluster, costs, workload, load, {}};
+  ctx.whole_model = false;  // the measured layer is the MoE layer alone
   auto lc = planner::cost_layout(ctx, l);
   if (!lc) return lc.error();
   return lc->per_layer;

@@ -42,6 +42,10 @@ struct PlanOptions {
   CLI::Option* osl_opt = nullptr;
   double mem_fraction = 0.0;
   CLI::Option* mem_fraction_opt = nullptr;
+  double ttft_ms = 0.0;
+  CLI::Option* ttft_opt = nullptr;
+  double tpot_ms = 0.0;
+  CLI::Option* tpot_opt = nullptr;
   int top = 10;
   CLI::Option* top_opt = nullptr;
   bool json = false;
@@ -85,9 +89,19 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
            plan.weights.source + "]; activations: " + plan.weights.describe_activations() + "\n";
   }
   const planner::Workload& w = plan.workload;
+  const bool decode = w.phase == planner::Phase::kDecode;
+  out +=
+      "times in ms per MoE layer (router .. shared) and per layer's attention block (attn, "
+      "at a context of " +
+      format_fixed(planner::attention_context(w), 0) + " tokens" +
+      (w.counts_kv() ? "" : ", the default without --isl") +
+      "); step = one forward of the whole model (every layer's attention and MoE or dense "
+      "MLP, the head): " +
+      (decode ? "the time per output token" : "the time to first token of its prompts") +
+      (plan.step_target_s > 0.0 ? ", target " + ms(plan.step_target_s) + " ms" : "") + "\n";
   if (w.counts_kv()) {
     out +=
-        "times in ms per MoE layer (router .. shared), step = all MoE layers; memory includes "
+        "memory includes "
         "the KV cache of " +
         std::string(w.phase == planner::Phase::kDecode
                         ? "the batch's sequences of " + std::to_string(w.isl) + " + " +
@@ -97,9 +111,7 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
         " of the HBM; seqs/GPU = sequences of " + std::to_string(w.isl + w.osl) +
         " tokens whose KV cache fits\n\n";
   } else {
-    out +=
-        "times in ms per MoE layer (router .. shared), step = all MoE layers; memory excludes "
-        "the KV cache\n\n";
+    out += "memory excludes the KV cache\n\n";
   }
   Table t;
   t.add_column("#", Table::Align::kRight);
@@ -107,9 +119,11 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
   t.add_column("dispatcher");
   t.add_column("mapping");
   for (const char* h : {"router", "dispatch", "experts", "combine", "tp", "shared", "layer ms",
-                        "step ms", "tokens/s/GPU", "GiB/GPU"}) {
+                        "attn ms", "step ms", "tokens/s/GPU"}) {
     t.add_column(h, Table::Align::kRight);
   }
+  if (decode) t.add_column("tok/s/user", Table::Align::kRight);
+  t.add_column("GiB/GPU", Table::Align::kRight);
   // With redundant slots each EP size has its own: slots per layer (slots per GPU).
   const bool slots = !plan.redundancy.none();
   if (slots) t.add_column("slots (/GPU)", Table::Align::kRight);
@@ -135,9 +149,11 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
         ms(p.tp.seconds),
         ms(p.shared.seconds),
         ms(p.total()),
+        ms(c.dense.attention.seconds),
         ms(c.step_seconds),
-        format_fixed(c.tokens_per_s_per_gpu, 0),
-        gib(c.memory.total())};
+        format_fixed(c.tokens_per_s_per_gpu, 0)};
+    if (decode) row.push_back(format_fixed(c.tokens_per_s_per_user, 1));
+    row.push_back(gib(c.memory.total()));
     if (slots) {
       row.push_back(std::to_string(c.num_slots) + " (" +
                     std::to_string(c.num_slots / c.layout.ep_size) + ")");
@@ -261,7 +277,7 @@ int run_layout_file(const PlanOptions& o) {
                         ", experts " + ms(p.experts.seconds) + ", combine " +
                         ms(p.combine.seconds) + ", tp " + ms(p.tp.seconds) + ", shared " +
                         ms(p.shared.seconds) + ", total " + ms(p.total()));
-  rows.emplace_back("step", ms(c.step_seconds) + " ms over the MoE layers");
+  rows.emplace_back("step", ms(c.step_seconds) + " ms per step (as the plan predicted it)");
   rows.emplace_back("throughput", format_fixed(c.tokens_per_s_per_gpu, 0) + " tokens/s/GPU");
   rows.emplace_back("memory", format_fixed(c.memory_gib, 2) + " GiB of " +
                                   format_fixed(c.capacity_gib, 2) + " GiB per GPU" +
@@ -322,6 +338,8 @@ int run_plan(const PlanOptions& o) {
   if (o.isl_opt->count() > 0) choices.isl = o.isl;
   if (o.osl_opt->count() > 0) choices.osl = o.osl;
   if (o.mem_fraction_opt->count() > 0) choices.mem_fraction = o.mem_fraction;
+  if (o.ttft_opt->count() > 0) choices.ttft_ms = o.ttft_ms;
+  if (o.tpot_opt->count() > 0) choices.tpot_ms = o.tpot_ms;
   choices.attention_dp = o.attention_dp;
   choices.placement = o.placement;
   auto redundancy = planner::parse_plan_redundancy(o.redundant);
@@ -462,6 +480,14 @@ void add_plan_command(CLI::App& app, Action& action) {
       "--mem-fraction", o->mem_fraction,
       "With --isl: share of each GPU's memory for weights, activations and KV cache (default "
       "0.9, vLLM's gpu_memory_utilization)");
+  o->ttft_opt = cmd->add_option(
+      "--ttft-ms", o->ttft_ms,
+      "Prefill: time-to-first-token target; layouts whose step of prompts takes longer are "
+      "listed as not meeting it");
+  o->tpot_opt = cmd->add_option(
+      "--tpot-ms", o->tpot_ms,
+      "Decode: time-per-output-token target; layouts whose step takes longer are listed as not "
+      "meeting it");
   o->top_opt = cmd->add_option(
       "--top", o->top, "Show the best K layouts (0: all; default 10 in the table, all in JSON)");
   cmd->add_flag("--json", o->json, "Print the plan as JSON (docs/PLAN_SCHEMA.md)");

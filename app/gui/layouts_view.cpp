@@ -208,8 +208,9 @@ void LayoutsView::onPlanFinished() {
   }
   header_->setText(
       tr("<b>%1</b> on <b>%2</b>: %3 GPUs × %4, %5, %6 %7 per GPU, %8 MoE layers. Cost source: "
-         "<b>%9</b>; expert load: %10; placement: %11. Times in ms per MoE layer; step = all MoE "
-         "layers; %12")
+         "<b>%9</b>; expert load: %10; placement: %11. Times in ms per MoE layer; step = one "
+         "forward of the whole model (attention, MoE or dense MLP, head): the time to first "
+         "token in prefill, per output token in decode; %12")
           .arg(QString::fromStdString(plan->model), QString::fromStdString(plan->cluster))
           .arg(plan->num_gpus)
           .arg(QString::fromStdString(plan->device),
@@ -229,14 +230,15 @@ void LayoutsView::onPlanFinished() {
   QString rec;
   if (plan->recommended >= 0) {
     const auto& c = plan->layouts[static_cast<std::size_t>(plan->recommended)];
-    rec = tr("<b>Recommended:</b> %1 %2 %3<br>%4 per MoE layer, %5 per step, %6 tokens/s/GPU, "
-             "%7 of %8 per GPU (%9)")
+    rec = tr("<b>Recommended:</b> %1 %2 %3<br>%4 per MoE layer, %5 per step (%10 attention per "
+             "layer), %6 tokens/s/GPU, %7 of %8 per GPU (%9)")
               .arg(QString::fromStdString(c.layout.shape_name()),
                    QString::fromStdString(planner::dispatcher_name(c.layout.dispatcher)),
                    QString::fromStdString(planner::mapping_name(c.layout.mapping)),
                    formatMs(c.per_layer.total()), formatMs(c.step_seconds),
                    QString::number(c.tokens_per_s_per_gpu, 'f', 0), formatGiB(c.memory.total()),
-                   formatGiB(c.memory_limit), QString::fromStdString(plan->cost_source));
+                   formatGiB(c.memory_limit), QString::fromStdString(plan->cost_source))
+              .arg(formatMs(c.dense.attention.seconds));
   } else {
     rec = tr("<b>No layout fits in memory.</b>");
   }

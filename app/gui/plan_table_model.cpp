@@ -54,7 +54,10 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
         return tr(
             "Predicted time of one MoE layer (mean over layers), from the cost source the header "
             "names");
-      case kStepTime: return tr("Sum over the model's MoE layers (attention excluded)");
+      case kStepTime:
+        return tr(
+            "One forward of the whole model: every layer's attention and MoE (or dense MLP) "
+            "block and the head; the time to first token in prefill, per output token in decode");
       case kMemory: return tr("Bytes per GPU without the KV cache");
       case kCapacity: return tr("The device's HBM capacity");
       case kImbalance: return tr("Max / mean routed pairs per EP rank (mean over layers)");

@@ -251,7 +251,7 @@ Result<LayoutChoice> compare_recommendations(const models::MoeModel& model, cons
     const LayoutCost& best = plan->layouts[static_cast<std::size_t>(plan->recommended)];
     *name = best.layout.shape_name() + " " + dispatcher_name(best.layout.dispatcher) + " " +
             mapping_name(best.layout.mapping);
-    *ms = best.step_seconds * 1e3;
+    *ms = best.moe_seconds * 1e3;
   }
   return out;
 }

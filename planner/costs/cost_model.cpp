@@ -582,7 +582,14 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
     useful += fig.useful_rows * layer_weight;
   }
   step.overlap_hidden = hidden_sum;
-  out.step_seconds = step.total();
+  out.moe_seconds = step.total();
+  if (ctx.whole_model) {
+    auto dense = cost_dense_parts(ctx, layout);
+    if (!dense) return dense.error();
+    out.dense = *dense;
+  }
+  out.step_seconds = out.moe_seconds + m.num_hidden_layers * out.dense.attention.seconds +
+                     m.num_dense_layers() * out.dense.dense_mlp.seconds + out.dense.head.seconds;
   out.per_layer = step;
   for (CostItem* item : {&out.per_layer.router, &out.per_layer.dispatch, &out.per_layer.experts,
                          &out.per_layer.combine, &out.per_layer.tp, &out.per_layer.shared}) {
@@ -591,6 +598,9 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   out.per_layer.overlap_hidden /= num_moe;
   out.tokens_per_s_per_gpu =
       out.step_seconds > 0.0 ? ctx.workload.tokens_per_gpu / out.step_seconds : 0.0;
+  if (ctx.workload.phase == Phase::kDecode && out.step_seconds > 0.0) {
+    out.tokens_per_s_per_user = 1.0 / out.step_seconds;
+  }
   out.imbalance = imbalance / num_moe;
   out.expert_rows = rows / num_moe;
   out.useful_rows = useful / num_moe;

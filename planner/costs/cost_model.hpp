@@ -35,6 +35,10 @@ inline constexpr int kDefaultLlMaxTokensPerRank = 128;
 /// CUDA graphs, NCCL and the allocator.
 inline constexpr double kDefaultMemFraction = 0.9;
 
+/// The context the attention core is priced at when the workload gives none (isl = 0): prompts
+/// of this many tokens (prefill), sequences this long (decode).
+inline constexpr int kDefaultAttentionContext = 4096;
+
 /// Tokens per GPU per step: prefill tokens, or the decode batch (one new token per sequence).
 /// A TP group of tp GPUs shares its tp · tokens_per_gpu tokens (attention TP).
 struct Workload {
@@ -77,6 +81,22 @@ struct LayerCost {
   }
 };
 
+/// The context the attention is priced at: prefill prompts of isl tokens, decode sequences at
+/// their mean length over the generation (isl + osl / 2); kDefaultAttentionContext without isl.
+double attention_context(const Workload& w);
+
+/// The decoder's parts outside the MoE blocks, per GPU and step (the TP group's tokens, this
+/// rank's heads and slices), each from the cost source.
+struct DenseCost {
+  /// One decoder layer's attention block: its two norms, the q/k/v projections (MLA: the
+  /// q and KV LoRA down/up projections; decode absorbed into the latent), RoPE and q/k norms,
+  /// the attention core, the output projection and its TP all-reduce.
+  CostItem attention;
+  CostItem dense_mlp;    ///< one dense MLP layer: gate/up, SiLU·mul, down, TP all-reduce
+  CostItem head;         ///< once per step: embedding lookup, final norm, LM head
+  double context = 0.0;  ///< the context the attention was priced at (attention_context)
+};
+
 /// Bytes per GPU. The KV cache is counted when the workload gives a context (Workload::isl).
 struct MemoryPerGpu {
   double experts = 0.0;      ///< routed expert slots (replicas included) of every MoE layer
@@ -90,9 +110,15 @@ struct MemoryPerGpu {
 
 struct LayoutCost {
   Layout layout;
-  LayerCost per_layer;        ///< mean over the MoE layers
-  double step_seconds = 0.0;  ///< sum over the MoE layers (attention and dense layers excluded)
+  LayerCost per_layer;  ///< mean over the MoE layers
+  DenseCost dense;      ///< attention (per layer), dense MLP (per dense layer), head (per step)
+  double moe_seconds = 0.0;  ///< the MoE blocks of every MoE layer
+  /// One forward step of the whole model: the MoE blocks, every layer's attention block, the
+  /// dense MLP layers and the head. Prefill: the time to first token of the step's prompts;
+  /// decode: the time per output token.
+  double step_seconds = 0.0;
   double tokens_per_s_per_gpu = 0.0;
+  double tokens_per_s_per_user = 0.0;  ///< decode: one token per sequence per step; prefill: 0
   MemoryPerGpu memory;
   double memory_capacity = 0.0;  ///< device HBM bytes
   /// Bytes the layout may use: mem_fraction × HBM with a context (Workload::isl), else the HBM.
@@ -102,8 +128,10 @@ struct LayoutCost {
   /// buffers and activations leave of memory_limit, per GPU (a TP group's count / tp; 0 when
   /// nothing is left).
   double max_sequences_per_gpu = 0.0;
-  /// Why the layout cannot run besides memory (deepep_ll: tokens past its buffer); "" otherwise.
+  /// Why the layout cannot run besides memory (deepep_ll: tokens past its buffer; a step slower
+  /// than the plan's latency target); "" otherwise.
   std::string infeasible_reason;
+  bool meets_target = true;  ///< the step is within the plan's latency target (or none is set)
   double imbalance = 1.0;    ///< max / mean routed pairs per EP rank (mean over layers)
   double expert_rows = 0.0;  ///< rows the slowest rank computes per layer (padding included)
   double useful_rows = 0.0;  ///< routed pairs that rank really serves per layer
@@ -125,6 +153,9 @@ struct CostContext {
   Workload workload;
   const ExpertLoad& load;  ///< one row per MoE layer (or one row for all)
   PlacementFn placement;   ///< null: contiguous_placement
+  /// false: the MoE layer alone (validate's prediction of the measured layer): no attention,
+  /// dense MLP or head is costed and the step is the MoE blocks'.
+  bool whole_model = true;
 };
 
 /// Rows per slot the padded all-to-all computes on every EP rank: the expected largest count one
@@ -154,6 +185,9 @@ double deepep_ll_buffer_bytes(int max_tokens_per_rank, int hidden, int num_exper
 /// Bytes per token of deepep_ll's fp8 dispatch message: H fp8 values, one fp32 scale per 128
 /// values, 16 bytes of metadata (DeepEP: sizeof(int4) + H + H/128·4).
 double deepep_ll_dispatch_message_bytes(int hidden);
+
+/// The parts outside the MoE blocks of one layout (cost_model_dense.cpp).
+Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout);
 
 /// Costs one layout. Errors: the layout needs more GPUs than the cluster has, a placement or
 /// load that does not fit the model, or a cost source that cannot answer.

@@ -110,6 +110,36 @@ struct MoeFusedQuery {
   }
 };
 
+/// The attention core of one layer on one rank: softmax(Q·Kᵀ)·V of `heads` query heads over
+/// `kv_heads` K/V heads, between the projections (not included). Prefill: `tokens` new tokens
+/// in prompts of `context` tokens, causal (a token attends to the (context + 1) / 2 tokens
+/// before it on average), K and V computed in the step. Decode: `tokens` sequences of one new
+/// token each, attending to `context` cached tokens whose K/V (`kv_bytes_per_token` per cached
+/// token on this rank, all its heads) are read from the KV cache.
+struct AttentionQuery {
+  bool decode = false;
+  double tokens = 0.0;
+  double context = 0.0;
+  double heads = 0.0;               ///< query heads on this rank
+  double kv_heads = 0.0;            ///< K/V heads on this rank (MLA absorbed: 1, the shared latent)
+  double qk_dim = 0.0;              ///< per head, Q·K
+  double v_dim = 0.0;               ///< per head, V and the output
+  double kv_bytes_per_token = 0.0;  ///< decode: KV-cache bytes read per cached token
+  DType dtype = DType::kBf16;
+
+  /// Average keys each new token attends to.
+  double keys_per_token() const { return decode ? context : 0.5 * (context + 1.0); }
+  /// 2·(qk_dim + v_dim) FLOPs per head per (query, key) pair: Q·Kᵀ and P·V.
+  double flops() const { return 2.0 * heads * (qk_dim + v_dim) * tokens * keys_per_token(); }
+  /// Bytes read and written: Q and O; decode the cached K/V, prefill the step's K/V.
+  double bytes() const {
+    const double b = dtype_bytes(dtype);
+    const double qo = tokens * heads * (qk_dim + v_dim) * b;
+    if (decode) return qo + tokens * context * kv_bytes_per_token;
+    return qo + tokens * kv_heads * (qk_dim + v_dim) * b;
+  }
+};
+
 /// DeepEP's two kernel families (models::Dispatcher deepep_normal, deepep_ll).
 enum class EpKernelMode : std::uint8_t { kNormal, kLowLatency };
 enum class EpKernelPhase : std::uint8_t { kDispatch, kCombine };
@@ -158,6 +188,11 @@ class CostSource {
   }
   virtual Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const {
     return Error{"moe_fused (" + q.table_dtype() + "): not priced by cost source " + name()};
+  }
+  /// The attention core (AttentionQuery). The default: not priced (an Error naming the source).
+  virtual Result<CostEstimate> attention(const AttentionQuery& q) const {
+    (void)q;
+    return Error{"attention: not priced by cost source " + name()};
   }
   /// A DeepEP kernel. The default: the notify collective, then the slowest of the hops (they
   /// are pipelined chunk by chunk inside one kernel), each priced by collective().

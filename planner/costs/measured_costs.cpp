@@ -399,6 +399,15 @@ Result<CostEstimate> MeasuredCosts::grouped_gemm(const GroupedGemmQuery& q) cons
   return out;
 }
 
+Result<CostEstimate> MeasuredCosts::attention(const AttentionQuery& q) const {
+  if (q.tokens == 0.0 || q.heads == 0.0) return CostEstimate{0.0, kSourceTrivial};
+  note_miss(std::string("attention ") + (q.decode ? "decode" : "prefill") +
+            " dtype=" + std::string(dtype_name(q.dtype)));
+  auto r = roofline_.attention(q);
+  if (!r) return r.error();
+  return CostEstimate{r->seconds, kSourceMiss};
+}
+
 Result<CostEstimate> MeasuredCosts::elementwise(const ElementwiseQuery& q) const {
   if (q.bytes < 0.0) return Error{"elementwise '" + q.op + "': expected non-negative bytes"};
   if (q.bytes == 0.0) return CostEstimate{0.0, kSourceTrivial};

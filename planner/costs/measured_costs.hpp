@@ -91,6 +91,9 @@ class MeasuredCosts final : public CostSource {
   /// rows to balanced ones (db-extrap), and so does a rank whose kernel reads other rows than
   /// `tokens` (rows_in of an all-to-all dispatch). A shape not in the tables is a miss.
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
+  /// No database holds attention yet (no profiled attention kernel, no imported attention
+  /// table): the roofline's answer, labelled and listed as a miss.
+  Result<CostEstimate> attention(const AttentionQuery& q) const override;
 
   /// DeepEP's kernels from imported DeepEP tables (ops moe_dispatch, moe_combine; impl
   /// deepep_normal at DeepEP's default 20 SMs, or deepep_ll), keyed by (hidden, top-k, experts,

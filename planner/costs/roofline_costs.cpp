@@ -198,6 +198,27 @@ Result<CostEstimate> RooflineCosts::gemm(const GemmQuery& q) const {
   return CostEstimate{t + kKernelLaunchSeconds, kSourceRoofline};
 }
 
+Result<CostEstimate> RooflineCosts::attention(const AttentionQuery& q) const {
+  if (q.tokens < 0.0 || q.context < 0.0 || q.heads < 0.0 || q.kv_heads < 0.0 || q.qk_dim < 0.0 ||
+      q.v_dim < 0.0 || q.kv_bytes_per_token < 0.0) {
+    return Error{"attention: expected non-negative sizes"};
+  }
+  if (q.tokens == 0.0 || q.heads == 0.0) return CostEstimate{0.0, label()};
+  // NOTE: a flash kernel's tiles are query rows of one KV head: prefill's prompt tokens × the
+  // heads sharing it, decode's grouped heads of one sequence (GQA, MLA's 16–128 heads over one
+  // latent); efficiency(m) as for a GEMM of that many rows.
+  const double group = q.kv_heads > 0.0 ? std::max(1.0, q.heads / q.kv_heads) : 1.0;
+  const double rows = q.decode ? group : std::min(q.tokens, std::max(1.0, q.context));
+  const double compute = q.flops() / (peak_flops(q.dtype) * gemm_efficiency(rows));
+  double hbm = cluster_.device().hbm_bandwidth * kHbmEfficiency;
+  if (calibration_ && !calibration_->moe.empty()) {
+    auto it = calibration_->moe.find(std::string(dtype_name(q.dtype)));
+    if (it == calibration_->moe.end()) it = calibration_->moe.begin();
+    hbm = calibration_->hbm_bandwidth * it->second.hbm_efficiency;
+  }
+  return CostEstimate{std::max(compute, q.bytes() / hbm) + kKernelLaunchSeconds, label()};
+}
+
 Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
   if (q.tokens < 0.0 || q.hidden < 0.0 || q.inter < 0.0 || q.tp_size < 1 || q.ep_size < 1) {
     return Error{"moe_fused: expected non-negative sizes and positive tp, ep"};

@@ -92,6 +92,9 @@ class RooflineCosts final : public CostSource {
   /// group spans (DeepEP normal mode; an all-reduce at the combine curve, which reduces at the
   /// receiver, the others at the dispatch curve). Otherwise routed (routed_collective).
   Result<CostEstimate> collective(const CollectiveQuery& q) const override;
+  /// The attention core as a fused (flash) kernel: max(FLOPs / (peak · efficiency(query rows per
+  /// KV head)), bytes / (HBM · 0.85)) + one launch; the calibrated HBM efficiency where fitted.
+  Result<CostEstimate> attention(const AttentionQuery& q) const override;
   /// True when the calibration has a fused MoE fit for `table_dtype`.
   bool has_fused_moe(const std::string& table_dtype) const override;
   /// The calibrated fused form (calibration.hpp) when fitted for the dtype; otherwise the plain

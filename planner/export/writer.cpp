@@ -30,7 +30,7 @@ std::string comment_block(const ExportSpec& spec, std::string_view format, std::
               c.layout.full_name() + "; " + phase_name(spec.workload.phase) + ", " +
               std::to_string(spec.workload.tokens_per_gpu) + " tokens per GPU");
   h.push_back("predicted (" + spec.cost_source + ", placement " + spec.cost_placement +
-              "): " + ms(c.step_seconds) + " per step over the MoE layers, " +
+              "): " + ms(c.step_seconds) + " per step of the whole model, " +
               format_fixed(c.tokens_per_s_per_gpu, 0) + " tokens/s/GPU, " +
               format_fixed(c.memory_gib, 2) + " GiB of " + format_fixed(c.capacity_gib, 2) +
               " GiB per GPU" + (c.feasible ? "" : " (does not fit)"));

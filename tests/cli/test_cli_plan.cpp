@@ -169,7 +169,19 @@ TEST(CliPlan, JsonHasTheDocumentedFields) {
       }
     }
     EXPECT_NEAR(sum, l.at("layer_ms").at("total").get<double>(), 1e-9 * sum);
+    // The step is the whole model: Mixtral's 32 MoE blocks, 32 attention blocks and the head
+    // (no dense MLP layer); in prefill it is the time to first token.
+    const double attention = l.at("attention_ms").at("ms").get<double>();
+    EXPECT_GT(attention, 0.0);
+    EXPECT_EQ(l.at("dense_mlp_ms").at("ms").get<double>(), 0.0);
+    EXPECT_NEAR(
+        step,
+        l.at("moe_ms").get<double>() + 32 * attention + l.at("head_ms").at("ms").get<double>(),
+        1e-9 * step);
+    EXPECT_DOUBLE_EQ(l.at("ttft_ms").get<double>(), step);
+    EXPECT_FALSE(l.contains("tokens_per_s_per_user"));
   }
+  EXPECT_DOUBLE_EQ(j.at("workload").at("attention_context").get<double>(), 4096.0);
   const auto& excluded = layouts.back();
   EXPECT_FALSE(excluded.at("legal").get<bool>());
   EXPECT_EQ(excluded.at("ep_size").get<int>(), 16);
@@ -198,6 +210,44 @@ TEST(CliPlan, RunsOnEveryBundledModelAndCluster) {
                         "has no legal layout on 72 GPUs: ep1×tp72 breaks "
                         "moe_intermediate_size % tp_size == 0: 2560 % 72 = 40");
   EXPECT_NE(run_cli("plan --cluster gb200-nvl72").err.find("--gpus 64"), std::string::npos);
+}
+
+// Latency targets: the phase's own, a positive time; a layout above it does not fit, and with
+// none left the plan says what to change.
+TEST(CliPlan, LatencyTargets) {
+  expect_one_line_error(run_cli("plan --phase decode --ttft-ms 100"),
+                        "--ttft-ms: a prefill target (time to first token); expected --phase "
+                        "prefill, or --tpot-ms for decode");
+  expect_one_line_error(run_cli("plan --tpot-ms 50"), "--tpot-ms: a decode target");
+  expect_one_line_error(run_cli("plan --phase decode --tpot-ms 0"),
+                        "--tpot-ms: expected a latency target in (0, 10000000] ms, got 0.000");
+  const auto r = run_cli(
+      "plan --model mixtral-8x7b --cluster 2x-hgx-h200 --phase decode "
+      "--tokens 32 --isl 2000 --osl 500 --tpot-ms 0.01 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j.at("workload").at("tpot_target_ms").get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(j.at("workload").at("attention_context").get<double>(), 2250.0);
+  for (const auto& l : j.at("layouts")) {
+    EXPECT_FALSE(l.at("meets_target").get<bool>());
+    EXPECT_GT(l.at("tokens_per_s_per_user").get<double>(), 0.0);
+    EXPECT_NEAR(l.at("tokens_per_s_per_user").get<double>() * l.at("tpot_ms").get<double>(), 1e3,
+                1e-6);
+  }
+  EXPECT_TRUE(j.at("recommendation").at("rank").is_null());
+  const auto reason = j.at("recommendation").at("reasons").at(0).get<std::string>();
+  EXPECT_EQ(reason.rfind("no layout meets the time-per-output-token target of 0.010 ms: the "
+                         "fastest that fits, ",
+                         0),
+            0U)
+      << reason;
+  // The table names the flags.
+  const auto t = run_cli(
+      "plan --model mixtral-8x7b --cluster 2x-hgx-h200 --phase decode "
+      "--tokens 32 --isl 2000 --osl 500 --tpot-ms 0.01");
+  EXPECT_NE(t.out.find("; raise --tpot-ms, lower the batch (--tokens), or use more GPUs (--gpus)"),
+            std::string::npos)
+      << t.out;
 }
 
 TEST(CliPlan, BadInputIsOneLineAndExit2) {

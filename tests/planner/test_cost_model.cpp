@@ -83,13 +83,22 @@ TEST(Roofline, GemmIsComputeOrMemoryBound) {
   EXPECT_FALSE(rc.gemm({-1, 1, 1, DType::kBf16}).ok());
 }
 
-TEST(CostModel, StepIsTheSumOverMoeLayers) {
+// The step is one forward of the whole model: the 28 MoE blocks, 28 attention blocks (Qwen2-MoE
+// has no dense MLP layer) and the head.
+TEST(CostModel, StepIsTheWholeModel) {
   const auto f = load("qwen2-57b-a14b", "2x-hgx-h200");
   const RooflineCosts rc(f.cluster);
   const auto load = ExpertLoad::uniform(f.model.num_moe_layers(), f.model.num_experts);
   const auto c = cost(f, rc, layout(8, 2, Dispatcher::kA2av), 4096, load);
-  EXPECT_NEAR(c.step_seconds, 28 * c.per_layer.total(), 1e-12 * c.step_seconds);
+  EXPECT_NEAR(c.moe_seconds, 28 * c.per_layer.total(), 1e-12 * c.moe_seconds);
+  EXPECT_GT(c.dense.attention.seconds, 0.0);
+  EXPECT_EQ(c.dense.attention.source, "roofline");
+  EXPECT_EQ(c.dense.dense_mlp.seconds, 0.0);
+  EXPECT_GT(c.dense.head.seconds, 0.0);
+  EXPECT_NEAR(c.step_seconds, c.moe_seconds + 28 * c.dense.attention.seconds + c.dense.head.seconds,
+              1e-12 * c.step_seconds);
   EXPECT_NEAR(c.tokens_per_s_per_gpu, 4096 / c.step_seconds, 1e-9 * c.tokens_per_s_per_gpu);
+  EXPECT_EQ(c.tokens_per_s_per_user, 0.0);  // prefill
   for (const CostItem* item : {&c.per_layer.router, &c.per_layer.dispatch, &c.per_layer.experts,
                                &c.per_layer.combine, &c.per_layer.tp, &c.per_layer.shared}) {
     EXPECT_EQ(item->source, "roofline");
@@ -264,6 +273,9 @@ class FixedCosts final : public CostSource {
     if (fail_collectives) return Error{"fixed: no entry for " + collective_name(q.op)};
     return CostEstimate{2e-3, "fixed"};
   }
+  Result<CostEstimate> attention(const AttentionQuery&) const override {
+    return CostEstimate{5e-3, "fixed-attention"};
+  }
   bool fail_collectives = false;
 };
 
@@ -280,6 +292,13 @@ TEST(CostModel, EveryNumberNamesItsSource) {
   EXPECT_DOUBLE_EQ(c.per_layer.tp.seconds, 4e-3);
   EXPECT_DOUBLE_EQ(c.per_layer.shared.seconds, 2e-3);
   EXPECT_EQ(c.per_layer.dispatch.source, "fixed");
+  // Attention at tp 2 (Qwen2-MoE, GQA): the qkv GEMM, the core, o_proj and the TP all-reduce
+  // (norms and RoPE are elementwise: 0 here); the head: the LM head GEMM; no dense MLP layer.
+  EXPECT_DOUBLE_EQ(c.dense.attention.seconds, 1e-3 + 5e-3 + 1e-3 + 2e-3);
+  EXPECT_EQ(c.dense.attention.source, "fixed+fixed-attention");
+  EXPECT_DOUBLE_EQ(c.dense.head.seconds, 1e-3);
+  EXPECT_DOUBLE_EQ(c.dense.dense_mlp.seconds, 0.0);
+  EXPECT_DOUBLE_EQ(c.step_seconds, 28 * c.per_layer.total() + 28 * 9e-3 + 1e-3);
   fixed.fail_collectives = true;
   const CostContext ctx{f.model, f.cluster, fixed, {}, ExpertLoad::uniform(1, 64), nullptr};
   const auto bad = cost_layout(ctx, layout(8, 2, Dispatcher::kA2av));

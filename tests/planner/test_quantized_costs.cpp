@@ -33,6 +33,9 @@ class Recorder : public CostSource {
     collectives.push_back(q);
     return roof_.collective(q);
   }
+  Result<CostEstimate> attention(const AttentionQuery& q) const override {
+    return roof_.attention(q);
+  }
   mutable std::vector<GemmQuery> gemms;
   mutable std::vector<GroupedGemmQuery> grouped;
   mutable std::vector<ElementwiseQuery> elementwise_ops;
@@ -110,11 +113,14 @@ TEST(QuantizedCosts, ExpertGemmsRunAtFp8AndReadTheFormatsBytes) {
     EXPECT_EQ(q.dtype, DType::kFp8);
     EXPECT_DOUBLE_EQ(q.weight_bytes, fp8_block);
   }
-  // The router stays bf16; the shared expert is fp8 like the routed ones.
+  // The router and the LM head stay bf16; the shared expert (gate/up, down), the attention's
+  // projections (MLA decode: q down and up, KV down, q_nope into the latent, the latent out to
+  // V, o_proj) and the dense MLP (gate/up, down) are fp8 like the routed experts: the
+  // checkpoint stores them so.
   int fp8_gemms = 0, bf16_gemms = 0;
   for (const auto& q : rec.gemms) (q.dtype == DType::kFp8 ? fp8_gemms : bf16_gemms) += 1;
-  EXPECT_EQ(fp8_gemms, 2);
-  EXPECT_EQ(bf16_gemms, 1);
+  EXPECT_EQ(fp8_gemms, 2 + 6 + 2);
+  EXPECT_EQ(bf16_gemms, 2);
 
   // Decode is bound by reading weights: one token through an expert's gate+up reads the fp8
   // values and scales, not bf16's two bytes.

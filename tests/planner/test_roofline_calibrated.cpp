@@ -190,6 +190,9 @@ class Recorder final : public CostSource {
   Result<CostEstimate> collective(const CollectiveQuery& q) const override {
     return inner_.collective(q);
   }
+  Result<CostEstimate> attention(const AttentionQuery& q) const override {
+    return inner_.attention(q);
+  }
   bool has_fused_moe(const std::string& dt) const override { return inner_.has_fused_moe(dt); }
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override {
     ++fused_calls;

@@ -1,0 +1,180 @@
+// The parts of a decoder outside its MoE blocks, per GPU and step: each layer's attention block
+// (norms, projections, the attention core, the output projection and its TP all-reduce), the
+// dense MLP layers, and the embeddings and LM head. Every time is a CostSource query, as the MoE
+// layer's are.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "planner/costs/cost_model.hpp"
+#include "planner/costs/cost_model_parts.hpp"
+
+namespace moeplan::planner {
+
+double attention_context(const Workload& w) {
+  if (w.phase == Phase::kPrefill) {
+    return w.isl > 0 ? static_cast<double>(w.isl) : static_cast<double>(kDefaultAttentionContext);
+  }
+  return w.isl > 0 ? w.isl + 0.5 * w.osl : static_cast<double>(kDefaultAttentionContext);
+}
+
+namespace {
+
+using detail::add;
+
+/// Bytes per weight element of a [rows × cols] linear layer of the model (scales included).
+double per_element(const models::MoeModel& m, std::int64_t rows, std::int64_t cols,
+                   bool quantized) {
+  const double n = static_cast<double>(rows) * static_cast<double>(cols);
+  return n > 0.0 ? m.linear_bytes(rows, cols, quantized) / n : 0.0;
+}
+
+/// A GEMM of `tokens` rows through a linear layer's tp-slice [out × in] of the full
+/// [full_out × full_in] matrix (its bytes per element).
+Status linear(const CostSource& cs, const models::MoeModel& m, DType dtype, bool quantized,
+              double tokens, double out, double in, std::int64_t full_out, std::int64_t full_in,
+              CostItem& item) {
+  if (!(out > 0.0) || !(in > 0.0)) return Status::Ok();
+  return add(item, cs.gemm({tokens, out, in, dtype, per_element(m, full_out, full_in, quantized)}));
+}
+
+/// RMSNorm (or RoPE, q/k norm) over `elements` activations: read and written once.
+Status norm(const CostSource& cs, double elements, DType dtype, CostItem& item) {
+  return add(item, cs.elementwise({"norm", 2.0 * elements * dtype_bytes(dtype), dtype}));
+}
+
+}  // namespace
+
+Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout) {
+  const models::MoeModel& m = ctx.model;
+  const CostSource& cs = ctx.costs;
+  const auto& a = m.attention;
+  const int tp = std::max(1, layout.tp_size);
+  const double tokens = static_cast<double>(tp) * ctx.workload.tokens_per_gpu;  // the TP group's
+  const double h = static_cast<double>(m.hidden_size);
+  const DType act = m.dtype;
+  const bool aq = m.weights.attention_quantized;
+  const DType adt = aq ? m.weights.compute_dtype() : m.dtype;
+  const bool decode = ctx.workload.phase == Phase::kDecode;
+  const auto tp_groups = layout.tp_groups();
+
+  DenseCost out;
+  out.context = attention_context(ctx.workload);
+  CostItem& at = out.attention;
+  // Input norm before attention, post-attention norm before the MLP or MoE block.
+  MOEPLAN_TRY_STATUS(norm(cs, 2.0 * tokens * h, act, at));
+  const double heads = std::ceil(static_cast<double>(a.num_heads) / tp);
+  AttentionQuery q;
+  q.decode = decode;
+  q.tokens = tokens;
+  q.context = out.context;
+  q.heads = heads;
+  q.dtype = act;
+  if (a.mla) {
+    const double nope = a.qk_nope_head_dim, rope = a.qk_rope_head_dim, v = a.v_head_dim;
+    const double lora = a.kv_lora_rank;
+    const std::int64_t qk = std::int64_t{a.qk_nope_head_dim} + a.qk_rope_head_dim;
+    const std::int64_t all_heads = a.num_heads;
+    // The query: down (replicated on every TP rank), its norm, up to this rank's heads; or
+    // straight up where the model has no q LoRA (DeepSeek-V2-Lite).
+    if (a.q_lora_rank > 0) {
+      MOEPLAN_TRY_STATUS(
+          linear(cs, m, adt, aq, tokens, a.q_lora_rank, h, a.q_lora_rank, m.hidden_size, at));
+      MOEPLAN_TRY_STATUS(norm(cs, tokens * a.q_lora_rank, act, at));
+      MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, heads * (nope + rope), a.q_lora_rank,
+                                all_heads * qk, a.q_lora_rank, at));
+    } else {
+      MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, heads * (nope + rope), h, all_heads * qk,
+                                m.hidden_size, at));
+    }
+    // The compressed KV and rope key (replicated), its norm.
+    MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, lora + rope, h,
+                              std::int64_t{a.kv_lora_rank} + a.qk_rope_head_dim, m.hidden_size,
+                              at));
+    MOEPLAN_TRY_STATUS(norm(cs, tokens * (lora + 2.0 * rope), act, at));
+    const std::int64_t kv_b_out = all_heads * (std::int64_t{a.qk_nope_head_dim} + a.v_head_dim);
+    if (decode) {
+      // Absorbed (FlashMLA, SGLang's and vLLM's decode): q_nope through W_UK into the latent,
+      // attention over the cached latent + rope key shared by every head, out through W_UV.
+      MOEPLAN_TRY_STATUS(
+          linear(cs, m, adt, aq, tokens, heads * lora, nope, kv_b_out, a.kv_lora_rank, at));
+      q.kv_heads = 1.0;
+      q.qk_dim = lora + rope;
+      q.v_dim = lora;
+      q.kv_bytes_per_token = m.kv_cache_bytes_per_token(tp);
+      MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
+      MOEPLAN_TRY_STATUS(
+          linear(cs, m, adt, aq, tokens, heads * v, lora, kv_b_out, a.kv_lora_rank, at));
+    } else {
+      // Prefill expands the latent into this rank's heads' keys and values (kv_b_proj), then
+      // runs multi-head attention.
+      MOEPLAN_TRY_STATUS(
+          linear(cs, m, adt, aq, tokens, heads * (nope + v), lora, kv_b_out, a.kv_lora_rank, at));
+      q.kv_heads = heads;
+      q.qk_dim = nope + rope;
+      q.v_dim = v;
+      MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
+    }
+    MOEPLAN_TRY_STATUS(
+        linear(cs, m, adt, aq, tokens, h, heads * v, m.hidden_size, all_heads * a.v_head_dim, at));
+  } else {
+    const double hd = a.head_dim;
+    const double kv_heads = m.kv_heads_per_rank(tp);
+    const std::int64_t qd = std::int64_t{a.num_heads} * a.head_dim;
+    const std::int64_t kvd = std::int64_t{a.num_kv_heads} * a.head_dim;
+    // q, k and v of this rank's heads in one GEMM (k and v replicated when tp exceeds the KV
+    // heads), RoPE (and Qwen3's q/k norms) on q and k.
+    const double n_qkv = (heads + 2.0 * kv_heads) * hd;
+    const double full = static_cast<double>(qd + 2 * kvd);
+    MOEPLAN_TRY_STATUS(
+        add(at, cs.gemm({tokens, n_qkv, h, adt,
+                         full > 0.0 ? (m.linear_bytes(qd, m.hidden_size, aq) +
+                                       2.0 * m.linear_bytes(kvd, m.hidden_size, aq)) /
+                                          (full * h)
+                                    : 0.0})));
+    MOEPLAN_TRY_STATUS(
+        norm(cs, tokens * (heads + kv_heads) * hd * (a.qk_norm ? 2.0 : 1.0), act, at));
+    q.kv_heads = kv_heads;
+    q.qk_dim = hd;
+    q.v_dim = hd;
+    q.kv_bytes_per_token = m.kv_cache_bytes_per_token(tp);
+    MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
+    MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, h, heads * hd, m.hidden_size, qd, at));
+  }
+  const double row_bytes = tokens * h * dtype_bytes(act);
+  if (tp > 1) {
+    MOEPLAN_TRY_STATUS(
+        add(at, cs.collective({CollectiveOp::kAllReduce, tp_groups, row_bytes, {}, act})));
+  }
+
+  // A dense MLP layer: gate and up, SiLU·mul, down, the TP all-reduce.
+  if (m.num_dense_layers() > 0 && m.dense_intermediate_size > 0) {
+    CostItem& mlp = out.dense_mlp;
+    const DType mdt = m.weights.compute_dtype();
+    const double width = std::floor(static_cast<double>(m.dense_intermediate_size) / tp);
+    MOEPLAN_TRY_STATUS(linear(cs, m, mdt, true, tokens, 2.0 * width, h, m.dense_intermediate_size,
+                              m.hidden_size, mlp));
+    MOEPLAN_TRY_STATUS(
+        add(mlp, cs.elementwise({"silu_mul", 3.0 * tokens * width * dtype_bytes(act), act})));
+    MOEPLAN_TRY_STATUS(
+        linear(cs, m, mdt, true, tokens, h, width, m.hidden_size, m.dense_intermediate_size, mlp));
+    if (tp > 1) {
+      MOEPLAN_TRY_STATUS(
+          add(mlp, cs.collective({CollectiveOp::kAllReduce, tp_groups, row_bytes, {}, act})));
+    }
+  }
+
+  // Once per step: the embedding lookup (each rank gathers the rows of the tokens), the final
+  // norm, and the LM head on the tokens that produce a next token — every decode sequence, the
+  // last token of each prefill prompt — over this rank's vocabulary slice, in torch_dtype.
+  CostItem& head = out.head;
+  MOEPLAN_TRY_STATUS(
+      add(head, cs.elementwise({"embedding", 2.0 * tokens * h * dtype_bytes(act), act})));
+  MOEPLAN_TRY_STATUS(norm(cs, tokens * h, act, head));
+  const double logits_rows = decode ? tokens : std::ceil(tokens / std::max(1.0, out.context));
+  const double vocab = std::ceil(static_cast<double>(m.vocab_size) / tp);
+  MOEPLAN_TRY_STATUS(add(head, cs.gemm({logits_rows, vocab, h, act, 0.0})));
+  return out;
+}
+
+}  // namespace moeplan::planner

@@ -1,0 +1,240 @@
+// The decoder outside its MoE blocks (issue 20): the attention core's roofline, the queries the
+// cost model asks for MHA/GQA and MLA in both phases, and the latency targets of a plan.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "models/registry.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/costs/measured_costs.hpp"
+#include "planner/costs/roofline_costs.hpp"
+#include "planner/plan.hpp"
+#include "planner/plan_request.hpp"
+
+namespace moeplan::planner {
+namespace {
+
+models::MoeModel model(const std::string& name) { return models::load_model(name).value(); }
+Cluster cluster(const std::string& name) { return load_cluster(name).value(); }
+
+/// Forwards to the roofline and keeps every attention query and GEMM.
+class Recorder final : public CostSource {
+ public:
+  explicit Recorder(const Cluster& c) : roof_(c) {}
+  std::string name() const override { return "recorder"; }
+  Result<CostEstimate> gemm(const GemmQuery& q) const override {
+    gemms.push_back(q);
+    return roof_.gemm(q);
+  }
+  Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const override {
+    return roof_.grouped_gemm(q);
+  }
+  Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override {
+    return roof_.elementwise(q);
+  }
+  Result<CostEstimate> collective(const CollectiveQuery& q) const override {
+    return roof_.collective(q);
+  }
+  Result<CostEstimate> attention(const AttentionQuery& q) const override {
+    queries.push_back(q);
+    return roof_.attention(q);
+  }
+  mutable std::vector<AttentionQuery> queries;
+  mutable std::vector<GemmQuery> gemms;
+
+ private:
+  RooflineCosts roof_;
+};
+
+Layout layout(int ep, int tp) {
+  Layout l;
+  l.num_gpus = ep * tp;
+  l.ep_size = ep;
+  l.tp_size = tp;
+  l.dispatcher = Dispatcher::kA2av;
+  return l;
+}
+
+// Decode of a GQA model reads its KV cache: memory-bound, the KV bytes at 85% of the HBM; a
+// long prefill is compute-bound at the GEMM efficiency of its prompt's rows.
+TEST(AttentionRoofline, DecodeReadsTheKvCachePrefillComputes) {
+  const auto c = cluster("1x-hgx-h200");
+  const RooflineCosts roof(c);
+  const auto& dev = c.device();
+  // Qwen3-30B-A3B on one GPU: 32 query heads over 4 KV heads of 128; 128 sequences at 4096.
+  AttentionQuery d;
+  d.decode = true;
+  d.tokens = 128;
+  d.context = 4096;
+  d.heads = 32;
+  d.kv_heads = 4;
+  d.qk_dim = 128;
+  d.v_dim = 128;
+  d.kv_bytes_per_token = 2.0 * 4 * 128 * 2;  // K and V of 4 heads, bf16
+  const double kv = 128.0 * 4096 * 2048;
+  const double qo = 128.0 * 32 * 256 * 2;
+  EXPECT_DOUBLE_EQ(d.bytes(), kv + qo);
+  EXPECT_DOUBLE_EQ(d.flops(), 2.0 * 32 * 256 * 128 * 4096);
+  auto t = roof.attention(d);
+  ASSERT_TRUE(t.ok());
+  EXPECT_NEAR(t->seconds, (kv + qo) / (dev.hbm_bandwidth * kHbmEfficiency) + kKernelLaunchSeconds,
+              1e-12);
+  EXPECT_EQ(t->source, "roofline");
+  // Twice the context, twice the KV read (and nearly twice the time).
+  AttentionQuery d2 = d;
+  d2.context = 8192;
+  EXPECT_GT(roof.attention(d2)->seconds, 1.9 * (t->seconds - kKernelLaunchSeconds));
+
+  // Prefill of two 4096-token prompts: causal, each token sees (4096 + 1) / 2 keys on average.
+  AttentionQuery p = d;
+  p.decode = false;
+  p.tokens = 8192;
+  EXPECT_DOUBLE_EQ(p.flops(), 2.0 * 32 * 256 * 8192 * 2048.5);
+  auto tp = roof.attention(p);
+  ASSERT_TRUE(tp.ok());
+  EXPECT_NEAR(tp->seconds,
+              p.flops() / (dev.peak_bf16_flops * gemm_efficiency(4096)) + kKernelLaunchSeconds,
+              1e-12);
+  AttentionQuery bad = d;
+  bad.context = -1;
+  EXPECT_FALSE(roof.attention(bad).ok());
+}
+
+// A cost database has no attention: the roofline answers, labelled and listed as a miss.
+TEST(AttentionRoofline, MeasuredSourceFallsBackAndSaysSo) {
+  const auto c = cluster("1x-hgx-h200");
+  MeasuredCosts mc({}, c, "measured:test", CostStatistic::kMedian, nullptr);
+  AttentionQuery q;
+  q.decode = true;
+  q.tokens = 8;
+  q.context = 1024;
+  q.heads = 8;
+  q.kv_heads = 8;
+  q.qk_dim = 64;
+  q.v_dim = 64;
+  q.kv_bytes_per_token = 2048;
+  auto r = mc.attention(q);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->source, kSourceMiss);
+  EXPECT_DOUBLE_EQ(r->seconds, RooflineCosts(c).attention(q)->seconds);
+  ASSERT_EQ(mc.misses().size(), 1U);
+  EXPECT_EQ(mc.misses()[0], "attention decode dtype=bf16");
+}
+
+// The queries per attention type: GQA splits the heads over TP and replicates KV heads past
+// their count; MLA's decode attends to the shared latent (absorbed), its prefill to per-head
+// keys and values expanded from it.
+TEST(AttentionCost, QueriesFollowTheAttentionType) {
+  {
+    const auto m = model("qwen3-30b-a3b");  // 32 heads, 4 KV heads of 128
+    const auto c = cluster("1x-hgx-h200");
+    Recorder rec(c);
+    const ExpertLoad load = ExpertLoad::uniform(1, m.num_experts);
+    Workload w{Phase::kDecode, 64};
+    w.isl = 1000;
+    w.osl = 200;
+    const CostContext ctx{m, c, rec, w, load, nullptr};
+    ASSERT_TRUE(cost_layout(ctx, layout(1, 8)).ok());
+    ASSERT_EQ(rec.queries.size(), 1U);
+    const auto& q = rec.queries[0];
+    EXPECT_TRUE(q.decode);
+    EXPECT_DOUBLE_EQ(q.tokens, 8.0 * 64);  // the TP group's sequences
+    EXPECT_DOUBLE_EQ(q.context, 1100.0);   // isl + osl / 2
+    EXPECT_DOUBLE_EQ(q.heads, 4.0);        // 32 / 8
+    EXPECT_DOUBLE_EQ(q.kv_heads, 1.0);     // 4 KV heads over 8 ranks: one each, replicated
+    EXPECT_DOUBLE_EQ(q.kv_bytes_per_token, 2.0 * 128 * 2);
+  }
+  {
+    const auto m = model("deepseek-v3");  // MLA: 128 heads, latent 512 + rope 64
+    const auto c = cluster("1x-hgx-h200");
+    for (const Phase phase : {Phase::kDecode, Phase::kPrefill}) {
+      Recorder rec(c);
+      const ExpertLoad load = ExpertLoad::uniform(1, m.num_experts);
+      const Workload w{phase, phase == Phase::kDecode ? 32 : 2048};
+      const CostContext ctx{m, c, rec, w, load, nullptr};
+      ASSERT_TRUE(cost_layout(ctx, layout(4, 2)).ok());
+      ASSERT_EQ(rec.queries.size(), 1U);
+      const auto& q = rec.queries[0];
+      EXPECT_DOUBLE_EQ(q.heads, 64.0);
+      EXPECT_DOUBLE_EQ(q.context, kDefaultAttentionContext);  // no isl given
+      if (phase == Phase::kDecode) {
+        EXPECT_DOUBLE_EQ(q.kv_heads, 1.0);
+        EXPECT_DOUBLE_EQ(q.qk_dim, 512.0 + 64.0);
+        EXPECT_DOUBLE_EQ(q.v_dim, 512.0);
+        EXPECT_DOUBLE_EQ(q.kv_bytes_per_token, (512.0 + 64.0) * 2);  // on every TP rank
+      } else {
+        EXPECT_DOUBLE_EQ(q.kv_heads, 64.0);
+        EXPECT_DOUBLE_EQ(q.qk_dim, 128.0 + 64.0);
+        EXPECT_DOUBLE_EQ(q.v_dim, 128.0);
+      }
+    }
+  }
+}
+
+// Latency targets: checked against the phase, and a layout slower than its target cannot serve
+// it (with the reason); with none left, one reason says what to change.
+TEST(AttentionCost, LatencyTargetsRankAndExplain) {
+  const auto m = model("qwen3-30b-a3b");
+  const auto c = cluster("1x-hgx-h200");
+  PlanChoices choices;
+  choices.phase = "decode";
+  choices.ttft_ms = 100.0;
+  auto r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().input, "ttft_ms");
+  choices.ttft_ms.reset();
+  choices.tpot_ms = -1.0;
+  r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().input, "tpot_ms");
+
+  choices.tpot_ms.reset();
+  r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_TRUE(r.ok());
+  const RooflineCosts roof(c);
+  auto free_plan = make_plan(m, c, roof, *r);
+  ASSERT_TRUE(free_plan.ok());
+  std::vector<double> steps;
+  for (const auto& l : free_plan->layouts) {
+    if (l.feasible) steps.push_back(l.step_seconds);
+  }
+  ASSERT_GE(steps.size(), 2U);
+  std::sort(steps.begin(), steps.end());
+  // A target between the two fastest: only the fastest meets it.
+  choices.tpot_ms = 0.5 * (steps[0] + steps[1]) * 1e3;
+  r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_TRUE(r.ok());
+  auto plan = make_plan(m, c, roof, *r);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->recommended, 0);
+  EXPECT_DOUBLE_EQ(plan->layouts[0].step_seconds, steps[0]);
+  EXPECT_TRUE(plan->layouts[0].meets_target);
+  int meeting = 0;
+  for (const auto& l : plan->layouts) {
+    meeting += l.meets_target ? 1 : 0;
+    if (!l.meets_target) {
+      EXPECT_NE(l.infeasible_reason.find("TPOT"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(meeting, 1);
+  // Below the fastest: none, and the reason names the fastest and what to change.
+  choices.tpot_ms = 0.5 * steps[0] * 1e3;
+  r = make_plan_request(m, c, choices, {}, false);
+  plan = make_plan(m, c, roof, *r);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->recommended, -1);
+  ASSERT_FALSE(plan->reasons.empty());
+  EXPECT_NE(plan->reasons[0].find("no layout meets the time-per-output-token target"),
+            std::string::npos)
+      << plan->reasons[0];
+  EXPECT_NE(plan->reasons[0].find("{tpot_ms}"), std::string::npos);
+  const auto j = plan_to_json(*plan, 0, false);
+  EXPECT_DOUBLE_EQ(j["workload"]["tpot_target_ms"].get<double>(), 0.5 * steps[0] * 1e3);
+  EXPECT_FALSE(j["layouts"][0]["meets_target"].get<bool>());
+  EXPECT_NEAR(j["layouts"][0]["tpot_ms"].get<double>(), j["layouts"][0]["step_ms"].get<double>(),
+              1e-12);
+}
+
+}  // namespace
+}  // namespace moeplan::planner

@@ -434,6 +434,64 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
   return plan;
 }
 
+std::vector<int> default_pareto_batches() {
+  std::vector<int> out;
+  for (int b = 1; b <= 1024; b *= 2) out.push_back(b);
+  return out;
+}
+
+Result<std::vector<ParetoPoint>> decode_pareto(const models::MoeModel& model,
+                                               const Cluster& cluster, const CostSource& costs,
+                                               PlanRequest request, const std::vector<int>& batches) {
+  if (request.workload.phase != Phase::kDecode) {
+    return input_error("pareto", ": the front of tokens/s/user against tokens/s/GPU is over "
+                                 "decode batches; expected {phase} decode");
+  }
+  std::vector<ParetoPoint> points;
+  for (const int b : batches) {
+    request.workload.tokens_per_gpu = b;
+    auto plan = make_plan(model, cluster, costs, request);
+    if (!plan) return plan.error();
+    if (plan->recommended < 0) continue;
+    ParetoPoint p;
+    p.batch_per_gpu = b;
+    p.best = plan->layouts[static_cast<std::size_t>(plan->recommended)];
+    p.tokens_per_s_per_user = p.best.tokens_per_s_per_user;
+    p.tokens_per_s_per_gpu = p.best.tokens_per_s_per_gpu;
+    points.push_back(std::move(p));
+  }
+  mark_pareto_front(points);
+  return points;
+}
+
+void mark_pareto_front(std::vector<ParetoPoint>& points) {
+  for (auto& p : points) {
+    p.on_front = std::none_of(points.begin(), points.end(), [&p](const ParetoPoint& q) {
+      return q.tokens_per_s_per_user >= p.tokens_per_s_per_user &&
+             q.tokens_per_s_per_gpu >= p.tokens_per_s_per_gpu &&
+             (q.tokens_per_s_per_user > p.tokens_per_s_per_user ||
+              q.tokens_per_s_per_gpu > p.tokens_per_s_per_gpu);
+    });
+  }
+}
+
+nlohmann::json pareto_to_json(const std::vector<ParetoPoint>& points) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : points) {
+    out.push_back({{"batch_per_gpu", p.batch_per_gpu},
+                   {"dp_size", p.best.layout.dp_size},
+                   {"ep_size", p.best.layout.ep_size},
+                   {"tp_size", p.best.layout.tp_size},
+                   {"dispatcher", dispatcher_name(p.best.layout.dispatcher)},
+                   {"mapping", mapping_name(p.best.layout.mapping)},
+                   {"tpot_ms", p.best.step_seconds * 1e3},
+                   {"tokens_per_s_per_user", p.tokens_per_s_per_user},
+                   {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
+                   {"on_front", p.on_front}});
+  }
+  return out;
+}
+
 nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
   nlohmann::json j;
   j["schema_version"] = 1;

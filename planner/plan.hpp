@@ -62,6 +62,35 @@ struct Plan {
 Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
                        const CostSource& costs, const PlanRequest& request);
 
+/// One decode batch size's best layout: what a deployment trades between its users' speed and its
+/// GPUs' throughput.
+struct ParetoPoint {
+  int batch_per_gpu = 0;
+  LayoutCost best;  ///< the plan's recommended layout at that batch
+  double tokens_per_s_per_user = 0.0;
+  double tokens_per_s_per_gpu = 0.0;
+  /// No other point serves both more tokens/s per user and more tokens/s per GPU (at least as
+  /// many of each, more of one).
+  bool on_front = false;
+};
+
+/// Sets each point's on_front: no other point has at least its tokens/s/user and tokens/s/GPU
+/// and more of one.
+void mark_pareto_front(std::vector<ParetoPoint>& points);
+
+/// The decode batch sizes a Pareto sweep tries by default: 1, 2, 4, …, 1024 per GPU.
+std::vector<int> default_pareto_batches();
+
+/// For each batch per GPU in `batches` (ascending), the plan of `request` at that batch and its
+/// recommended layout; batches where no layout fits (memory, KV cache, the latency target) are
+/// left out. Needs a decode request; errors as make_plan's, or one naming the phase.
+Result<std::vector<ParetoPoint>> decode_pareto(const models::MoeModel& model,
+                                               const Cluster& cluster, const CostSource& costs,
+                                               PlanRequest request, const std::vector<int>& batches);
+
+/// The points as JSON (docs/PLAN_SCHEMA.md, `pareto`).
+nlohmann::json pareto_to_json(const std::vector<ParetoPoint>& points);
+
 /// The plan as JSON (docs/PLAN_SCHEMA.md). `top` > 0 keeps the best `top` layouts;
 /// `include_excluded` appends the illegal combinations with `legal: false` and their rule.
 nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded);

@@ -50,6 +50,7 @@ struct PlanOptions {
   CLI::Option* top_opt = nullptr;
   bool json = false;
   bool explain = false;
+  bool pareto = false;
   bool attention_dp = false;
   std::string load;                      // --load FILE|SPEC
   std::string placement = "contiguous";  // a policy, or a placement file
@@ -301,6 +302,10 @@ int run_plan(const PlanOptions& o) {
     auto f = planner::parse_export_format(o.export_format);
     if (!f) return report_error(with_input(f.error(), "export"));
     export_format = *f;
+    if (o.pareto) {
+      return report_error(
+          Error{"plan: --export writes one layout's files; drop --pareto (a sweep of batches)"});
+    }
     if (o.json || !o.output.empty()) {
       return report_error(
           Error{"plan: --export writes the layout's files; drop --json and -o "
@@ -375,6 +380,33 @@ int run_plan(const PlanOptions& o) {
   if (!o.json) {
     text = render_plan(*plan, *cluster, o.top, o.explain) +
            (o.per_layer ? render_per_layer(*plan) : std::string());
+  }
+  if (o.pareto) {
+    auto points = planner::decode_pareto(*model, *cluster, costs, req,
+                                         planner::default_pareto_batches());
+    if (!points) return report_error(points.error());
+    if (o.json) {
+      j["pareto"] = planner::pareto_to_json(*points);
+    } else {
+      text += "\nPareto sweep over the decode batch per GPU (the fastest layout that fits at "
+              "each; * = on the front of tokens/s/user against tokens/s/GPU):\n";
+      Table t;
+      t.add_column("batch/GPU", Table::Align::kRight);
+      t.add_column("layout");
+      t.add_column("dispatcher");
+      for (const char* h : {"TPOT ms", "tok/s/user", "tok/s/GPU"}) {
+        t.add_column(h, Table::Align::kRight);
+      }
+      t.add_column("front");
+      for (const auto& p : *points) {
+        t.add_row({std::to_string(p.batch_per_gpu), p.best.layout.shape_name(),
+                   planner::dispatcher_name(p.best.layout.dispatcher) +
+                       (p.best.layout.tbo ? " +tbo" : ""),
+                   ms(p.best.step_seconds), format_fixed(p.tokens_per_s_per_user, 1),
+                   format_fixed(p.tokens_per_s_per_gpu, 0), p.on_front ? "*" : ""});
+      }
+      text += points->empty() ? "  no batch fits\n" : t.render();
+    }
   }
   if (o.traffic >= 0) {
     // Layer `traffic` of the recommended layout (the first when none fits): GPU × GPU bytes.
@@ -492,6 +524,10 @@ void add_plan_command(CLI::App& app, Action& action) {
       "--top", o->top, "Show the best K layouts (0: all; default 10 in the table, all in JSON)");
   cmd->add_flag("--json", o->json, "Print the plan as JSON (docs/PLAN_SCHEMA.md)");
   cmd->add_flag("--explain", o->explain, "Also list the excluded combinations and their rule");
+  cmd->add_flag("--pareto", o->pareto,
+                "Decode: also sweep the batch per GPU (1, 2, 4, …, 1024) and list each batch's "
+                "best layout, its tokens/s/user and tokens/s/GPU, and which are on the Pareto "
+                "front");
   cmd->add_flag("--attention-dp", o->attention_dp,
                 "Also enumerate attention data-parallel replicas (dp·ep·tp = GPUs)");
   cmd->add_option("--load", o->load,

@@ -250,6 +250,33 @@ TEST(CliPlan, LatencyTargets) {
       << t.out;
 }
 
+// --pareto: each decode batch's best layout, in the table and the JSON; decode only, not with
+// --export.
+TEST(CliPlan, ParetoSweep) {
+  const std::string base =
+      "plan --model mixtral-8x7b --cluster 1x-hgx-h200 --phase decode --isl 2000 --osl 500 ";
+  const auto r = run_cli(base + "--pareto --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& pts = j.at("pareto");
+  ASSERT_FALSE(pts.empty());
+  EXPECT_EQ(pts[0].at("batch_per_gpu").get<int>(), 1);
+  EXPECT_TRUE(pts[0].at("on_front").get<bool>());
+  for (const auto& p : pts) {
+    EXPECT_NEAR(p.at("tokens_per_s_per_gpu").get<double>(),
+                p.at("batch_per_gpu").get<int>() * p.at("tokens_per_s_per_user").get<double>(),
+                1e-9 * p.at("tokens_per_s_per_gpu").get<double>());
+  }
+  const auto t = run_cli(base + "--pareto --top 1");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("Pareto sweep over the decode batch per GPU"), std::string::npos);
+  EXPECT_NE(t.out.find("batch/GPU  layout"), std::string::npos) << t.out;
+  expect_one_line_error(run_cli("plan --pareto"), "--pareto: the front of tokens/s/user against "
+                                                  "tokens/s/GPU is over decode batches; expected "
+                                                  "--phase decode");
+  expect_one_line_error(run_cli(base + "--pareto --export sglang"), "drop --pareto");
+}
+
 TEST(CliPlan, BadInputIsOneLineAndExit2) {
   expect_one_line_error(run_cli("plan --model no-such-model"), "unknown model 'no-such-model'");
   expect_one_line_error(run_cli("plan --cluster no-such-cluster"),

@@ -236,5 +236,72 @@ TEST(AttentionCost, LatencyTargetsRankAndExplain) {
               1e-12);
 }
 
+// The decode Pareto sweep: each batch's fastest layout that fits; the front is the points no
+// other beats on both tokens/s/user and tokens/s/GPU.
+TEST(AttentionCost, DecodeParetoFront) {
+  const auto m = model("deepseek-v3");
+  const auto c = cluster("1x-hgx-h200");
+  const RooflineCosts roof(c);
+  PlanChoices choices;
+  choices.phase = "decode";
+  choices.isl = 4096;
+  choices.osl = 1024;
+  auto r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto points = decode_pareto(m, c, roof, *r, default_pareto_batches());
+  ASSERT_TRUE(points.ok()) << points.error().message;
+  // The KV cache of 4096 + 1024 tokens fits about 72 sequences per GPU: batches 1..64.
+  ASSERT_EQ(points->size(), 7U);
+  int front = 0;
+  for (std::size_t i = 0; i < points->size(); ++i) {
+    const auto& p = (*points)[i];
+    EXPECT_EQ(p.batch_per_gpu, 1 << i);
+    EXPECT_TRUE(p.best.feasible);
+    EXPECT_NEAR(p.tokens_per_s_per_gpu, p.batch_per_gpu * p.tokens_per_s_per_user,
+                1e-9 * p.tokens_per_s_per_gpu);
+    EXPECT_NEAR(p.tokens_per_s_per_user * p.best.step_seconds, 1.0, 1e-12);
+    front += p.on_front ? 1 : 0;
+    for (const auto& q : *points) {
+      const bool dominates = q.tokens_per_s_per_user >= p.tokens_per_s_per_user &&
+                             q.tokens_per_s_per_gpu >= p.tokens_per_s_per_gpu &&
+                             (q.tokens_per_s_per_user > p.tokens_per_s_per_user ||
+                              q.tokens_per_s_per_gpu > p.tokens_per_s_per_gpu);
+      if (p.on_front) {
+        EXPECT_FALSE(dominates) << p.batch_per_gpu << " by " << q.batch_per_gpu;
+      }
+    }
+  }
+  EXPECT_GE(front, 2);
+  // The smallest batch serves its users fastest, the largest its GPUs: both are on the front.
+  EXPECT_TRUE(points->front().on_front);
+  EXPECT_TRUE(points->back().on_front);
+  const auto j = pareto_to_json(*points);
+  ASSERT_EQ(j.size(), points->size());
+  EXPECT_EQ(j[0]["batch_per_gpu"].get<int>(), 1);
+  EXPECT_TRUE(j[0]["on_front"].get<bool>());
+
+  // A point another beats on both counts is off the front.
+  std::vector<ParetoPoint> crafted(4);
+  const double figures[4][2] = {{10, 100}, {20, 200}, {30, 50}, {30, 50}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    crafted[i].tokens_per_s_per_user = figures[i][0];
+    crafted[i].tokens_per_s_per_gpu = figures[i][1];
+  }
+  mark_pareto_front(crafted);
+  EXPECT_FALSE(crafted[0].on_front);  // (20, 200) beats it on both
+  EXPECT_TRUE(crafted[1].on_front);
+  EXPECT_TRUE(crafted[2].on_front);  // ties are not beaten
+  EXPECT_TRUE(crafted[3].on_front);
+
+  // Prefill has no such sweep.
+  choices.phase = "prefill";
+  choices.osl.reset();
+  r = make_plan_request(m, c, choices, {}, false);
+  ASSERT_TRUE(r.ok());
+  auto bad = decode_pareto(m, c, roof, *r, default_pareto_batches());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().input, "pareto");
+}
+
 }  // namespace
 }  // namespace moeplan::planner

@@ -40,12 +40,13 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
                                                     "TP\n(ms)",
                                                     "shared\n(ms)",
                                                     "layer\n(ms)",
+                                                    "attn\n(ms)",
                                                     "step\n(ms)",
                                                     "tokens/s\n/GPU",
                                                     "memory\n(GiB/GPU)",
                                                     "HBM\n(GiB)",
-                                                    "imbalance\n(max/mean)",
-                                                    "expert slots\n(/GPU)",
+                                                    "load\nmax/mean",
+                                                    "slots\n(/GPU)",
                                                     "fits"};
   if (role == Qt::DisplayRole) return QString::fromUtf8(kHeaders[section]);
   if (role == Qt::ToolTipRole) {
@@ -54,6 +55,10 @@ QVariant PlanTableModel::headerData(int section, Qt::Orientation orientation, in
         return tr(
             "Predicted time of one MoE layer (mean over layers), from the cost source the header "
             "names");
+      case kAttention:
+        return tr(
+            "One layer's attention block: norms, projections, the attention core at the plan's "
+            "context, the output projection and its TP all-reduce");
       case kStepTime:
         return tr(
             "One forward of the whole model: every layer's attention and MoE (or dense MLP) "
@@ -87,6 +92,7 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
     case kCombine: item = &p.combine; break;
     case kTp: item = &p.tp; break;
     case kShared: item = &p.shared; break;
+    case kAttention: item = &c.dense.attention; break;
     default: break;
   }
   if (role == kValueRole || role == Qt::DisplayRole) {

@@ -27,6 +27,7 @@ class PlanTableModel : public QAbstractTableModel {
     kTp,
     kShared,
     kLayerTime,
+    kAttention,
     kStepTime,
     kThroughput,
     kMemory,

@@ -86,6 +86,8 @@ void expectModelHoldsPlan(const PlanTableModel& m, const planner::Plan& plan) {
     EXPECT_EQ(v(PlanTableModel::kCombine).toDouble(), c.per_layer.combine.seconds);
     EXPECT_EQ(v(PlanTableModel::kTp).toDouble(), c.per_layer.tp.seconds);
     EXPECT_EQ(v(PlanTableModel::kShared).toDouble(), c.per_layer.shared.seconds);
+    EXPECT_EQ(v(PlanTableModel::kAttention).toDouble(), c.dense.attention.seconds);
+    EXPECT_GT(c.dense.attention.seconds, 0.0);
     EXPECT_EQ(v(PlanTableModel::kStepTime).toDouble(), c.step_seconds);
     EXPECT_EQ(v(PlanTableModel::kThroughput).toDouble(), c.tokens_per_s_per_gpu);
     EXPECT_EQ(v(PlanTableModel::kMemory).toDouble(), c.memory.total());

@@ -88,9 +88,13 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
                                   std::to_string(world_size) +
                                   " rank(s) (collectives need at least 2)");
   }
-  auto backend = kernels::make_backend(o.backend);
-  if (!backend) return backend.error();
-  req.backend = std::move(*backend);
+  if (o.backend != "cpu") {
+    // A device backend (one rank): made here so that an unusable one is an input error. CPU
+    // ranks, threads of one process too, make their own in run_profile.
+    auto backend = kernels::make_backend(o.backend);
+    if (!backend) return backend.error();
+    req.backend = std::move(*backend);
+  }
   req.out_path = o.out;
   req.resume = o.resume;
   req.command = o.command;

@@ -25,8 +25,9 @@ struct ProfileRequest {
   /// Where each rank runs (kernels::JobWorld::places under a launcher); empty: every rank on
   /// this host, in one shared-memory domain (in-process ranks).
   std::vector<planner::RunRank> places;
-  /// The backend profiled (made with the request, so an unusable one is an input error before
-  /// any file is touched; null: run_profile makes sweep.backend's).
+  /// A device backend profiled on one rank (made with the request, so an unusable one is an
+  /// input error before any file is touched); null: each rank's run_profile makes
+  /// sweep.backend's (the CPU backend).
   std::shared_ptr<kernels::Backend> backend;
 };
 

@@ -147,9 +147,13 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   if (r.cases.empty()) {
     return input_error("dispatcher", ": no layout of the request runs any of its dispatchers");
   }
-  auto backend = kernels::make_backend(o.backend);
-  if (!backend) return backend.error();
-  r.backend = std::move(*backend);
+  if (o.backend != "cpu") {
+    // A device backend (one rank), made here so that an unusable one is an input error; CPU
+    // ranks make their own per case (measure_layer).
+    auto backend = kernels::make_backend(o.backend);
+    if (!backend) return backend.error();
+    r.backend = std::move(*backend);
+  }
   return r;
 }
 

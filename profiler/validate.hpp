@@ -50,8 +50,8 @@ struct ValidateRequest {
   kernels::LayerSpec spec;
   std::vector<ValidateCase> cases;
   HarnessOptions harness;
-  /// The backend every case runs on (shared by the cases; made with the request so that an
-  /// unusable one is an input error).
+  /// A device backend every case runs on (one rank; made with the request so that an unusable
+  /// one is an input error); null: the CPU backend, one per rank and case.
   std::shared_ptr<kernels::Backend> backend;
   planner::CostStatistic statistic = planner::CostStatistic::kMedian;
   kernels::DispatchOptions dispatch;  ///< node grouping; deepep_ll's buffer fits every case

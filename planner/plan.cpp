@@ -45,10 +45,11 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
   if (plan.recommended < 0 && plan.step_target_s > 0.0) {
     // Layouts that would run but for the latency target: name the fastest.
     const LayoutCost* fastest = nullptr;
+    const std::string what = w.phase == Phase::kPrefill ? "TTFT" : "TPOT";
     for (const auto& l : layouts) {
       if (l.meets_target || l.memory.total() > l.memory_limit) continue;
-      // Its only reason is the target's.
-      if (l.infeasible_reason.find("; ") != std::string::npos) continue;
+      // Its only reason is the target's (make_plan appends it after any other).
+      if (l.infeasible_reason.rfind(what, 0) != 0) continue;
       if (fastest == nullptr || l.step_seconds < fastest->step_seconds) fastest = &l;
     }
     if (fastest != nullptr) {
@@ -442,10 +443,12 @@ std::vector<int> default_pareto_batches() {
 
 Result<std::vector<ParetoPoint>> decode_pareto(const models::MoeModel& model,
                                                const Cluster& cluster, const CostSource& costs,
-                                               PlanRequest request, const std::vector<int>& batches) {
+                                               PlanRequest request,
+                                               const std::vector<int>& batches) {
   if (request.workload.phase != Phase::kDecode) {
-    return input_error("pareto", ": the front of tokens/s/user against tokens/s/GPU is over "
-                                 "decode batches; expected {phase} decode");
+    return input_error("pareto",
+                       ": the front of tokens/s/user against tokens/s/GPU is over "
+                       "decode batches; expected {phase} decode");
   }
   std::vector<ParetoPoint> points;
   for (const int b : batches) {

@@ -354,6 +354,12 @@ int run_plan(const PlanOptions& o) {
       planner::make_plan_request(*model, *cluster, choices, std::move(given_load), !o.load.empty());
   if (!request) return report_error(request.error());
   const planner::PlanRequest& req = *request;
+  if (o.pareto && req.workload.phase != planner::Phase::kDecode) {
+    // Before any work: the same message decode_pareto gives.
+    return report_error(input_error("pareto",
+                                    ": the front of tokens/s/user against tokens/s/GPU is over "
+                                    "decode batches; expected {phase} decode"));
+  }
   const planner::CostSource& costs = setup->costs();
   auto plan = planner::make_plan(*model, *cluster, costs, req);
   if (!plan) return report_error(plan.error());
@@ -382,14 +388,15 @@ int run_plan(const PlanOptions& o) {
            (o.per_layer ? render_per_layer(*plan) : std::string());
   }
   if (o.pareto) {
-    auto points = planner::decode_pareto(*model, *cluster, costs, req,
-                                         planner::default_pareto_batches());
+    auto points =
+        planner::decode_pareto(*model, *cluster, costs, req, planner::default_pareto_batches());
     if (!points) return report_error(points.error());
     if (o.json) {
       j["pareto"] = planner::pareto_to_json(*points);
     } else {
-      text += "\nPareto sweep over the decode batch per GPU (the fastest layout that fits at "
-              "each; * = on the front of tokens/s/user against tokens/s/GPU):\n";
+      text +=
+          "\nPareto sweep over the decode batch per GPU (the fastest layout that fits at "
+          "each; * = on the front of tokens/s/user against tokens/s/GPU):\n";
       Table t;
       t.add_column("batch/GPU", Table::Align::kRight);
       t.add_column("layout");

@@ -87,11 +87,12 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
       MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, heads * (nope + rope), h, all_heads * qk,
                                 m.hidden_size, at));
     }
-    // The compressed KV and rope key (replicated), its norm.
+    // The compressed KV and rope key (replicated); the latent's norm and RoPE on the rope parts
+    // of the key and of this rank's query heads.
     MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, lora + rope, h,
                               std::int64_t{a.kv_lora_rank} + a.qk_rope_head_dim, m.hidden_size,
                               at));
-    MOEPLAN_TRY_STATUS(norm(cs, tokens * (lora + 2.0 * rope), act, at));
+    MOEPLAN_TRY_STATUS(norm(cs, tokens * (lora + (heads + 1.0) * rope), act, at));
     const std::int64_t kv_b_out = all_heads * (std::int64_t{a.qk_nope_head_dim} + a.v_head_dim);
     if (decode) {
       // Absorbed (FlashMLA, SGLang's and vLLM's decode): q_nope through W_UK into the latent,

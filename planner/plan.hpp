@@ -86,7 +86,8 @@ std::vector<int> default_pareto_batches();
 /// left out. Needs a decode request; errors as make_plan's, or one naming the phase.
 Result<std::vector<ParetoPoint>> decode_pareto(const models::MoeModel& model,
                                                const Cluster& cluster, const CostSource& costs,
-                                               PlanRequest request, const std::vector<int>& batches);
+                                               PlanRequest request,
+                                               const std::vector<int>& batches);
 
 /// The points as JSON (docs/PLAN_SCHEMA.md, `pareto`).
 nlohmann::json pareto_to_json(const std::vector<ParetoPoint>& points);

@@ -271,9 +271,10 @@ TEST(CliPlan, ParetoSweep) {
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_NE(t.out.find("Pareto sweep over the decode batch per GPU"), std::string::npos);
   EXPECT_NE(t.out.find("batch/GPU  layout"), std::string::npos) << t.out;
-  expect_one_line_error(run_cli("plan --pareto"), "--pareto: the front of tokens/s/user against "
-                                                  "tokens/s/GPU is over decode batches; expected "
-                                                  "--phase decode");
+  expect_one_line_error(run_cli("plan --pareto"),
+                        "--pareto: the front of tokens/s/user against "
+                        "tokens/s/GPU is over decode batches; expected "
+                        "--phase decode");
   expect_one_line_error(run_cli(base + "--pareto --export sglang"), "drop --pareto");
 }
 

@@ -103,16 +103,14 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   // machine shared with other work, sub-millisecond samples dodge preemption that a phase of
   // tens of milliseconds cannot.
   req.harness.min_sample_s = 5e-3;
-  if (o.backend == "cuda") {
-    // CUDA events time the kernels alone, with no timer or barrier overhead to amortize: one
-    // run per sample.
-    req.harness.min_sample_s = 0.0;
-  }
   if (o.quick) {
-    req.harness.min_sample_s = o.backend == "cuda" ? 0.0 : 2e-4;
+    req.harness.min_sample_s = 2e-4;
     req.harness.min_reps = 3;
     req.harness.max_seconds = std::min(o.max_seconds, 0.2);
   }
+  // A device backend's events time the kernels alone, with no timer or barrier overhead to
+  // amortize: one run per sample.
+  if (req.backend) req.harness.min_sample_s = 0.0;
   return req;
 }
 

@@ -11,6 +11,7 @@
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/plan.hpp"
 #include "planner/plan_request.hpp"
+#include "tests/planner/roofline_recorder.hpp"
 
 namespace moeplan::planner {
 namespace {
@@ -18,34 +19,7 @@ namespace {
 models::MoeModel model(const std::string& name) { return models::load_model(name).value(); }
 Cluster cluster(const std::string& name) { return load_cluster(name).value(); }
 
-/// Forwards to the roofline and keeps every attention query and GEMM.
-class Recorder final : public CostSource {
- public:
-  explicit Recorder(const Cluster& c) : roof_(c) {}
-  std::string name() const override { return "recorder"; }
-  Result<CostEstimate> gemm(const GemmQuery& q) const override {
-    gemms.push_back(q);
-    return roof_.gemm(q);
-  }
-  Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const override {
-    return roof_.grouped_gemm(q);
-  }
-  Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override {
-    return roof_.elementwise(q);
-  }
-  Result<CostEstimate> collective(const CollectiveQuery& q) const override {
-    return roof_.collective(q);
-  }
-  Result<CostEstimate> attention(const AttentionQuery& q) const override {
-    queries.push_back(q);
-    return roof_.attention(q);
-  }
-  mutable std::vector<AttentionQuery> queries;
-  mutable std::vector<GemmQuery> gemms;
-
- private:
-  RooflineCosts roof_;
-};
+using Recorder = RooflineRecorder;
 
 Layout layout(int ep, int tp) {
   Layout l;
@@ -136,8 +110,8 @@ TEST(AttentionCost, QueriesFollowTheAttentionType) {
     w.osl = 200;
     const CostContext ctx{m, c, rec, w, load, nullptr};
     ASSERT_TRUE(cost_layout(ctx, layout(1, 8)).ok());
-    ASSERT_EQ(rec.queries.size(), 1U);
-    const auto& q = rec.queries[0];
+    ASSERT_EQ(rec.attention_queries.size(), 1U);
+    const auto& q = rec.attention_queries[0];
     EXPECT_TRUE(q.decode);
     EXPECT_DOUBLE_EQ(q.tokens, 8.0 * 64);  // the TP group's sequences
     EXPECT_DOUBLE_EQ(q.context, 1100.0);   // isl + osl / 2
@@ -154,8 +128,8 @@ TEST(AttentionCost, QueriesFollowTheAttentionType) {
       const Workload w{phase, phase == Phase::kDecode ? 32 : 2048};
       const CostContext ctx{m, c, rec, w, load, nullptr};
       ASSERT_TRUE(cost_layout(ctx, layout(4, 2)).ok());
-      ASSERT_EQ(rec.queries.size(), 1U);
-      const auto& q = rec.queries[0];
+      ASSERT_EQ(rec.attention_queries.size(), 1U);
+      const auto& q = rec.attention_queries[0];
       EXPECT_DOUBLE_EQ(q.heads, 64.0);
       EXPECT_DOUBLE_EQ(q.context, kDefaultAttentionContext);  // no isl given
       if (phase == Phase::kDecode) {

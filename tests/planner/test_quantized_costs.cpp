@@ -8,42 +8,12 @@
 #include "planner/costs/cost_model.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "tests/models/dsv3_checkpoint.hpp"
+#include "tests/planner/roofline_recorder.hpp"
 
 namespace moeplan::planner {
 namespace {
 
-/// A roofline that remembers what the cost model asked it.
-class Recorder : public CostSource {
- public:
-  explicit Recorder(const Cluster& c) : roof_(c) {}
-  std::string name() const override { return roof_.name(); }
-  Result<CostEstimate> gemm(const GemmQuery& q) const override {
-    gemms.push_back(q);
-    return roof_.gemm(q);
-  }
-  Result<CostEstimate> grouped_gemm(const GroupedGemmQuery& q) const override {
-    grouped.push_back(q);
-    return roof_.grouped_gemm(q);
-  }
-  Result<CostEstimate> elementwise(const ElementwiseQuery& q) const override {
-    elementwise_ops.push_back(q);
-    return roof_.elementwise(q);
-  }
-  Result<CostEstimate> collective(const CollectiveQuery& q) const override {
-    collectives.push_back(q);
-    return roof_.collective(q);
-  }
-  Result<CostEstimate> attention(const AttentionQuery& q) const override {
-    return roof_.attention(q);
-  }
-  mutable std::vector<GemmQuery> gemms;
-  mutable std::vector<GroupedGemmQuery> grouped;
-  mutable std::vector<ElementwiseQuery> elementwise_ops;
-  mutable std::vector<CollectiveQuery> collectives;
-
- private:
-  RooflineCosts roof_;
-};
+using Recorder = RooflineRecorder;
 
 models::MoeModel model(const std::string& name, const std::string& weights = "") {
   auto m = models::load_model(name);

@@ -39,6 +39,7 @@ enum class BackendOp : std::uint8_t {
   kCombine,
   kSharedExpert,
   kGemmFp8Block,  ///< gemm_fp8 (OpQuery::dtype kFp8)
+  kAttention,
 };
 
 /// What can_implement is asked: an op on a storage dtype.
@@ -59,6 +60,58 @@ struct Fp8Part {
   const float* scales = nullptr;
   int block_rows = 0;
   int block_cols = 0;
+};
+
+/// The attention core's shape: `batch` sequences, each with `q_len` new query tokens attending
+/// causally to `kv_len` keys, the last q_len of which are the new tokens' own (query i of a
+/// sequence sees keys [0, kv_len − q_len + i]): prefill a prompt (q_len = kv_len), decode one
+/// token over its cache (q_len = 1). `heads` query heads share `kv_heads` K/V heads in
+/// consecutive groups (GQA; MHA kv_heads = heads; MLA absorbed decode one latent head whose
+/// first v_dim values are also V).
+struct AttentionShape {
+  int batch = 1;
+  int q_len = 1;
+  int kv_len = 1;
+  int heads = 1;
+  int kv_heads = 1;
+  int qk_dim = 1;
+  int v_dim = 1;
+  float scale = 1.0F;  ///< applied to Q·Kᵀ before the softmax (1/√d of the unabsorbed head)
+
+  long q_rows() const { return static_cast<long>(batch) * q_len; }
+  long kv_rows() const { return static_cast<long>(batch) * kv_len; }
+  /// Query–key pairs summed over the heads (what the FLOPs scale with: 2·(qk + v) each).
+  double pairs() const {
+    const double per_seq = q_len * (kv_len - q_len) + 0.5 * q_len * (q_len + 1.0);
+    return static_cast<double>(batch) * heads * per_seq;
+  }
+  double flops() const { return 2.0 * (qk_dim + v_dim) * pairs(); }
+  /// Elements of q, k, v and out.
+  std::size_t q_size() const { return zu(q_rows()) * zu(heads) * zu(qk_dim); }
+  std::size_t k_size() const { return zu(kv_rows()) * zu(kv_heads) * zu(qk_dim); }
+  std::size_t v_size() const { return zu(kv_rows()) * zu(kv_heads) * zu(v_dim); }
+  std::size_t out_size() const { return zu(q_rows()) * zu(heads) * zu(v_dim); }
+  /// Empty when the shape is valid, else what is wrong: positive sizes, q_len ≤ kv_len, heads
+  /// a multiple of kv_heads, a positive finite scale.
+  std::string problem() const {
+    if (batch < 1 || q_len < 1 || kv_len < 1 || heads < 1 || kv_heads < 1 || qk_dim < 1 ||
+        v_dim < 1) {
+      return "expected positive batch, q_len, kv_len, heads, kv_heads, qk_dim and v_dim";
+    }
+    if (q_len > kv_len) {
+      return "q_len " + std::to_string(q_len) + " exceeds kv_len " + std::to_string(kv_len) +
+             " (the new tokens are among the keys)";
+    }
+    if (heads % kv_heads != 0) {
+      return "heads " + std::to_string(heads) + " not a multiple of kv_heads " +
+             std::to_string(kv_heads);
+    }
+    if (!(scale > 0.0F && scale < 3.0e38F)) return "expected a positive finite scale";
+    return {};
+  }
+
+ private:
+  static std::size_t zu(long v) { return static_cast<std::size_t>(v); }
 };
 
 class Backend {
@@ -132,6 +185,15 @@ class Backend {
                        std::span<const int> pair_row, std::span<const float> weights,
                        std::span<const float> shared, int num_tokens, int top_k, int hidden,
                        DType dtype, std::span<float> out) = 0;
+
+  /// The attention core: out[q_rows][heads][v_dim] = softmax(scale · Q·Kᵀ, causal) · V per
+  /// sequence and head, for q [q_rows][heads][qk_dim], k [kv_rows][kv_heads][qk_dim] and
+  /// v [kv_rows][kv_heads][v_dim] holding values of `dtype`: scores and softmax in fp32, the
+  /// probabilities rounded to `dtype` before P·V (as flash kernels feed their second GEMM),
+  /// fp32 accumulation, out stored in `dtype`.
+  virtual void attention(const OpContext& ctx, const AttentionShape& shape,
+                         std::span<const float> q, std::span<const float> k,
+                         std::span<const float> v, DType dtype, std::span<float> out) = 0;
 
   /// Shared expert on every token: out[T][H] = (sigmoid(x·gate) if gated) · MLP(x), fp32.
   /// With a tp-slice, the caller sums the partials over tp; `gate` may be empty.

@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/attention.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/dtype_convert.hpp"
 #include "kernels/fp8.hpp"
@@ -52,6 +53,12 @@ class CpuBackend final : public Backend {
     const auto out = c.first(static_cast<std::size_t>(m) * static_cast<std::size_t>(n));
     matmul(ConstMap(a.data(), m, k), ConstMap(b.data(), k, n), Map(out.data(), m, n));
     if (out_dtype != DType::kFp32) round_to(out_dtype, out);
+  }
+
+  void attention(const OpContext&, const AttentionShape& shape, std::span<const float> q,
+                 std::span<const float> k, std::span<const float> v, DType dtype,
+                 std::span<float> out) override {
+    attention_cpu(shape, q, k, v, dtype, out);
   }
 
   void silu_mul(const OpContext&, std::span<const float> gate_up, int rows, int width, DType dtype,

@@ -87,6 +87,30 @@ class CudaBackend final : public Backend {
     download(dout, c.first(sz(m) * sz(n)));
   }
 
+  void attention(const OpContext&, const AttentionShape& shape, std::span<const float> q,
+                 std::span<const float> k, std::span<const float> v, DType dtype,
+                 std::span<float> out) override {
+    enter();
+    require(shape.problem());
+    const std::size_t es = dtype_size(dtype);
+    const std::size_t nq = shape.q_size(), nk = shape.k_size();
+    const std::size_t nv = shape.v_size(), no = shape.out_size();
+    void* dq = a_.reserve(nq * es);
+    to_storage(q.first(nq), dtype, dq);
+    void* dk = b_.reserve(nk * es);
+    to_storage(k.first(nk), dtype, dk);
+    void* dv = c_.reserve(nv * es);
+    to_storage(v.first(nv), dtype, dv);
+    void* dout = d_.reserve(no * es);
+    begin_kernels();
+    launch_attention(dtype, shape.q_rows(), shape.q_len, shape.kv_len, shape.heads, shape.kv_heads,
+                     shape.qk_dim, shape.v_dim, shape.scale, dq, dk, dv, dout, stream_);
+    end_kernels();
+    float* d32 = e_.reserve_as<float>(no);
+    launch_from_storage(dtype, dout, no, d32, stream_);
+    download(d32, out.first(no));
+  }
+
   void silu_mul(const OpContext&, std::span<const float> gate_up, int rows, int width, DType dtype,
                 std::span<float> act) override {
     enter();

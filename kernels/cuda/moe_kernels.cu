@@ -361,6 +361,87 @@ __global__ void gather_rows_kernel(const V* __restrict__ x, const int* __restric
   }
 }
 
+// One block per (query row, head): the keys it sees in tiles of kAttnThreads, one thread per key
+// for the score; an online softmax (running max and sum in fp32, the probabilities rounded to the
+// storage dtype before P·V, as flash kernels feed their second GEMM); each thread accumulates its
+// columns of the output in shared memory. A plain kernel, not a flash kernel: what moeplan's own
+// layer runs, timed as such.
+constexpr int kAttnThreads = 128;
+
+__device__ float attn_block_reduce(float v, bool is_max, float* red) {
+  v = is_max ? warp_max(v) : warp_sum(v);
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < kAttnThreads / kWarpSize; ++w) r = is_max ? fmaxf(r, red[w]) : r + red[w];
+  __syncthreads();
+  return r;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                     int q_len, int kv_len, int heads, int kv_heads, int qk_dim, int v_dim,
+                     float scale, T* __restrict__ out) {
+  extern __shared__ float smem[];
+  float* qs = smem;               // [qk_dim]
+  float* ps = qs + qk_dim;        // [kAttnThreads]
+  float* os = ps + kAttnThreads;  // [v_dim]
+  __shared__ float red[kAttnThreads / kWarpSize];
+  const auto row = static_cast<std::size_t>(blockIdx.x);
+  const int h = static_cast<int>(blockIdx.y);
+  const auto b = row / static_cast<std::size_t>(q_len);
+  const int t = static_cast<int>(row % static_cast<std::size_t>(q_len));
+  const int g = h / (heads / kv_heads);
+  const int visible = kv_len - q_len + t + 1;
+  const int tid = static_cast<int>(threadIdx.x);
+  const T* qr = q + (row * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h)) *
+                        static_cast<std::size_t>(qk_dim);
+  for (int i = tid; i < qk_dim; i += kAttnThreads) qs[i] = to_f32(qr[i]);
+  for (int c = tid; c < v_dim; c += kAttnThreads) os[c] = 0.0F;
+  __syncthreads();
+  const std::size_t seq = b * static_cast<std::size_t>(kv_len);
+  float m = -INFINITY, l = 0.0F;
+  for (int j0 = 0; j0 < visible; j0 += kAttnThreads) {
+    const int j = j0 + tid;
+    float sc = -INFINITY;
+    if (j < visible) {
+      const T* kr = k + ((seq + static_cast<std::size_t>(j)) * static_cast<std::size_t>(kv_heads) +
+                         static_cast<std::size_t>(g)) *
+                            static_cast<std::size_t>(qk_dim);
+      float d = 0.0F;
+      for (int i = 0; i < qk_dim; ++i) d = fmaf(qs[i], to_f32(kr[i]), d);
+      sc = d * scale;
+    }
+    const float m_new = fmaxf(m, attn_block_reduce(sc, true, red));
+    const float p = j < visible ? expf(sc - m_new) : 0.0F;
+    ps[tid] = round_to_storage<T>(p);
+    const float tile_sum = attn_block_reduce(p, false, red);  // also orders ps before its reads
+    const float corr = expf(m - m_new);
+    l = l * corr + tile_sum;
+    m = m_new;
+    const int n = min(kAttnThreads, visible - j0);
+    for (int c = tid; c < v_dim; c += kAttnThreads) {
+      float acc = os[c] * corr;
+      for (int jj = 0; jj < n; ++jj) {
+        const std::size_t at =
+            ((seq + static_cast<std::size_t>(j0 + jj)) * static_cast<std::size_t>(kv_heads) +
+             static_cast<std::size_t>(g)) *
+                static_cast<std::size_t>(v_dim) +
+            static_cast<std::size_t>(c);
+        acc = fmaf(ps[jj], to_f32(v[at]), acc);
+      }
+      os[c] = acc;
+    }
+    __syncthreads();  // ps is rewritten by the next tile
+  }
+  T* orow = out + (row * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h)) *
+                      static_cast<std::size_t>(v_dim);
+  for (int c = tid; c < v_dim; c += kAttnThreads) orow[c] = from_f32<T>(os[c] / l);
+}
+
 template <class T>
 __global__ void silu_mul_kernel(const T* __restrict__ gate_up, int num_rows, int width,
                                 T* __restrict__ act) {
@@ -550,6 +631,28 @@ void launch_combine(DType dtype, bool y_fp32, const void* y, const int* pair_row
     using T = typename decltype(tag)::type;
     combine_kernel<T><<<d.grid, d.block, 0, stream>>>(y_fp32, y, pair_row, weights, shared,
                                                       num_tokens, top_k, hidden, out_fp32, out);
+  });
+  MOEPLAN_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_attention(DType dtype, long q_rows, int q_len, int kv_len, int heads, int kv_heads,
+                      int qk_dim, int v_dim, float scale, const void* q, const void* k,
+                      const void* v, void* out, cudaStream_t stream) {
+  if (q_rows == 0) return;
+  const std::size_t smem =
+      (static_cast<std::size_t>(qk_dim) + kAttnThreads + static_cast<std::size_t>(v_dim)) *
+      sizeof(float);
+  const dim3 grid(static_cast<unsigned>(q_rows), static_cast<unsigned>(heads));
+  dispatch_storage(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (smem > 48 * 1024) {
+      MOEPLAN_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<T>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(smem)));
+    }
+    attention_kernel<T><<<grid, kAttnThreads, smem, stream>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), q_len, kv_len,
+        heads, kv_heads, qk_dim, v_dim, scale, static_cast<T*>(out));
   });
   MOEPLAN_CUDA_CHECK(cudaGetLastError());
 }

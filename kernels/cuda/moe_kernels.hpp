@@ -58,4 +58,12 @@ void launch_combine(DType dtype, bool y_fp32, const void* y, const int* pair_row
 void launch_shared_gate(const float* x, const float* gate, int num_tokens, int hidden, float* out,
                         cudaStream_t stream);
 
+/// The attention core (Backend::attention) on `dtype` storage: q [q_rows][heads][qk_dim],
+/// k [kv_rows][kv_heads][qk_dim], v [kv_rows][kv_heads][v_dim] → out [q_rows][heads][v_dim].
+/// One block per query row and head; the shape is checked by the caller
+/// (AttentionShape::problem); q_rows = batch · q_len.
+void launch_attention(DType dtype, long q_rows, int q_len, int kv_len, int heads, int kv_heads,
+                      int qk_dim, int v_dim, float scale, const void* q, const void* k,
+                      const void* v, void* out, cudaStream_t stream);
+
 }  // namespace moeplan::kernels::cuda

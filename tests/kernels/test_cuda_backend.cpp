@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collective_checks.hpp"
+#include "kernels/attention.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/dtype_convert.hpp"
@@ -325,6 +326,31 @@ TEST_F(CudaOps, DeviceSecondsTimeTheKernelsAlone) {
   const double before = *grouped_->device_seconds();
   grouped_->gemm(ctx_, a, 0, k, b, n, DType::kBf16, DType::kBf16, c);
   EXPECT_EQ(*grouped_->device_seconds(), before);
+}
+
+TEST_F(CudaOps, AttentionWithinTheReferenceBound) {
+  // The GPU kernel's online softmax against the same double reference and bound as the CPU
+  // backend: MHA prefill, GQA decode over several key tiles, a chunk after cached keys, MLA
+  // absorbed decode with 576-wide latent keys.
+  const AttentionShape shapes[] = {{2, 37, 37, 4, 4, 32, 32, 0.176F},
+                                   {3, 1, 300, 8, 2, 64, 64, 0.125F},
+                                   {2, 5, 20, 6, 3, 24, 24, 0.2F},
+                                   {2, 1, 200, 16, 1, 576, 512, 0.0722F}};
+  for (const AttentionShape& s : shapes) {
+    for (const DType dt : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+      SCOPED_TRACE(std::to_string(s.heads) + " heads, kv_len " + std::to_string(s.kv_len) + " " +
+                   std::string(dtype_name(dt)));
+      const auto q = random_values(s.q_size(), -1.0F, 1.0F, 31, dt);
+      const auto k = random_values(s.k_size(), -1.0F, 1.0F, 32, dt);
+      const auto v = random_values(s.v_size(), -1.0F, 1.0F, 33, dt);
+      std::vector<float> out(s.out_size(), std::nanf(""));
+      grouped_->attention(ctx_, s, q, k, v, dt, out);
+      const auto ref = attention_reference(s, q, k, v, dt);
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        ASSERT_LE(std::abs(out[i] - ref.out[i]), ref.bound[i]) << "element " << i;
+      }
+    }
+  }
 }
 
 TEST_F(CudaOps, CombineMatchesCpu) {

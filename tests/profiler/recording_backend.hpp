@@ -63,6 +63,12 @@ class RecordingBackend final : public kernels::Backend {
     record(kernels::BackendOp::kSiluMul);
     cpu_->silu_mul(c, gu, r, w, d, a);
   }
+  void attention(const kernels::OpContext& c, const kernels::AttentionShape& s,
+                 std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                 DType d, std::span<float> out) override {
+    record(kernels::BackendOp::kAttention);
+    cpu_->attention(c, s, q, k, v, d, out);
+  }
   void sigmoid_gate(const kernels::OpContext& c, std::span<const float> x, int t, int h,
                     std::span<const float> g, std::span<float> out) override {
     record(kernels::BackendOp::kSigmoidGate);

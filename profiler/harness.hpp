@@ -65,6 +65,18 @@ class OpCase {
   bool fault_ = false;
 };
 
+/// One attention-core shape a rank runs (per phase and attention TP size): query heads on the
+/// rank, the K/V heads they share, the head dims, the scale (1/√ of the unabsorbed q·k dim).
+struct AttentionSweepShape {
+  bool decode = false;
+  int heads = 0;
+  int kv_heads = 0;
+  int qk_dim = 0;
+  int v_dim = 0;
+  float scale = 1.0F;
+  bool operator==(const AttentionSweepShape&) const = default;
+};
+
 /// What a profile's sweep is derived from: the model's layer (widths divided by the scale), the
 /// world, the storage dtypes and the size caps.
 struct SweepSpec {
@@ -87,6 +99,8 @@ struct SweepSpec {
   int fp8_block_out = 0;
   int fp8_block_in = 0;
   kernels::Fp8Act fp8_act;
+  /// The attention core's shapes on the ranks of every tp (the model's heads, unscaled).
+  std::vector<AttentionSweepShape> attention;
   int max_rows = 4096;                    ///< GEMM rows up to this
   double min_bytes = 256.0;               ///< elementwise and collective sizes from this
   double max_bytes = 64.0 * 1024 * 1024;  ///< up to this (capped by memory)

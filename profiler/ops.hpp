@@ -12,6 +12,10 @@ OpTable stage_op();
 OpTable silu_mul_op();
 OpTable sigmoid_gate_op();
 OpTable combine_sum_op();
+OpTable attention_op();
+/// An attention point's shape text: decode, tokens (prompt tokens or sequences), context, heads,
+/// kv_heads, qk, v.
+std::string attention_point_shape(const AttentionSweepShape& a, int tokens, int context);
 OpTable quantize_fp8_op();
 OpTable dequantize_fp8_op();
 OpTable combine_reduce_op();

@@ -2,19 +2,42 @@
 #include "profiler/sweep.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/moe_layer.hpp"
+#include "planner/costs/cost_model.hpp"
 #include "profiler/ops.hpp"
 
 namespace moeplan::profiler {
 
 const std::vector<OpTable>& all_ops() {
   static const std::vector<OpTable> ops = {
-      gemm_op(),           router_topk_op(),    permute_op(),     stage_op(),
-      silu_mul_op(),       sigmoid_gate_op(),   combine_sum_op(), quantize_fp8_op(),
-      dequantize_fp8_op(), combine_reduce_op(), all_to_all_op(),  all_to_all_v_op(),
-      all_gather_op(),     all_gather_v_op(),   all_reduce_op(),  reduce_scatter_op()};
+      gemm_op(),          router_topk_op(),    permute_op(),        stage_op(),
+      silu_mul_op(),      sigmoid_gate_op(),   combine_sum_op(),    attention_op(),
+      quantize_fp8_op(),  dequantize_fp8_op(), combine_reduce_op(), all_to_all_op(),
+      all_to_all_v_op(),  all_gather_op(),     all_gather_v_op(),   all_reduce_op(),
+      reduce_scatter_op()};
   return ops;
+}
+
+std::optional<AttentionSweepShape> attention_sweep_shape(const models::MoeModel& model, int tp,
+                                                         bool decode) {
+  // MLA prefill expanded into the rank's heads, MLA decode absorbed over the shared latent,
+  // GQA's K/V heads split over tp; the softmax scale is the unabsorbed head's 1/√(q·k dim).
+  const auto& a = model.attention;
+  const int qk_head = a.mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
+  const planner::AttentionQuery q = planner::attention_core_query(model, tp, decode, 1.0, 1.0);
+  const AttentionSweepShape sh{decode,
+                               static_cast<int>(q.heads),
+                               static_cast<int>(q.kv_heads),
+                               static_cast<int>(q.qk_dim),
+                               static_cast<int>(q.v_dim),
+                               1.0F / std::sqrt(static_cast<float>(std::max(1, qk_head)))};
+  if (sh.heads < 1 || sh.kv_heads < 1 || sh.heads % sh.kv_heads != 0 || sh.qk_dim < 1 ||
+      sh.v_dim < 1) {
+    return std::nullopt;
+  }
+  return sh;
 }
 
 Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& r) {
@@ -50,6 +73,15 @@ Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& 
   }
   if (std::find(s.tp_sizes.begin(), s.tp_sizes.end(), 1) == s.tp_sizes.end()) {
     s.tp_sizes.insert(s.tp_sizes.begin(), 1);
+  }
+  // The attention core of every tp's ranks, as the cost model asks for it.
+  for (const int tp : s.tp_sizes) {
+    for (const bool decode : {false, true}) {
+      const auto sh = attention_sweep_shape(model, tp, decode);
+      if (sh && std::find(s.attention.begin(), s.attention.end(), *sh) == s.attention.end()) {
+        s.attention.push_back(*sh);
+      }
+    }
   }
   for (int g = 2; g <= r.world_size; ++g) {
     if (r.world_size % g == 0) s.group_sizes.push_back(g);

@@ -2,6 +2,7 @@
 // plans that model on that many ranks.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "models/moe_model.hpp"
@@ -21,6 +22,12 @@ struct SweepRequest {
 /// The sweep for `model` (errors: a scale that does not divide a width, no legal layout on the
 /// world size, fp8, caps out of range).
 Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& request);
+
+/// The attention core's shape on a rank of attention TP size `tp` (planner::attention_core_query
+/// with the softmax scale of the unabsorbed head), or nothing when the model has no attention
+/// heads or the split leaves the rank's query heads not a multiple of its K/V heads.
+std::optional<AttentionSweepShape> attention_sweep_shape(const models::MoeModel& model, int tp,
+                                                         bool decode);
 
 /// Every point of `ops` (all ops when empty) for the sweep, in profiling order.
 Result<std::vector<std::pair<const OpTable*, OpPoint>>> sweep_points(

@@ -13,12 +13,14 @@
 #include "app/cli/progress.hpp"
 #include "app/cli/table.hpp"
 #include "kernels/job_world.hpp"
+#include "kernels/mpi_info.hpp"
 #include "models/registry.hpp"
 #include "models/scaled_model.hpp"
 #include "models/units.hpp"
 #include "planner/costs/cost_model.hpp"
 #include "planner/costs/cost_setup.hpp"
 #include "profiler/validate.hpp"
+#include "profiler/validate_attention.hpp"
 
 namespace moeplan::cli {
 
@@ -28,6 +30,10 @@ struct ValidateOptions : profiler::ValidateOptions {
   ValidateOptions() { model = models::kDefaultModel; }
   int ranks = -1;
   bool json = false;
+  bool attention = false;  ///< validate the attention core instead of the MoE layer
+  profiler::AttentionValidateOptions attn;
+  /// Options of the MoE layer's cases given on the command line (refused with --attention).
+  std::vector<std::string> layer_options_given;
 };
 
 using Request = profiler::ValidateRequest;
@@ -142,7 +148,120 @@ std::function<void(int, int, const std::string&)> progress_of(Progress* progress
   };
 }
 
+int print_attention_rows(const ValidateOptions& o, const profiler::AttentionValidateRequest& req,
+                         const std::vector<profiler::AttentionValidateRow>& rows,
+                         const std::vector<std::string>& misses) {
+  const auto sum = profiler::summarize(rows);
+  if (o.json) {
+    nlohmann::json out = {{"model", req.model.name},
+                          {"part", "attention"},
+                          {"dtype", std::string(dtype_name(req.dtype))},
+                          {"backend", o.backend},
+                          {"costs", o.costs},
+                          {"statistic", o.statistic},
+                          {"rows", nlohmann::json::array()}};
+    for (const auto& r : rows) {
+      out["rows"].push_back({{"phase", r.c.decode ? "decode" : "prefill"},
+                             {"tp_size", r.c.tp},
+                             {"tokens", r.c.tokens},
+                             {"context", r.c.context},
+                             {"heads", r.c.shape.heads},
+                             {"kv_heads", r.c.shape.kv_heads},
+                             {"qk_dim", r.c.shape.qk_dim},
+                             {"v_dim", r.c.shape.v_dim},
+                             {"measured_ms", r.measured_s * 1e3},
+                             {"measured_p10_ms", r.p10_s * 1e3},
+                             {"measured_p90_ms", r.p90_s * 1e3},
+                             {"repetitions", r.reps},
+                             {"predicted_ms", r.predicted.seconds * 1e3},
+                             {"source", r.predicted.source},
+                             {"roofline_ms", r.roofline.seconds * 1e3},
+                             {"error", relative_error(r.predicted.seconds, r.measured_s)},
+                             {"roofline_error", relative_error(r.roofline.seconds, r.measured_s)},
+                             {"verified", r.verified}});
+    }
+    out["summary"] = {{"median_abs_error", sum.median_abs_error},
+                      {"worst_abs_error", sum.worst_abs_error},
+                      {"roofline_median_abs_error", sum.roofline_median_abs_error},
+                      {"roofline_worst_abs_error", sum.roofline_worst_abs_error}};
+    out["cost_source_misses"] = misses;
+    std::fputs((out.dump(2) + "\n").c_str(), stdout);
+  } else {
+    std::printf(
+        "validate %s attention core (%s, %s backend): measured vs planner (%s) and roofline, %s "
+        "times\n",
+        req.model.name.c_str(), std::string(dtype_name(req.dtype)).c_str(), o.backend.c_str(),
+        o.costs.c_str(), o.statistic.c_str());
+    Table t;
+    t.add_column("phase");
+    for (const char* h : {"tp", "tokens", "context", "heads/kv", "measured ms", "p10..p90",
+                          "predicted ms", "error", "roofline ms", "roofline err"}) {
+      t.add_column(h, Table::Align::kRight);
+    }
+    t.add_column("source");
+    for (const auto& r : rows) {
+      t.add_row({r.c.decode ? "decode" : "prefill", std::to_string(r.c.tp),
+                 std::to_string(r.c.tokens) + (r.c.decode ? " seqs" : ""),
+                 std::to_string(r.c.context),
+                 std::to_string(r.c.shape.heads) + "/" + std::to_string(r.c.shape.kv_heads),
+                 ms(r.measured_s), ms(r.p10_s) + ".." + ms(r.p90_s), ms(r.predicted.seconds),
+                 pct(relative_error(r.predicted.seconds, r.measured_s)), ms(r.roofline.seconds),
+                 pct(relative_error(r.roofline.seconds, r.measured_s)),
+                 r.verified ? r.predicted.source : "VERIFY FAILED: " + r.verify_detail});
+    }
+    std::fputs(t.render().c_str(), stdout);
+    std::printf(
+        "cost DB: median |error| %s, worst %s; roofline: median |error| %s, worst %s (%zu "
+        "cases)\n",
+        pct(sum.median_abs_error).c_str(), pct(sum.worst_abs_error).c_str(),
+        pct(sum.roofline_median_abs_error).c_str(), pct(sum.roofline_worst_abs_error).c_str(),
+        rows.size());
+    if (!misses.empty()) {
+      std::printf("%zu kinds of query missed the cost database and used the roofline:\n",
+                  misses.size());
+      for (const auto& m : misses) std::printf("  - %s\n", m.c_str());
+    }
+  }
+  return sum.all_verified ? kExitOk : kExitFailed;
+}
+
+/// validate --attention: one process, the attention core has no communication.
+int run_validate_attention(const ValidateOptions& o) {
+  if (!o.layer_options_given.empty()) {
+    return report_error(
+        input_error(o.layer_options_given.front().substr(2),
+                    " applies to the MoE layer's cases, not to validate --attention (which takes "
+                    "--contexts, --batches, --tp and --phases)"));
+  }
+  if (o.ranks > 1 || kernels::launcher_world_size() > 1) {
+    return report_error(
+        input_error("ranks",
+                    ": validate --attention runs the attention core on one rank (it has no "
+                    "communication); expected --ranks 1 and no mpirun"));
+  }
+  profiler::AttentionValidateOptions a = o.attn;
+  a.model = o.model;
+  a.costs = o.costs;
+  a.dtype = o.dtype;
+  a.seed = o.seed;
+  a.max_seconds = o.max_seconds;
+  a.statistic = o.statistic;
+  a.backend = o.backend;
+  auto req = profiler::make_attention_validate_request(a);
+  if (!req) return report_error(req.error());
+  auto setup = planner::make_cost_setup(req->cluster, o.costs, req->statistic);
+  if (!setup) return report_error(setup.error());
+  Progress progress("validate", static_cast<int>(req->cases.size()));
+  auto rows = profiler::run_attention_validate(
+      *req, [&](int done, int, const std::string& what) { progress.update(done, what); });
+  progress.finish();
+  const Status s = profiler::add_attention_predictions(*req, *setup, rows);
+  if (!s) return report_error(s.error());
+  return print_attention_rows(o, *req, rows, setup->measured->misses());
+}
+
 int run_validate_command(const ValidateOptions& o) {
+  if (o.attention) return run_validate_attention(o);
   auto world = kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
   if (!world) return report_error(world.error());
   auto req = profiler::make_validate_request(o, world->size());
@@ -185,27 +304,30 @@ void add_validate_command(CLI::App& app, Action& action) {
                   "Backend the layer runs on: cpu, or cuda (one rank on one GPU, its kernels "
                   "timed by CUDA events, as profile --backend cuda times them)")
       ->capture_default_str();
-  cmd->add_option("--layouts", o->layouts, "all, or EPxTP list such as 2x1,1x2")
-      ->capture_default_str();
-  cmd->add_option("--dispatcher", o->dispatchers,
-                  "all, or a list of padded_a2a, allgather, a2av, deepep_normal, deepep_ll")
-      ->capture_default_str();
-  cmd->add_option("--ranks-per-node", o->ranks_per_node,
-                  "Group the ranks into nodes of N (deepep_normal needs two or more; the "
-                  "predictions are for local:MxN; 0: one node)")
-      ->capture_default_str();
-  cmd->add_option("--tokens", o->tokens,
-                  "Comma-separated global token counts (each divisible by the rank count)")
-      ->capture_default_str();
+  auto* layouts = cmd->add_option("--layouts", o->layouts, "all, or EPxTP list such as 2x1,1x2")
+                      ->capture_default_str();
+  auto* dispatcher =
+      cmd->add_option("--dispatcher", o->dispatchers,
+                      "all, or a list of padded_a2a, allgather, a2av, deepep_normal, deepep_ll")
+          ->capture_default_str();
+  auto* ranks_per_node =
+      cmd->add_option("--ranks-per-node", o->ranks_per_node,
+                      "Group the ranks into nodes of N (deepep_normal needs two or more; the "
+                      "predictions are for local:MxN; 0: one node)")
+          ->capture_default_str();
+  auto* tokens =
+      cmd->add_option("--tokens", o->tokens,
+                      "Comma-separated global token counts (each divisible by the rank count)")
+          ->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Storage dtype: fp32, fp16, bf16 (default: the model's)");
-  cmd->add_option(
+  auto* weights = cmd->add_option(
       "--weights", o->weights,
       "Expert weight format, run and predicted alike: the model's own by default; "
       "fp8-block, fp8-channel, fp8-tensor (from profile's fp8 GEMMs), bf16/fp16, w4a16, "
       "mxfp4 or nvfp4 (decoded on load)");
-  cmd->add_option("--scale", o->scale,
-                  "Divide hidden and expert widths by S (counts and routing kept)")
-      ->capture_default_str();
+  auto* scale = cmd->add_option("--scale", o->scale,
+                                "Divide hidden and expert widths by S (counts and routing kept)")
+                    ->capture_default_str();
   cmd->add_option("--ranks", o->ranks,
                   "In-process ranks (threads); default 1, or the mpirun world");
   cmd->add_option("--seed", o->seed, "Seed of the weights and inputs")->capture_default_str();
@@ -215,8 +337,32 @@ void add_validate_command(CLI::App& app, Action& action) {
                   "Timing statistic compared on both sides: median, or p10 (closer to the "
                   "unloaded time on a shared machine)")
       ->capture_default_str();
-  cmd->add_flag("--json", o->json, "Print JSON: one object per (layout, dispatcher, tokens)");
-  cmd->callback([&action, o] { action = [o] { return run_validate_command(*o); }; });
+  cmd->add_flag("--json", o->json,
+                "Print JSON: one object per (layout, dispatcher, tokens), or per attention case");
+  cmd->add_flag("--attention", o->attention,
+                "Validate the attention core instead of the MoE layer: run it at --contexts "
+                "(prefill one prompt each; decode --batches sequences each) with the heads of "
+                "each --tp and compare with the planner's prediction");
+  cmd->add_option("--contexts", o->attn.contexts,
+                  "With --attention: comma-separated context lengths, tokens")
+      ->capture_default_str();
+  cmd->add_option("--batches", o->attn.batches,
+                  "With --attention: comma-separated decode batch sizes, sequences")
+      ->capture_default_str();
+  cmd->add_option("--tp", o->attn.tp,
+                  "With --attention: comma-separated attention TP sizes (the heads per rank)")
+      ->capture_default_str();
+  cmd->add_option("--phases", o->attn.phases, "With --attention: prefill and/or decode")
+      ->capture_default_str();
+  const std::vector<CLI::Option*> layer_options = {layouts, dispatcher, ranks_per_node,
+                                                   tokens,  weights,    scale};
+  cmd->callback([&action, o, layer_options] {
+    o->layer_options_given.clear();
+    for (const CLI::Option* opt : layer_options) {
+      if (opt->count() > 0) o->layer_options_given.push_back(opt->get_name());
+    }
+    action = [o] { return run_validate_command(*o); };
+  });
 }
 
 }  // namespace moeplan::cli

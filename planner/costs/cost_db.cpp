@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iterator>
 #include <map>
@@ -448,6 +449,28 @@ Result<bool> CostDb::integrity_ok() const {
   if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW)
     return Error{path_ + ": " + sqlite3_errmsg(db_)};
   return s.col_text(0) == "ok";
+}
+
+std::string shape_field(const std::string& shape, const std::string& key) {
+  std::size_t at = 0;
+  while (at <= shape.size()) {
+    std::size_t end = shape.find(',', at);
+    if (end == std::string::npos) end = shape.size();
+    const std::size_t eq = shape.find('=', at);
+    if (eq != std::string::npos && eq < end && shape.compare(at, eq - at, key) == 0 &&
+        eq - at == key.size()) {
+      return shape.substr(eq + 1, end - eq - 1);
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+long shape_int(const std::string& shape, const std::string& key) {
+  const std::string v = shape_field(shape, key);
+  char* end = nullptr;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  return v.empty() || end == nullptr || *end != '\0' ? -1 : x;
 }
 
 }  // namespace moeplan::planner

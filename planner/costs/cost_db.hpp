@@ -29,6 +29,11 @@ inline constexpr const char* kProvenanceProfiled = "";
 /// version and kernel.
 inline constexpr const char* kProvenanceImported = "imported:";
 
+/// The value of `key` in a point's "key=value,key=value" shape text ("" when absent).
+std::string shape_field(const std::string& shape, const std::string& key);
+/// The integer value of `key` in a shape text; −1 when absent or not an integer.
+long shape_int(const std::string& shape, const std::string& key);
+
 /// True when a point's provenance says it was imported rather than profiled here.
 bool is_imported(const std::string& provenance);
 

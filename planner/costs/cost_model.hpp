@@ -189,6 +189,13 @@ double deepep_ll_dispatch_message_bytes(int hidden);
 /// The parts outside the MoE blocks of one layout (cost_model_dense.cpp).
 Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout);
 
+/// The attention core one rank of attention TP size `tp_size` runs for `tokens` tokens (the TP
+/// group's) at `context`: the rank's query heads, MLA decode absorbed over the latent, MLA
+/// prefill expanded into per-head keys and values, GQA's K/V heads split (and replicated past
+/// their count). What cost_dense_parts asks the cost source and what `profile` measures.
+AttentionQuery attention_core_query(const models::MoeModel& m, int tp_size, bool decode,
+                                    double tokens, double context);
+
 /// Costs one layout. Errors: the layout needs more GPUs than the cluster has, a placement or
 /// load that does not fit the model, or a cost source that cannot answer.
 Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout);

@@ -18,6 +18,38 @@ double attention_context(const Workload& w) {
   return w.isl > 0 ? w.isl + 0.5 * w.osl : static_cast<double>(kDefaultAttentionContext);
 }
 
+AttentionQuery attention_core_query(const models::MoeModel& m, int tp_size, bool decode,
+                                    double tokens, double context) {
+  const auto& a = m.attention;
+  const int tp = std::max(1, tp_size);
+  AttentionQuery q;
+  q.decode = decode;
+  q.tokens = tokens;
+  q.context = context;
+  q.heads = std::ceil(static_cast<double>(a.num_heads) / tp);
+  q.dtype = m.dtype;
+  if (a.mla) {
+    if (decode) {
+      // Absorbed (FlashMLA, SGLang's and vLLM's decode): every head attends to the cached
+      // latent and rope key, shared as one K/V head.
+      q.kv_heads = 1.0;
+      q.qk_dim = static_cast<double>(a.kv_lora_rank) + a.qk_rope_head_dim;
+      q.v_dim = a.kv_lora_rank;
+    } else {
+      // Prefill expands the latent into the rank's heads' keys and values.
+      q.kv_heads = q.heads;
+      q.qk_dim = static_cast<double>(a.qk_nope_head_dim) + a.qk_rope_head_dim;
+      q.v_dim = a.v_head_dim;
+    }
+  } else {
+    q.kv_heads = m.kv_heads_per_rank(tp);
+    q.qk_dim = a.head_dim;
+    q.v_dim = a.head_dim;
+  }
+  q.kv_bytes_per_token = m.kv_cache_bytes_per_token(tp);
+  return q;
+}
+
 namespace {
 
 using detail::add;
@@ -63,13 +95,8 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
   CostItem& at = out.attention;
   // Input norm before attention, post-attention norm before the MLP or MoE block.
   MOEPLAN_TRY_STATUS(norm(cs, 2.0 * tokens * h, act, at));
-  const double heads = std::ceil(static_cast<double>(a.num_heads) / tp);
-  AttentionQuery q;
-  q.decode = decode;
-  q.tokens = tokens;
-  q.context = out.context;
-  q.heads = heads;
-  q.dtype = act;
+  const AttentionQuery q = attention_core_query(m, tp, decode, tokens, out.context);
+  const double heads = q.heads;
   if (a.mla) {
     const double nope = a.qk_nope_head_dim, rope = a.qk_rope_head_dim, v = a.v_head_dim;
     const double lora = a.kv_lora_rank;
@@ -99,10 +126,6 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
       // attention over the cached latent + rope key shared by every head, out through W_UV.
       MOEPLAN_TRY_STATUS(
           linear(cs, m, adt, aq, tokens, heads * lora, nope, kv_b_out, a.kv_lora_rank, at));
-      q.kv_heads = 1.0;
-      q.qk_dim = lora + rope;
-      q.v_dim = lora;
-      q.kv_bytes_per_token = m.kv_cache_bytes_per_token(tp);
       MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
       MOEPLAN_TRY_STATUS(
           linear(cs, m, adt, aq, tokens, heads * v, lora, kv_b_out, a.kv_lora_rank, at));
@@ -111,9 +134,6 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
       // runs multi-head attention.
       MOEPLAN_TRY_STATUS(
           linear(cs, m, adt, aq, tokens, heads * (nope + v), lora, kv_b_out, a.kv_lora_rank, at));
-      q.kv_heads = heads;
-      q.qk_dim = nope + rope;
-      q.v_dim = v;
       MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
     }
     MOEPLAN_TRY_STATUS(
@@ -135,10 +155,6 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
                                     : 0.0})));
     MOEPLAN_TRY_STATUS(
         norm(cs, tokens * (heads + kv_heads) * hd * (a.qk_norm ? 2.0 : 1.0), act, at));
-    q.kv_heads = kv_heads;
-    q.qk_dim = hd;
-    q.v_dim = hd;
-    q.kv_bytes_per_token = m.kv_cache_bytes_per_token(tp);
     MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
     MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, h, heads * hd, m.hidden_size, qd, at));
   }

@@ -63,29 +63,6 @@ bool is_elementwise_op(const std::string& op) {
 
 constexpr const char* kMoeFusedOp = "moe_fused";
 
-/// "key=value,key=value" shape text → value of `key` ("" when absent).
-std::string shape_field(const std::string& shape, const std::string& key) {
-  std::size_t at = 0;
-  while (at <= shape.size()) {
-    std::size_t end = shape.find(',', at);
-    if (end == std::string::npos) end = shape.size();
-    const std::size_t eq = shape.find('=', at);
-    if (eq != std::string::npos && eq < end && shape.compare(at, eq - at, key) == 0 &&
-        eq - at == key.size()) {
-      return shape.substr(eq + 1, end - eq - 1);
-    }
-    at = end + 1;
-  }
-  return "";
-}
-
-long shape_int(const std::string& shape, const std::string& key) {
-  const std::string v = shape_field(shape, key);
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  return v.empty() || end == nullptr || *end != '\0' ? -1 : x;
-}
-
 /// Which measured fused-MoE kernel answers a shape when a table has several (lower wins):
 /// TensorRT-LLM's CUTLASS path, its default torch flow, DeepGEMM (B200 fp8_block), then any
 /// other gated kernel. ReLU² (non-gated) kernels compute another FFN: never used.
@@ -121,7 +98,7 @@ const std::vector<std::string>& planner_ops() {
       "gemm",           "router_topk",  "permute",      "combine_sum",    "silu_mul",
       "sigmoid_gate",   "stage",        "quantize_fp8", "dequantize_fp8", "combine_reduce",
       "all_to_all",     "all_to_all_v", "all_gather",   "all_gather_v",   "all_reduce",
-      "reduce_scatter", kMoeFusedOp,    "moe_dispatch", "moe_combine"};
+      "reduce_scatter", kMoeFusedOp,    "moe_dispatch", "moe_combine",    "attention"};
   return ops;
 }
 
@@ -256,6 +233,7 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
   std::map<CollKey, std::map<double, std::vector<double>>> c;
   std::map<CollKey, bool> c_imported;
   std::map<EpKey, std::map<double, std::vector<double>>> ep_samples;
+  std::map<AttnKey, std::map<double, std::map<double, std::vector<double>>>> attn;
   // The preferred kernel's samples per fused-MoE key.
   std::map<MoeKey, std::pair<int, std::map<double, std::vector<double>>>> f;
   for (const auto& p : points) {
@@ -286,6 +264,18 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
       add_sample(ep_samples[{kernel, hidden, static_cast<int>(topk), static_cast<int>(experts),
                              static_cast<int>(nodes)}],
                  p.m, t);
+    } else if (p.op == "attention") {
+      const long decode = shape_int(p.shape, "decode"), tokens = shape_int(p.shape, "tokens");
+      const long context = shape_int(p.shape, "context"), heads = shape_int(p.shape, "heads");
+      const long kv = shape_int(p.shape, "kv_heads"), qk = shape_int(p.shape, "qk");
+      const long v = shape_int(p.shape, "v");
+      if ((decode != 0 && decode != 1) || tokens <= 0 || context <= 0 || heads <= 0 || kv <= 0 ||
+          qk <= 0 || v <= 0 || heads > 1 << 16 || kv > 1 << 16 || qk > 1 << 20 || v > 1 << 20) {
+        continue;
+      }
+      add_sample(attn[{p.dtype, decode == 1, static_cast<int>(heads), static_cast<int>(kv),
+                       static_cast<int>(qk), static_cast<int>(v)}][static_cast<double>(context)],
+                 static_cast<double>(tokens), t);
     } else if (p.op == kMoeFusedOp) {
       // Balanced routing only: the skew of a plan's load comes from its own slot rows.
       if (shape_field(p.shape, "dist") != "balanced") continue;
@@ -314,6 +304,9 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
   for (const auto& [k, s] : c) collective_[k] = CollCurve{make_curve(s), c_imported[k]};
   for (const auto& [k, s] : f) moe_[k] = make_curve(s.second);
   for (const auto& [k, s] : ep_samples) ep_[k] = make_curve(s);
+  for (const auto& [k, by_context] : attn) {
+    for (const auto& [ctx, s] : by_context) attention_[k][ctx] = make_curve(s);
+  }
 }
 
 void MeasuredCosts::note_miss(const std::string& what) const {
@@ -399,13 +392,80 @@ Result<CostEstimate> MeasuredCosts::grouped_gemm(const GroupedGemmQuery& q) cons
   return out;
 }
 
+namespace {
+struct AttnRoof {
+  const RooflineCosts* roof;
+  AttentionQuery q;  ///< tokens replaced by the curve's x
+};
+double attn_roof(const void* ctx, double tokens) {
+  const auto* r = static_cast<const AttnRoof*>(ctx);
+  AttentionQuery q = r->q;
+  q.tokens = tokens;
+  auto t = r->roof->attention(q);
+  return t ? t->seconds : 0.0;
+}
+/// The worse of two answers' sources (exact < interp < extrap).
+std::string worse_source(const std::string& a, const std::string& b) {
+  const auto rank = [](const std::string& s) {
+    return s == kSourceExact ? 0 : (s == kSourceInterp ? 1 : 2);
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+}  // namespace
+
 Result<CostEstimate> MeasuredCosts::attention(const AttentionQuery& q) const {
+  auto roof = roofline_.attention(q);  // validates the query
+  if (!roof) return roof.error();
   if (q.tokens == 0.0 || q.heads == 0.0) return CostEstimate{0.0, kSourceTrivial};
-  note_miss(std::string("attention ") + (q.decode ? "decode" : "prefill") +
-            " dtype=" + std::string(dtype_name(q.dtype)));
-  auto r = roofline_.attention(q);
-  if (!r) return r.error();
-  return CostEstimate{r->seconds, kSourceMiss};
+  const auto integral = [](double x) { return x >= 1.0 && x < 1e6 && x == std::floor(x); };
+  const std::string what = std::string("attention ") + (q.decode ? "decode" : "prefill") +
+                           " dtype=" + std::string(dtype_name(q.dtype));
+  auto it = attention_.end();
+  if (integral(q.heads) && integral(q.kv_heads) && integral(q.qk_dim) && integral(q.v_dim)) {
+    it = attention_.find({std::string(dtype_name(q.dtype)), q.decode, static_cast<int>(q.heads),
+                          static_cast<int>(q.kv_heads), static_cast<int>(q.qk_dim),
+                          static_cast<int>(q.v_dim)});
+  }
+  if (it == attention_.end() || it->second.empty()) {
+    note_miss(what + " heads=" + std::to_string(std::llround(q.heads)) +
+              " kv_heads=" + std::to_string(std::llround(q.kv_heads)) +
+              " qk=" + std::to_string(std::llround(q.qk_dim)) +
+              " v=" + std::to_string(std::llround(q.v_dim)));
+    return CostEstimate{roof->seconds, kSourceMiss};
+  }
+  // One curve in tokens per measured context: the query's context between two measured ones is
+  // interpolated in log-log between their answers; outside, the nearest context's answer is
+  // scaled by the roofline's ratio (the measured efficiency held).
+  const auto& by_context = it->second;
+  const double context = std::max(1.0, q.context);
+  const auto at_context = [&](double c, std::string* source) {
+    AttnRoof ctx{&roofline_, q};
+    ctx.q.context = c;
+    return curve_lookup(by_context.at(c), q.tokens, attn_roof, &ctx, source);
+  };
+  const auto hi = by_context.lower_bound(context);
+  CostEstimate out;
+  if (hi != by_context.end() && hi->first == context) {
+    out.seconds = at_context(context, &out.source);
+  } else if (hi == by_context.begin() || hi == by_context.end()) {
+    const double edge = hi == by_context.end() ? std::prev(hi)->first : hi->first;
+    std::string src;
+    const double t = at_context(edge, &src);
+    AttentionQuery qe = q;
+    qe.context = edge;
+    auto roof_edge = roofline_.attention(qe);
+    if (!roof_edge) return roof_edge.error();
+    out.seconds = roof_edge->seconds > 0.0 ? t * roof->seconds / roof_edge->seconds : t;
+    out.source = kSourceExtrap;
+  } else {
+    const double c1 = std::prev(hi)->first, c2 = hi->first;
+    std::string s1, s2;
+    const double t1 = at_context(c1, &s1), t2 = at_context(c2, &s2);
+    const double f = std::log(context / c1) / std::log(c2 / c1);
+    out.seconds = std::exp(std::log(t1) + f * (std::log(t2) - std::log(t1)));
+    out.source = worse_source(worse_source(s1, s2), kSourceInterp);
+  }
+  return out;
 }
 
 Result<CostEstimate> MeasuredCosts::elementwise(const ElementwiseQuery& q) const {
@@ -601,6 +661,11 @@ DeviceSpec derive_device_spec(const std::vector<CostPoint>& points, const std::s
     }
     if (p.op == "gemm") {
       d.peak_fp32_flops = std::max(d.peak_fp32_flops, p.flops / p.median_s);
+    } else if (p.op == "attention") {
+      // The attention core's two GEMMs bound the peak from below as a GEMM does, and the bytes
+      // it streams (the KV cache in decode) the memory bandwidth.
+      d.peak_fp32_flops = std::max(d.peak_fp32_flops, p.flops / p.median_s);
+      d.hbm_bandwidth = std::max(d.hbm_bandwidth, p.bytes / p.median_s);
     } else if (is_elementwise_op(p.op)) {
       d.hbm_bandwidth = std::max(d.hbm_bandwidth, p.bytes / p.median_s);
     } else if (is_collective_op(p.op)) {

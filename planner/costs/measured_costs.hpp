@@ -91,8 +91,12 @@ class MeasuredCosts final : public CostSource {
   /// rows to balanced ones (db-extrap), and so does a rank whose kernel reads other rows than
   /// `tokens` (rows_in of an all-to-all dispatch). A shape not in the tables is a miss.
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
-  /// No database holds attention yet (no profiled attention kernel, no imported attention
-  /// table): the roofline's answer, labelled and listed as a miss.
+  /// The attention core from profiled attention points (op "attention"), keyed by (dtype,
+  /// phase, heads, kv_heads, qk, v) on the rank: per measured context a curve in tokens (exact,
+  /// interpolated, or extrapolated against the roofline); between two measured contexts the
+  /// answers are interpolated in log-log, outside them the nearest one is scaled by the
+  /// roofline's ratio (db-extrap). A shape the database never measured (imported GPU tables hold
+  /// no attention yet) is a miss answered by the roofline.
   Result<CostEstimate> attention(const AttentionQuery& q) const override;
 
   /// DeepEP's kernels from imported DeepEP tables (ops moe_dispatch, moe_combine; impl
@@ -117,6 +121,8 @@ class MeasuredCosts final : public CostSource {
   using MoeKey = std::tuple<std::string, long, long, int, int, int, int>;
   /// kernel ("normal_dispatch", ...), hidden, top-k, experts, nodes
   using EpKey = std::tuple<std::string, long, int, int, int>;
+  /// dtype, decode, heads, kv_heads, qk, v
+  using AttnKey = std::tuple<std::string, bool, int, int, int, int>;
   struct CollCurve {
     CostCurve curve;
     bool imported = false;
@@ -135,6 +141,7 @@ class MeasuredCosts final : public CostSource {
   std::map<CollKey, CollCurve> collective_;
   std::map<MoeKey, CostCurve> moe_;
   std::map<EpKey, CostCurve> ep_;
+  std::map<AttnKey, std::map<double, CostCurve>> attention_;  ///< by context
   mutable std::mutex mutex_;
   mutable std::set<std::string> misses_;
 };

@@ -189,6 +189,59 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
     EXPECT_EQ(dispatch.find("miss"), std::string::npos) << dispatch;
   }
   EXPECT_TRUE(dj.at("cost_source_misses").empty()) << dj.at("cost_source_misses").dump();
+  // The attention core at shapes between and beyond the profile's (context 128; decode batches
+  // 1 and 8): run, verified, and predicted from the database's attention points.
+  const auto a = run_cli(
+      "validate --attention --model qwen1.5-moe-a2.7b --tp 2 --contexts 128,256 --batches 4 "
+      "--max-seconds 0.05 --json --costs " +
+      db());
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto aj = nlohmann::json::parse(a.out);
+  EXPECT_EQ(aj.at("part"), "attention");
+  ASSERT_EQ(aj.at("rows").size(), 4U);
+  const std::vector<std::tuple<std::string, int, int, std::string>> expected = {
+      {"prefill", 128, 128, "db-exact"},
+      {"prefill", 256, 256, "db-extrap"},
+      {"decode", 4, 128, "db-interp"},
+      {"decode", 4, 256, "db-extrap"}};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const auto& r = aj.at("rows")[i];
+    const auto& [phase, tokens, context, source] = expected[i];
+    EXPECT_EQ(r.at("phase"), phase) << i;
+    EXPECT_EQ(r.at("tokens"), tokens) << i;
+    EXPECT_EQ(r.at("context"), context) << i;
+    EXPECT_EQ(r.at("source"), source) << i;
+    EXPECT_EQ(r.at("heads"), 8) << i;  // 16 heads over tp 2
+    EXPECT_TRUE(r.at("verified").get<bool>()) << i;
+    EXPECT_GT(r.at("measured_ms").get<double>(), 0.0) << i;
+    EXPECT_GT(r.at("predicted_ms").get<double>(), 0.0) << i;
+  }
+  EXPECT_TRUE(aj.at("cost_source_misses").empty()) << aj.at("cost_source_misses").dump();
+  // Heads the profile did not run (tp 4 on a 2-rank profile): answered by the roofline, named.
+  const auto miss = run_cli(
+      "validate --attention --model qwen1.5-moe-a2.7b --tp 4 --contexts 128 --phases prefill "
+      "--max-seconds 0.05 --costs " +
+      db());
+  ASSERT_EQ(miss.exit_code, 0) << miss.err;
+  EXPECT_NE(miss.out.find("attention prefill dtype=bf16 heads=4 kv_heads=4"), std::string::npos)
+      << miss.out;
+  // validate --attention's own inputs.
+  expect_bad_input(
+      run_cli("validate --attention --model qwen1.5-moe-a2.7b --contexts 9000 --costs " + db()),
+      "--contexts: expected contexts (qwen1.5-moe-a2.7b's max_position_embeddings caps them) "
+      "from 1 to 8192, got '9000'");
+  expect_bad_input(run_cli("validate --attention --model qwen1.5-moe-a2.7b --tp 0 --costs " + db()),
+                   "--tp");
+  expect_bad_input(
+      run_cli("validate --attention --model qwen1.5-moe-a2.7b --phases both --costs " + db()),
+      "--phases: expected prefill and/or decode, got 'both'");
+  expect_bad_input(
+      run_cli("validate --attention --model qwen1.5-moe-a2.7b --layouts 2x1 --costs " + db()),
+      "--layouts applies to the MoE layer's cases");
+  expect_bad_input(
+      run_cli("validate --attention --model qwen1.5-moe-a2.7b --ranks 2 --costs " + db()),
+      "--ranks: validate --attention runs the attention core on one rank");
+
   // deepep_normal without a node grouping: refused before any work.
   expect_bad_input(run_cli("validate --model qwen1.5-moe-a2.7b --scale 16 --ranks 2 --layouts 2x1 "
                            "--dispatcher deepep_normal --tokens 32 --costs " +

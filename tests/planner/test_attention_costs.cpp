@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "models/registry.hpp"
@@ -93,7 +94,87 @@ TEST(AttentionRoofline, MeasuredSourceFallsBackAndSaysSo) {
   EXPECT_EQ(r->source, kSourceMiss);
   EXPECT_DOUBLE_EQ(r->seconds, RooflineCosts(c).attention(q)->seconds);
   ASSERT_EQ(mc.misses().size(), 1U);
-  EXPECT_EQ(mc.misses()[0], "attention decode dtype=bf16");
+  EXPECT_EQ(mc.misses()[0], "attention decode dtype=bf16 heads=8 kv_heads=8 qk=64 v=64");
+}
+
+CostPoint attention_point(bool decode, int tokens, int context, double seconds) {
+  CostPoint p;
+  p.device = "cpu:test";
+  p.backend = "cpu";
+  p.op = "attention";
+  p.dtype = "bf16";
+  p.shape = std::string("decode=") + (decode ? "1" : "0") + ",tokens=" + std::to_string(tokens) +
+            ",context=" + std::to_string(context) + ",heads=8,kv_heads=2,qk=64,v=64";
+  p.m = tokens;
+  p.n = context;
+  p.k = 8;
+  p.median_s = seconds;
+  return p;
+}
+
+// Profiled attention points answer the cost model's queries of the same per-rank shape: exact
+// at a measured (tokens, context), log-log between measured token counts and between measured
+// contexts, the roofline's ratio beyond them; another head shape is a miss.
+TEST(AttentionMeasured, ExactInterpolatedAndExtrapolated) {
+  const auto c = cluster("1x-hgx-h200");
+  const std::vector<CostPoint> pts = {
+      attention_point(true, 1, 1024, 1e-4), attention_point(true, 8, 1024, 4e-4),
+      attention_point(true, 1, 4096, 4e-4), attention_point(true, 8, 4096, 1.6e-3),
+      attention_point(false, 1024, 1024, 2e-2)};
+  MeasuredCosts mc(pts, c, "measured:test", CostStatistic::kMedian, nullptr);
+  AttentionQuery q;
+  q.decode = true;
+  q.heads = 8;
+  q.kv_heads = 2;
+  q.qk_dim = 64;
+  q.v_dim = 64;
+  q.kv_bytes_per_token = 2.0 * 2 * 64 * 2;
+  q.tokens = 8;
+  q.context = 4096;
+  auto r = mc.attention(q);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->source, kSourceExact);
+  EXPECT_DOUBLE_EQ(r->seconds, 1.6e-3);
+  // Between token counts 1 and 8 at a measured context: log-log, 2 tokens → 1e-4·2^(2/3).
+  q.tokens = 2;
+  q.context = 1024;
+  r = mc.attention(q);
+  EXPECT_EQ(r->source, kSourceInterp);
+  EXPECT_NEAR(r->seconds, 1e-4 * std::pow(2.0, 2.0 / 3.0), 1e-12);
+  // Between contexts 1024 and 4096 at 8 tokens: 2048 is halfway in log → √(4e-4 · 1.6e-3).
+  q.tokens = 8;
+  q.context = 2048;
+  r = mc.attention(q);
+  EXPECT_EQ(r->source, kSourceInterp);
+  EXPECT_NEAR(r->seconds, std::sqrt(4e-4 * 1.6e-3), 1e-12);
+  // Beyond the longest context: the measured time scaled by the roofline's ratio.
+  q.context = 16384;
+  r = mc.attention(q);
+  EXPECT_EQ(r->source, kSourceExtrap);
+  const RooflineCosts roof(c);
+  AttentionQuery edge = q;
+  edge.context = 4096;
+  EXPECT_NEAR(r->seconds, 1.6e-3 * roof.attention(q)->seconds / roof.attention(edge)->seconds,
+              1e-12);
+  // Prefill: two prompts of the one measured length, the measured prompt scaled by the
+  // roofline's ratio.
+  AttentionQuery pf = q;
+  pf.decode = false;
+  pf.tokens = 2048;
+  pf.context = 1024;
+  r = mc.attention(pf);
+  EXPECT_EQ(r->source, kSourceExtrap);
+  AttentionQuery one = pf;
+  one.tokens = 1024;
+  EXPECT_NEAR(r->seconds, 2e-2 * roof.attention(pf)->seconds / roof.attention(one)->seconds, 1e-12);
+  EXPECT_GT(r->seconds, 2e-2);
+  EXPECT_TRUE(mc.misses().empty());
+  // Heads the profile never ran (another tp): a miss, answered by the roofline.
+  q.heads = 4;
+  q.kv_heads = 1;
+  r = mc.attention(q);
+  EXPECT_EQ(r->source, kSourceMiss);
+  EXPECT_EQ(mc.misses().size(), 1U);
 }
 
 // The queries per attention type: GQA splits the heads over TP and replicates KV heads past

@@ -148,6 +148,14 @@ TEST(MeasuredCosts, DerivedDeviceSpecIsThePeaksOfTheProfile) {
   EXPECT_DOUBLE_EQ(d.hbm_bytes, 1e9);
   EXPECT_DOUBLE_EQ(derive_link_latency(pts, "cpu:test"), 1e-5);
   EXPECT_EQ(point_devices(pts), (std::vector<std::string>{"cpu:test"}));
+  // An attention point faster than every GEMM and elementwise op raises both peaks.
+  CostPoint attn = point("attention", "bf16", 8, 1024, 8, 1e-6);
+  attn.flops = 1e12 * 1e-6;
+  attn.bytes = 1e10 * 1e-6;
+  pts.push_back(attn);
+  const DeviceSpec a = derive_device_spec(pts, "cpu:test", 1e9);
+  EXPECT_DOUBLE_EQ(a.peak_fp32_flops, 1e12);
+  EXPECT_DOUBLE_EQ(a.hbm_bandwidth, 1e10);
 }
 
 TEST(LocalCluster, ParsesAndBuilds) {

@@ -117,6 +117,44 @@ TEST(Harness, SweepDerivedFromModelAndWorld) {
   EXPECT_FALSE(sweep_points(s, {"gemm", "nonsense"}).ok());
 }
 
+// The attention core's shapes are the cost model's per rank: MLA prefill expanded into the
+// rank's heads, MLA decode absorbed over one latent (kv_lora_rank + rope wide, V the latent);
+// GQA with its K/V heads split over tp and replicated once tp exceeds them.
+TEST(Harness, AttentionShapesPerTp) {
+  auto v3 = models::load_model("deepseek-v3");
+  ASSERT_TRUE(v3.ok());
+  SweepRequest r;
+  r.scale = 8;
+  r.world_size = 2;
+  r.quick = true;
+  r.dtypes = {DType::kBf16};
+  auto s = make_sweep(*v3, r);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const float scale = 1.0F / std::sqrt(192.0F);
+  EXPECT_EQ(s->attention, (std::vector<AttentionSweepShape>{{false, 128, 128, 192, 128, scale},
+                                                            {true, 128, 1, 576, 512, scale},
+                                                            {false, 64, 64, 192, 128, scale},
+                                                            {true, 64, 1, 576, 512, scale}}));
+  auto pts = sweep_points(*s, {"attention"});
+  ASSERT_TRUE(pts.ok());
+  // Quick: contexts 128 and 512; prefill one prompt each, decode batches 1 and 8.
+  EXPECT_EQ(pts->size(), 2U * (2U + 2U * 2U));
+  EXPECT_EQ(pts->front().second.shape,
+            "decode=0,tokens=128,context=128,heads=128,kv_heads=128,qk=192,v=128");
+
+  auto qwen = models::load_model("qwen2-57b-a14b");  // 28 heads over 4 K/V heads
+  ASSERT_TRUE(qwen.ok());
+  r.scale = 1;
+  r.world_size = 8;
+  s = make_sweep(*qwen, r);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  std::vector<std::pair<int, int>> heads;
+  for (const auto& a : s->attention) {
+    if (!a.decode) heads.emplace_back(a.heads, a.kv_heads);
+  }
+  EXPECT_EQ(heads, (std::vector<std::pair<int, int>>{{28, 4}, {14, 2}, {7, 1}, {4, 1}}));
+}
+
 TEST(Harness, BadSweepInputs) {
   auto model = models::load_model("qwen1.5-moe-a2.7b");
   ASSERT_TRUE(model.ok());
@@ -151,7 +189,7 @@ TEST(HarnessOps, EveryComputeOpVerifiesAndCatchesAFault) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 10);  // 7 of the layer, 3 of the DeepEP dispatchers
+  EXPECT_EQ(checked, 11);  // 7 of the layer, the attention core, 3 of the DeepEP dispatchers
 }
 
 // fp8 block weights (DeepSeek-V3's own format): the expert GEMMs are measured as gemm_fp8
@@ -214,6 +252,7 @@ TEST(HarnessOps, ComputeOpsTimeTheBackendsCalls) {
       {"silu_mul", kernels::BackendOp::kSiluMul},
       {"sigmoid_gate", kernels::BackendOp::kSigmoidGate},
       {"combine_sum", kernels::BackendOp::kCombine},
+      {"attention", kernels::BackendOp::kAttention},
       {"gemm", kernels::BackendOp::kGemm}};
   for (const auto& [name, op] : expected) {
     const OpTable* table = nullptr;

@@ -1,0 +1,90 @@
+// `validate --attention`: the attention core run by the backend at shapes the cost database
+// did not measure (contexts and batches between its points), timed as profile times it, and
+// compared with the planner's prediction from the database and from the roofline — the check of
+// the attention figures of a plan, as `validate` checks the MoE layer's.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/moe_model.hpp"
+#include "planner/costs/cost_setup.hpp"
+#include "profiler/harness.hpp"
+
+namespace moeplan::profiler {
+
+struct AttentionValidateOptions {
+  std::string model;
+  std::string costs;
+  std::string dtype;  ///< "" = the model's
+  std::string phases = "prefill,decode";
+  std::string contexts = "512,2048";  ///< between profile's 256, 1024, 4096
+  std::string batches = "4,16";       ///< decode sequences, between profile's 1, 8, 32
+  std::string tp = "1";               ///< attention TP sizes whose per-rank heads run
+  std::uint64_t seed = 20241120;
+  double max_seconds = 3.0;
+  std::string statistic = "median";
+  std::string backend = "cpu";
+};
+
+struct AttentionValidateCase {
+  int tp = 1;
+  bool decode = false;
+  int tokens = 0;   ///< prefill: the prompt's tokens (= context); decode: sequences
+  int context = 0;  ///< keys the last token sees
+  AttentionSweepShape shape;
+};
+
+struct AttentionValidateRequest {
+  models::MoeModel model;  ///< dtype set to the request's
+  DType dtype = DType::kBf16;
+  std::vector<AttentionValidateCase> cases;
+  HarnessOptions harness;
+  planner::CostStatistic statistic = planner::CostStatistic::kMedian;
+  std::shared_ptr<kernels::Backend> backend;  ///< made with the request
+  std::string cluster = "local:1";            ///< one rank: the core has no communication
+};
+
+/// The cases; errors name the input (contexts, batches, tp, phases, ...) and say what was
+/// expected: a context beyond the model's max_position_embeddings, a tp that does not split the
+/// heads, a list with nothing in it.
+Result<AttentionValidateRequest> make_attention_validate_request(
+    const AttentionValidateOptions& options);
+
+struct AttentionValidateRow {
+  AttentionValidateCase c;
+  double measured_s = 0.0;  ///< the request's statistic
+  double p10_s = 0.0;
+  double p90_s = 0.0;
+  int reps = 0;
+  bool verified = true;
+  std::string verify_detail;
+  planner::CostEstimate predicted;  ///< from the cost database
+  planner::CostEstimate roofline;
+};
+
+/// Runs every case on the request's backend (sampled output rows checked against the double
+/// reference before timing). `progress(done, total, what)` after each; `stop` ends early.
+std::vector<AttentionValidateRow> run_attention_validate(
+    const AttentionValidateRequest& request,
+    const std::function<void(int done, int total, const std::string& what)>& progress,
+    const std::function<bool()>& stop = {});
+
+/// The planner's figures for every row: the attention query the cost model asks
+/// (planner::attention_core_query) from setup.costs() and setup.roofline.
+Status add_attention_predictions(const AttentionValidateRequest& request,
+                                 const planner::CostSetup& setup,
+                                 std::vector<AttentionValidateRow>& rows);
+
+struct AttentionValidateSummary {
+  double median_abs_error = 0.0;
+  double worst_abs_error = 0.0;
+  double roofline_median_abs_error = 0.0;
+  double roofline_worst_abs_error = 0.0;
+  bool all_verified = true;
+};
+AttentionValidateSummary summarize(const std::vector<AttentionValidateRow>& rows);
+
+}  // namespace moeplan::profiler

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Profiler accuracy on this machine (issue 18): profile, then validate, in each CPU mode —
 # in-process ranks (what moeplan-gui's Profiling view runs), mpirun -np 2 and mpirun -np 4 —
-# RUNS times, each run with its own fresh profile. Prints one line per run and mode (median and
+# RUNS times, each run with its own fresh profile. Mode `attn` (issue 20) profiles the attention
+# core alone on one rank and runs validate --attention (contexts 512 and 2048, decode batches 4
+# and 16: between the profile's points). Prints one line per run and mode (median and
 # worst |error| of the cost DB and of the roofline over layouts x dispatchers x 256/512/1024
 # tokens) and keeps every profile and validate JSON under OUT.
 #
-#   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--first K] [--modes inproc,np2,np4]
+#   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--first K] [--modes inproc,np2,np4,attn]
 #
 # Runs are numbered K..K+N-1 (default K = 1), so a series can be continued into the same DIR.
 #
@@ -26,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --runs) runs=$2; shift 2 ;;
     --first) first=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
-    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
     *) echo "accuracy.sh: unknown argument '$1' (expected --moeplan, --out, --runs, --first or --modes)" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +47,8 @@ launch() {  # mode, then the moeplan arguments
     inproc) "$moeplan" "$@" --ranks 2 ;;
     np2) mpirun --oversubscribe -np 2 "$moeplan" "$@" ;;
     np4) mpirun --oversubscribe -np 4 "$moeplan" "$@" ;;
-    *) echo "accuracy.sh: unknown mode '$mode' (expected inproc, np2 or np4)" >&2; return 2 ;;
+    attn) "$moeplan" "$@" --ranks 1 ;;
+    *) echo "accuracy.sh: unknown mode '$mode' (expected inproc, np2, np4 or attn)" >&2; return 2 ;;
   esac
 }
 
@@ -56,11 +59,19 @@ for run in $(seq "$first" "$((first + runs - 1))"); do
     json=$out/$mode-run$run.json
     rm -f "$db" "$db-wal" "$db-shm"
     t0=$(date +%s)
-    launch "$mode" profile --scale 8 --max-tokens 1024 --max-seconds 0.4 --out "$db" \
-      >"$out/$mode-run$run.profile.log" 2>&1
-    t1=$(date +%s)
-    launch "$mode" validate --scale 8 --costs "$db" --tokens 256,512,1024 --max-seconds 2 --json \
-      >"$json.tmp" 2>"$out/$mode-run$run.validate.log"
+    if [[ $mode == attn ]]; then
+      launch "$mode" profile --ops attention --max-seconds 0.4 --out "$db" \
+        >"$out/$mode-run$run.profile.log" 2>&1
+      t1=$(date +%s)
+      launch "$mode" validate --attention --costs "$db" --max-seconds 2 --json \
+        >"$json.tmp" 2>"$out/$mode-run$run.validate.log"
+    else
+      launch "$mode" profile --scale 8 --max-tokens 1024 --max-seconds 0.4 --out "$db" \
+        >"$out/$mode-run$run.profile.log" 2>&1
+      t1=$(date +%s)
+      launch "$mode" validate --scale 8 --costs "$db" --tokens 256,512,1024 --max-seconds 2 \
+        --json >"$json.tmp" 2>"$out/$mode-run$run.validate.log"
+    fi
     mv "$json.tmp" "$json"
     t2=$(date +%s)
     python3 - "$json" "$mode" "$run" "$((t1 - t0))" "$((t2 - t1))" <<'EOF'

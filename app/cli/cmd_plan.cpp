@@ -18,6 +18,7 @@
 #include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
 #include "planner/plan_request.hpp"
+#include "planner/serving.hpp"
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
@@ -28,6 +29,8 @@ struct PlanOptions {
   std::string model = models::kDefaultModel;
   std::string cluster = planner::kDefaultCluster;
   std::string phase = "prefill";
+  CLI::Option* phase_opt = nullptr;
+  bool disagg = false;
   int tokens = 0;
   CLI::Option* tokens_opt = nullptr;
   int gpus = 0;
@@ -295,8 +298,93 @@ std::string source_legend() {
          " = not in the profile, roofline used";
 }
 
+std::string render_serving(const planner::ServingPlan& s) {
+  std::string out = "serving plan: " + s.model + " on " + s.cluster + ", " +
+                    std::to_string(s.gpu_budget) + " GPUs, " + std::to_string(s.isl) + " + " +
+                    std::to_string(s.osl) + " tokens per request";
+  if (s.ttft_target_s > 0.0) out += ", TTFT ≤ " + format_fixed(s.ttft_target_s * 1e3, 1) + " ms";
+  if (s.tpot_target_s > 0.0) out += ", TPOT ≤ " + format_fixed(s.tpot_target_s * 1e3, 2) + " ms";
+  out += "\ncost source: " + s.cost_source + "; " + std::to_string(s.plans_costed) +
+         " instance plans costed (every legal layout of each)\n\n";
+  Table t;
+  t.add_column("deployment");
+  t.add_column("pool");
+  t.add_column("instances", Table::Align::kRight);
+  t.add_column("GPUs", Table::Align::kRight);
+  t.add_column("layout");
+  t.add_column("dispatcher");
+  t.add_column("batch", Table::Align::kRight);
+  for (const char* h : {"TTFT ms", "TPOT ms", "req/s", "tok/s/GPU", "tok/s/user"}) {
+    t.add_column(h, Table::Align::kRight);
+  }
+  if (s.disaggregated) {
+    const auto& d = *s.disaggregated;
+    t.add_row({"disaggregated", "prefill", std::to_string(d.prefill_instances),
+               std::to_string(d.prefill.gpus), d.prefill.layout.layout.shape_name(),
+               planner::dispatcher_name(d.prefill.layout.layout.dispatcher),
+               std::to_string(d.prefill.batch) + " prompts", format_fixed(d.ttft_s * 1e3, 1), "",
+               format_fixed(d.prefill_instances * d.prefill.requests_per_s, 2), "", ""});
+    t.add_row({"", "decode", std::to_string(d.decode_instances), std::to_string(d.decode.gpus),
+               d.decode.layout.layout.shape_name(),
+               planner::dispatcher_name(d.decode.layout.layout.dispatcher),
+               std::to_string(d.decode.batch) + " seqs/GPU", "", format_fixed(d.tpot_s * 1e3, 2),
+               format_fixed(d.decode_instances * d.decode.requests_per_s, 2),
+               format_fixed(d.tokens_per_s_per_gpu, 1), format_fixed(d.tokens_per_s_per_user, 1)});
+  }
+  if (s.aggregated) {
+    const auto& a = *s.aggregated;
+    t.add_row({"aggregated", "both", std::to_string(a.instances), std::to_string(a.instance.gpus),
+               a.instance.layout.layout.shape_name(),
+               planner::dispatcher_name(a.instance.layout.layout.dispatcher),
+               std::to_string(a.instance.batch) + " seqs/GPU", format_fixed(a.ttft_s * 1e3, 1),
+               format_fixed(a.tpot_s * 1e3, 2), format_fixed(a.requests_per_s, 2),
+               format_fixed(a.tokens_per_s_per_gpu, 1), format_fixed(a.tokens_per_s_per_user, 1)});
+  }
+  if (s.disaggregated || s.aggregated) out += t.render();
+  out += "\nrecommended: " + (s.recommended.empty() ? std::string("none") : s.recommended) + "\n";
+  for (const auto& r : s.reasons) out += "  - " + r + "\n";
+  if (s.disaggregated) {
+    out += "KV cache per request: " +
+           format_fixed(s.disaggregated->kv_bytes_per_request / 1048576.0, 1) +
+           " MiB, sent from prefill to decode in " +
+           format_fixed(s.disaggregated->kv_transfer_s * 1e3, 2) +
+           " ms per prefill step (on the cluster's links, counted in the TTFT)\n";
+  }
+  out +=
+      "tok/s/GPU: output tokens per second over the whole budget; req/s: requests completed "
+      "per second by the pool (the deployment runs at the slower pool's rate)\n";
+  return out;
+}
+
 int run_plan(const PlanOptions& o) {
   if (!o.layout_file.empty()) return run_layout_file(o);
+  if (o.disagg) {
+    const char* clash = o.phase_opt->count() > 0    ? "--phase"
+                        : o.tokens_opt->count() > 0 ? "--tokens"
+                        : o.pareto                  ? "--pareto"
+                        : !o.export_format.empty()  ? "--export"
+                        : o.traffic >= 0            ? "--traffic"
+                        : o.per_layer               ? "--per-layer"
+                                                    : nullptr;
+    if (clash != nullptr) {
+      return report_error(Error{std::string("plan: --disagg plans both phases over instance "
+                                            "sizes and batches; drop ") +
+                                clash});
+    }
+    if (o.isl_opt->count() == 0 || o.osl_opt->count() == 0) {
+      return report_error(
+          input_error("isl",
+                      ": --disagg needs the request's input and output lengths; expected --isl N "
+                      "--osl M"));
+    }
+    for (const auto& [opt, value, name] : {std::tuple{o.ttft_opt, o.ttft_ms, "ttft-ms"},
+                                           std::tuple{o.tpot_opt, o.tpot_ms, "tpot-ms"}}) {
+      if (opt->count() > 0 && !(value > 0.0 && value < 1e9)) {
+        return report_error(
+            input_error(name, ": expected a positive time in ms, got " + format_fixed(value, 3)));
+      }
+    }
+  }
   std::optional<planner::ExportFormat> export_format;
   if (!o.export_format.empty()) {
     auto f = planner::parse_export_format(o.export_format);
@@ -334,7 +422,7 @@ int run_plan(const PlanOptions& o) {
     given_load = std::move(data->load);
   }
   planner::PlanChoices choices;
-  choices.phase = o.phase;
+  choices.phase = o.disagg ? "decode" : o.phase;
   if (o.tokens_opt->count() > 0) choices.tokens_per_gpu = o.tokens;
   if (o.gpus_opt->count() > 0) choices.num_gpus = o.gpus;
   choices.dispatchers = o.dispatchers;
@@ -343,8 +431,10 @@ int run_plan(const PlanOptions& o) {
   if (o.isl_opt->count() > 0) choices.isl = o.isl;
   if (o.osl_opt->count() > 0) choices.osl = o.osl;
   if (o.mem_fraction_opt->count() > 0) choices.mem_fraction = o.mem_fraction;
-  if (o.ttft_opt->count() > 0) choices.ttft_ms = o.ttft_ms;
-  if (o.tpot_opt->count() > 0) choices.tpot_ms = o.tpot_ms;
+  if (!o.disagg) {  // --disagg checks each phase's target itself
+    if (o.ttft_opt->count() > 0) choices.ttft_ms = o.ttft_ms;
+    if (o.tpot_opt->count() > 0) choices.tpot_ms = o.tpot_ms;
+  }
   choices.attention_dp = o.attention_dp;
   choices.placement = o.placement;
   auto redundancy = planner::parse_plan_redundancy(o.redundant);
@@ -361,6 +451,29 @@ int run_plan(const PlanOptions& o) {
                                     "decode batches; expected {phase} decode"));
   }
   const planner::CostSource& costs = setup->costs();
+  if (o.disagg) {
+    planner::ServingRequest sreq;
+    sreq.base = req;
+    sreq.gpu_budget = o.gpus_opt->count() > 0 ? o.gpus : 0;
+    if (o.ttft_opt->count() > 0) sreq.ttft_target_s = o.ttft_ms * 1e-3;
+    if (o.tpot_opt->count() > 0) sreq.tpot_target_s = o.tpot_ms * 1e-3;
+    auto serving = planner::plan_serving(*model, *cluster, costs, sreq);
+    if (!serving) return report_error(serving.error());
+    std::string text;
+    if (o.json) {
+      nlohmann::json j = planner::serving_to_json(*serving);
+      if (setup->measured) j["cost_source_misses"] = setup->measured->misses();
+      text = j.dump(2) + "\n";
+    } else {
+      text = render_serving(*serving);
+      if (setup->measured && !setup->measured->misses().empty()) {
+        text += std::to_string(setup->measured->misses().size()) +
+                " kinds of query missed the cost database and used the roofline\n";
+      }
+    }
+    // As a plan with no fitting layout: exit 0, the reasons say what to change.
+    return emit_text(text, o.output);
+  }
   auto plan = planner::make_plan(*model, *cluster, costs, req);
   if (!plan) return report_error(plan.error());
   if (export_format) {
@@ -492,7 +605,12 @@ void add_plan_command(CLI::App& app, Action& action) {
   cmd->add_option("--costs", o->costs,
                   "Cost database written by moeplan profile (default: the roofline)");
   cmd->add_option("--weights", o->weights, weights_flag_help());
-  cmd->add_option("--phase", o->phase, "prefill or decode")->capture_default_str();
+  o->phase_opt = cmd->add_option("--phase", o->phase, "prefill or decode")->capture_default_str();
+  cmd->add_flag("--disagg", o->disagg,
+                "Serving plan: disaggregated prefill and decode pools (each instance's layout, "
+                "x prefill and y decode instances, the KV cache sent between them on the "
+                "cluster's links) against aggregated serving, on the --gpus budget, for --isl "
+                "and --osl within --ttft-ms and --tpot-ms");
   o->tokens_opt = cmd->add_option(
       "--tokens", o->tokens,
       "Tokens per GPU per step (prefill, default 4096) or decode batch per GPU (default 128)");

@@ -234,6 +234,7 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
   std::map<CollKey, bool> c_imported;
   std::map<EpKey, std::map<double, std::vector<double>>> ep_samples;
   std::map<AttnKey, std::map<double, std::map<double, std::vector<double>>>> attn;
+  std::map<AttnKey, std::map<double, std::vector<double>>> attn_decode;
   // The preferred kernel's samples per fused-MoE key.
   std::map<MoeKey, std::pair<int, std::map<double, std::vector<double>>>> f;
   for (const auto& p : points) {
@@ -273,9 +274,18 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
           qk <= 0 || v <= 0 || heads > 1 << 16 || kv > 1 << 16 || qk > 1 << 20 || v > 1 << 20) {
         continue;
       }
-      add_sample(attn[{p.dtype, decode == 1, static_cast<int>(heads), static_cast<int>(kv),
-                       static_cast<int>(qk), static_cast<int>(v)}][static_cast<double>(context)],
-                 static_cast<double>(tokens), t);
+      const AttnKey key{p.dtype,
+                        decode == 1,
+                        static_cast<int>(heads),
+                        static_cast<int>(kv),
+                        static_cast<int>(qk),
+                        static_cast<int>(v)};
+      if (decode == 1) {
+        // Decode streams the cached K/V: one curve in the (sequence, cached token) pairs.
+        add_sample(attn_decode[key], static_cast<double>(tokens) * static_cast<double>(context), t);
+      } else {
+        add_sample(attn[key][static_cast<double>(context)], static_cast<double>(tokens), t);
+      }
     } else if (p.op == kMoeFusedOp) {
       // Balanced routing only: the skew of a plan's load comes from its own slot rows.
       if (shape_field(p.shape, "dist") != "balanced") continue;
@@ -307,6 +317,7 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
   for (const auto& [k, by_context] : attn) {
     for (const auto& [ctx, s] : by_context) attention_[k][ctx] = make_curve(s);
   }
+  for (const auto& [k, s] : attn_decode) attention_decode_[k] = make_curve(s);
 }
 
 void MeasuredCosts::note_miss(const std::string& what) const {
@@ -404,6 +415,14 @@ double attn_roof(const void* ctx, double tokens) {
   auto t = r->roof->attention(q);
   return t ? t->seconds : 0.0;
 }
+/// Decode: x = sequences × cached tokens at the query's context.
+double attn_decode_roof(const void* ctx, double pairs) {
+  const auto* r = static_cast<const AttnRoof*>(ctx);
+  AttentionQuery q = r->q;
+  q.tokens = pairs / std::max(1.0, q.context);
+  auto t = r->roof->attention(q);
+  return t ? t->seconds : 0.0;
+}
 /// The worse of two answers' sources (exact < interp < extrap).
 std::string worse_source(const std::string& a, const std::string& b) {
   const auto rank = [](const std::string& s) {
@@ -420,11 +439,22 @@ Result<CostEstimate> MeasuredCosts::attention(const AttentionQuery& q) const {
   const auto integral = [](double x) { return x >= 1.0 && x < 1e6 && x == std::floor(x); };
   const std::string what = std::string("attention ") + (q.decode ? "decode" : "prefill") +
                            " dtype=" + std::string(dtype_name(q.dtype));
-  auto it = attention_.end();
-  if (integral(q.heads) && integral(q.kv_heads) && integral(q.qk_dim) && integral(q.v_dim)) {
-    it = attention_.find({std::string(dtype_name(q.dtype)), q.decode, static_cast<int>(q.heads),
-                          static_cast<int>(q.kv_heads), static_cast<int>(q.qk_dim),
-                          static_cast<int>(q.v_dim)});
+  const bool shaped =
+      integral(q.heads) && integral(q.kv_heads) && integral(q.qk_dim) && integral(q.v_dim);
+  const AttnKey key{std::string(dtype_name(q.dtype)), q.decode,
+                    static_cast<int>(q.heads),        static_cast<int>(q.kv_heads),
+                    static_cast<int>(q.qk_dim),       static_cast<int>(q.v_dim)};
+  const auto dit = shaped && q.decode ? attention_decode_.find(key) : attention_decode_.end();
+  const auto it = shaped && !q.decode ? attention_.find(key) : attention_.end();
+  if (dit != attention_decode_.end()) {
+    // Decode reads every cached K/V once per sequence: its time follows the (sequence, cached
+    // token) pairs, whichever batch and context make them up.
+    AttnRoof ctx{&roofline_, q};
+    ctx.q.context = std::max(1.0, q.context);
+    CostEstimate out;
+    out.seconds =
+        curve_lookup(dit->second, q.tokens * ctx.q.context, attn_decode_roof, &ctx, &out.source);
+    return out;
   }
   if (it == attention_.end() || it->second.empty()) {
     note_miss(what + " heads=" + std::to_string(std::llround(q.heads)) +

@@ -92,11 +92,13 @@ class MeasuredCosts final : public CostSource {
   /// `tokens` (rows_in of an all-to-all dispatch). A shape not in the tables is a miss.
   Result<CostEstimate> moe_fused(const MoeFusedQuery& q) const override;
   /// The attention core from profiled attention points (op "attention"), keyed by (dtype,
-  /// phase, heads, kv_heads, qk, v) on the rank: per measured context a curve in tokens (exact,
-  /// interpolated, or extrapolated against the roofline); between two measured contexts the
-  /// answers are interpolated in log-log, outside them the nearest one is scaled by the
-  /// roofline's ratio (db-extrap). A shape the database never measured (imported GPU tables hold
-  /// no attention yet) is a miss answered by the roofline.
+  /// phase, heads, kv_heads, qk, v) on the rank. Decode reads the KV cache: one curve in the
+  /// (sequence, cached token) pairs, sequences × context, whatever batch and context make them
+  /// up. Prefill: per measured context a curve in tokens (exact, interpolated, or extrapolated
+  /// against the roofline); between two measured contexts the answers are interpolated in
+  /// log-log, outside them the nearest one is scaled by the roofline's ratio (db-extrap). A shape
+  /// the database never measured (imported GPU tables hold no attention yet) is a miss answered by
+  /// the roofline.
   Result<CostEstimate> attention(const AttentionQuery& q) const override;
 
   /// DeepEP's kernels from imported DeepEP tables (ops moe_dispatch, moe_combine; impl
@@ -141,7 +143,8 @@ class MeasuredCosts final : public CostSource {
   std::map<CollKey, CollCurve> collective_;
   std::map<MoeKey, CostCurve> moe_;
   std::map<EpKey, CostCurve> ep_;
-  std::map<AttnKey, std::map<double, CostCurve>> attention_;  ///< by context
+  std::map<AttnKey, std::map<double, CostCurve>> attention_;  ///< prefill, by context
+  std::map<AttnKey, CostCurve> attention_decode_;             ///< in sequences × context
   mutable std::mutex mutex_;
   mutable std::set<std::string> misses_;
 };

@@ -190,7 +190,8 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
   }
   EXPECT_TRUE(dj.at("cost_source_misses").empty()) << dj.at("cost_source_misses").dump();
   // The attention core at shapes between and beyond the profile's (context 128; decode batches
-  // 1 and 8): run, verified, and predicted from the database's attention points.
+  // 1 and 8): run, verified, and predicted from the database's attention points (decode by the
+  // cached tokens its sequences read).
   const auto a = run_cli(
       "validate --attention --model qwen1.5-moe-a2.7b --tp 2 --contexts 128,256 --batches 4 "
       "--max-seconds 0.05 --json --costs " +
@@ -203,7 +204,7 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
       {"prefill", 128, 128, "db-exact"},
       {"prefill", 256, 256, "db-extrap"},
       {"decode", 4, 128, "db-interp"},
-      {"decode", 4, 256, "db-extrap"}};
+      {"decode", 4, 256, "db-exact"}};  // 1024 pairs: the profile's 8 sequences of 128
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const auto& r = aj.at("rows")[i];
     const auto& [phase, tokens, context, source] = expected[i];

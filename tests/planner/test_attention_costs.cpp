@@ -112,16 +112,18 @@ CostPoint attention_point(bool decode, int tokens, int context, double seconds) 
   return p;
 }
 
-// Profiled attention points answer the cost model's queries of the same per-rank shape: exact
-// at a measured (tokens, context), log-log between measured token counts and between measured
-// contexts, the roofline's ratio beyond them; another head shape is a miss.
+// Profiled attention points answer the cost model's queries of the same per-rank shape. Decode:
+// one curve in sequences × context (the cached K/V it streams), exact, log-log between points,
+// the roofline's ratio beyond; prefill: per measured context a curve in tokens, log-log between
+// contexts. Another head shape is a miss.
 TEST(AttentionMeasured, ExactInterpolatedAndExtrapolated) {
   const auto c = cluster("1x-hgx-h200");
   const std::vector<CostPoint> pts = {
-      attention_point(true, 1, 1024, 1e-4), attention_point(true, 8, 1024, 4e-4),
-      attention_point(true, 1, 4096, 4e-4), attention_point(true, 8, 4096, 1.6e-3),
-      attention_point(false, 1024, 1024, 2e-2)};
+      attention_point(true, 1, 1024, 1e-4),     attention_point(true, 8, 1024, 8e-4),
+      attention_point(true, 1, 4096, 4e-4),     attention_point(true, 8, 4096, 3.2e-3),
+      attention_point(false, 1024, 1024, 2e-2), attention_point(false, 4096, 4096, 3.2e-1)};
   MeasuredCosts mc(pts, c, "measured:test", CostStatistic::kMedian, nullptr);
+  const RooflineCosts roof(c);
   AttentionQuery q;
   q.decode = true;
   q.heads = 8;
@@ -134,40 +136,49 @@ TEST(AttentionMeasured, ExactInterpolatedAndExtrapolated) {
   auto r = mc.attention(q);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, kSourceExact);
-  EXPECT_DOUBLE_EQ(r->seconds, 1.6e-3);
-  // Between token counts 1 and 8 at a measured context: log-log, 2 tokens → 1e-4·2^(2/3).
+  EXPECT_DOUBLE_EQ(r->seconds, 3.2e-3);
+  // The same pairs from another batch and context: 2 sequences of 2048 = 1 of 4096.
   q.tokens = 2;
+  q.context = 2048;
+  r = mc.attention(q);
+  EXPECT_EQ(r->source, kSourceExact);
+  EXPECT_DOUBLE_EQ(r->seconds, 4e-4);
+  // Between 1024 and 4096 pairs, log-log: 2 sequences of 1024 → 2e-4.
   q.context = 1024;
   r = mc.attention(q);
   EXPECT_EQ(r->source, kSourceInterp);
-  EXPECT_NEAR(r->seconds, 1e-4 * std::pow(2.0, 2.0 / 3.0), 1e-12);
-  // Between contexts 1024 and 4096 at 8 tokens: 2048 is halfway in log → √(4e-4 · 1.6e-3).
+  EXPECT_NEAR(r->seconds, 2e-4, 1e-15);
+  // Beyond the most pairs measured: the last point scaled by the roofline's ratio.
   q.tokens = 8;
-  q.context = 2048;
-  r = mc.attention(q);
-  EXPECT_EQ(r->source, kSourceInterp);
-  EXPECT_NEAR(r->seconds, std::sqrt(4e-4 * 1.6e-3), 1e-12);
-  // Beyond the longest context: the measured time scaled by the roofline's ratio.
   q.context = 16384;
   r = mc.attention(q);
   EXPECT_EQ(r->source, kSourceExtrap);
-  const RooflineCosts roof(c);
   AttentionQuery edge = q;
-  edge.context = 4096;
-  EXPECT_NEAR(r->seconds, 1.6e-3 * roof.attention(q)->seconds / roof.attention(edge)->seconds,
+  edge.tokens = 2;  // 32768 pairs at this context
+  EXPECT_NEAR(r->seconds, 3.2e-3 * roof.attention(q)->seconds / roof.attention(edge)->seconds,
               1e-12);
-  // Prefill: two prompts of the one measured length, the measured prompt scaled by the
-  // roofline's ratio.
+  // Prefill: a measured prompt exactly; a prompt between two measured contexts is the log-log
+  // mean of the two contexts' answers (each scaled to the tokens by the roofline).
   AttentionQuery pf = q;
   pf.decode = false;
-  pf.tokens = 2048;
+  pf.tokens = 1024;
   pf.context = 1024;
   r = mc.attention(pf);
+  EXPECT_EQ(r->source, kSourceExact);
+  EXPECT_DOUBLE_EQ(r->seconds, 2e-2);
+  pf.tokens = 2048;
+  pf.context = 2048;
+  r = mc.attention(pf);
   EXPECT_EQ(r->source, kSourceExtrap);
-  AttentionQuery one = pf;
-  one.tokens = 1024;
-  EXPECT_NEAR(r->seconds, 2e-2 * roof.attention(pf)->seconds / roof.attention(one)->seconds, 1e-12);
-  EXPECT_GT(r->seconds, 2e-2);
+  const auto at = [&](double tokens, double context) {
+    AttentionQuery x = pf;
+    x.tokens = tokens;
+    x.context = context;
+    return roof.attention(x)->seconds;
+  };
+  const double t1 = 2e-2 * at(2048, 1024) / at(1024, 1024);
+  const double t2 = 3.2e-1 * at(2048, 4096) / at(4096, 4096);
+  EXPECT_NEAR(r->seconds, std::sqrt(t1 * t2), 1e-12);
   EXPECT_TRUE(mc.misses().empty());
   // Heads the profile never ran (another tp): a miss, answered by the roofline.
   q.heads = 4;

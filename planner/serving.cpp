@@ -1,0 +1,371 @@
+// Serving plans: disaggregated prefill/decode pools against aggregated serving.
+#include "planner/serving.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "models/units.hpp"
+
+namespace moeplan::planner {
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
+
+/// Plans of one request shape, made once each: (phase, GPUs, tokens per GPU) → plan or the
+/// reason it has none.
+class PlanCache {
+ public:
+  PlanCache(const models::MoeModel& model, const Cluster& cluster, const CostSource& costs,
+            const PlanRequest& base)
+      : model_(model), cluster_(cluster), costs_(costs), base_(base) {}
+
+  /// The plan, or null with `why` set when the instance cannot be planned.
+  const Plan* get(Phase phase, int gpus, int tokens_per_gpu, std::string* why) {
+    const auto key = std::make_tuple(phase == Phase::kDecode, gpus, tokens_per_gpu);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      PlanRequest r = base_;
+      r.workload.phase = phase;
+      r.workload.tokens_per_gpu = tokens_per_gpu;
+      r.num_gpus = gpus;
+      r.step_target_s = 0.0;  // the serving targets are checked here (TTFT with the KV transfer)
+      ++made_;
+      it = plans_.emplace(key, make_plan(model_, cluster_, costs_, r)).first;
+    }
+    if (!it->second) {
+      if (why != nullptr) *why = it->second.error().message;
+      return nullptr;
+    }
+    return &*it->second;
+  }
+  int made() const { return made_; }
+
+ private:
+  const models::MoeModel& model_;
+  const Cluster& cluster_;
+  const CostSource& costs_;
+  PlanRequest base_;
+  std::map<std::tuple<bool, int, int>, Result<Plan>> plans_;
+  int made_ = 0;
+};
+
+const LayoutCost* recommended(const Plan* p) {
+  if (p == nullptr || p->recommended < 0) return nullptr;
+  return &p->layouts[static_cast<std::size_t>(p->recommended)];
+}
+
+/// The KV cache of `prompts` requests sent from prefill instance GPUs [0, p) to the decode
+/// instance starting at GPU `decode_first` (d GPUs): prefill GPU i sends its 1/p share to decode
+/// GPU i mod d, routed on the cluster; the busiest link's time plus the longest path latency.
+double kv_transfer_seconds(const Cluster& cluster, double bytes, int p, int decode_first, int d) {
+  if (!(bytes > 0.0)) return 0.0;
+  std::vector<Flow> flows;
+  for (int i = 0; i < p; ++i) flows.push_back({i, decode_first + i % d, bytes / p});
+  const LinkLoad load = cluster.route(flows);
+  return load.busiest_seconds + load.max_path_latency;
+}
+
+}  // namespace
+
+Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& cluster,
+                                 const CostSource& costs, const ServingRequest& req) {
+  const Workload& w = req.base.workload;
+  if (w.isl < 1 || w.osl < 1) {
+    return input_error("isl",
+                       ": a serving plan needs the input and output lengths; expected "
+                       "{isl} N and {osl} M");
+  }
+  const int budget = req.gpu_budget > 0 ? req.gpu_budget : cluster.num_gpus();
+  if (budget < 2 || budget > cluster.num_gpus()) {
+    return input_error("gpus", ": a disaggregated deployment needs 2 to " +
+                                   std::to_string(cluster.num_gpus()) + " GPUs of " +
+                                   cluster.name() + ", got " + std::to_string(budget));
+  }
+  if (req.ttft_target_s < 0.0 || req.tpot_target_s < 0.0) {
+    return input_error("ttft-ms", ": expected positive latency targets");
+  }
+  std::vector<int> sizes = req.instance_gpus;
+  if (sizes.empty()) {
+    for (int s = 1; s <= budget; s *= 2) sizes.push_back(s);
+    if (sizes.back() != budget) sizes.push_back(budget);
+  }
+  const std::vector<int> batches =
+      req.decode_batches.empty() ? default_pareto_batches() : req.decode_batches;
+  const std::vector<int> prompts =
+      req.prefill_prompts.empty() ? std::vector<int>{1, 2, 4, 8, 16, 32, 64} : req.prefill_prompts;
+
+  ServingPlan out;
+  out.model = model.name;
+  out.cluster = cluster.name();
+  out.cost_source = costs.name();
+  out.gpu_budget = budget;
+  out.isl = w.isl;
+  out.osl = w.osl;
+  out.ttft_target_s = req.ttft_target_s;
+  out.tpot_target_s = req.tpot_target_s;
+  PlanCache cache(model, cluster, costs, req.base);
+  std::string first_error;
+  const auto note = [&](const std::string& why) {
+    if (first_error.empty()) first_error = why;
+  };
+  const double kv_bytes_per_request = static_cast<double>(w.isl) *
+                                      model.kv_cache_bytes_per_token(1) *
+                                      static_cast<double>(model.num_hidden_layers);
+
+  // Prefill instances: per size, every prompt count that fits, by requests/s per GPU.
+  std::map<int, std::vector<PoolInstance>> prefill;
+  for (const int p : sizes) {
+    if (p < 1 || p >= budget) continue;  // a decode instance needs a GPU too
+    for (const int n : prompts) {
+      const long tokens = (static_cast<long>(n) * w.isl + p - 1) / p;
+      if (tokens > (1 << 20)) continue;
+      std::string why;
+      const LayoutCost* best =
+          recommended(cache.get(Phase::kPrefill, p, static_cast<int>(tokens), &why));
+      if (best == nullptr) {
+        note(why.empty() ? "no prefill layout on " + std::to_string(p) + " GPUs fits" : why);
+        continue;
+      }
+      prefill[p].push_back({p, *best, n, best->step_seconds, n / best->step_seconds});
+    }
+    std::sort(prefill[p].begin(), prefill[p].end(),
+              [](const auto& a, const auto& b) { return a.requests_per_s > b.requests_per_s; });
+  }
+  // Decode instances: per size, the batch with the most requests/s within the TPOT target.
+  std::map<int, PoolInstance> decode;
+  std::map<int, std::vector<PoolInstance>> decode_all;  // every fitting batch (aggregated)
+  for (const int d : sizes) {
+    if (d < 1 || d >= budget) continue;
+    for (const int b : batches) {
+      std::string why;
+      const LayoutCost* best = recommended(cache.get(Phase::kDecode, d, b, &why));
+      if (best == nullptr) {
+        note(why.empty() ? "no decode layout on " + std::to_string(d) + " GPUs fits " +
+                               std::to_string(b) + " sequences per GPU"
+                         : why);
+        continue;
+      }
+      PoolInstance inst{d, *best, b, best->step_seconds,
+                        d * static_cast<double>(b) / (w.osl * best->step_seconds)};
+      decode_all[d].push_back(inst);
+      if (req.tpot_target_s > 0.0 && inst.step_s > req.tpot_target_s) continue;
+      auto it = decode.find(d);
+      if (it == decode.end() || inst.requests_per_s > it->second.requests_per_s) decode[d] = inst;
+    }
+  }
+
+  // The split: x prefill and y decode instances within the budget, the most requests/s.
+  for (const auto& [p, candidates] : prefill) {
+    for (const auto& [d, dec] : decode) {
+      for (int x = 1; x * p + d <= budget; ++x) {
+        const int y = (budget - x * p) / d;
+        for (const PoolInstance& pre : candidates) {
+          const double kv =
+              kv_transfer_seconds(cluster, pre.batch * kv_bytes_per_request, p, x * p, d);
+          const double ttft = pre.step_s + kv;
+          if (req.ttft_target_s > 0.0 && ttft > req.ttft_target_s) continue;
+          DisaggServing s;
+          s.prefill = pre;
+          s.decode = dec;
+          s.prefill_instances = x;
+          s.decode_instances = y;
+          s.kv_transfer_s = kv;
+          s.kv_bytes_per_request = kv_bytes_per_request;
+          s.ttft_s = ttft;
+          s.tpot_s = dec.step_s;
+          s.requests_per_s = std::min(x * pre.requests_per_s, y * dec.requests_per_s);
+          s.gpus_used = x * p + y * d;
+          s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / budget;
+          s.tokens_per_s_per_user = 1.0 / dec.step_s;
+          const auto& cur = out.disaggregated;
+          if (!cur || s.requests_per_s > cur->requests_per_s * (1.0 + 1e-12) ||
+              (s.requests_per_s >= cur->requests_per_s * (1.0 - 1e-12) &&
+               s.gpus_used < cur->gpus_used)) {
+            out.disaggregated = s;
+          }
+          break;  // candidates are by requests/s: the first within the target is the best
+        }
+      }
+    }
+  }
+
+  // Aggregated: every instance size and batch on the decode plan's layout, its prompts'
+  // prefill on the same (dp, ep, tp, mapping) with that phase's best dispatcher.
+  for (const int g : sizes) {
+    if (g < 1 || g > budget) continue;
+    if (g == budget && decode_all.find(g) == decode_all.end()) {
+      for (const int b : batches) {
+        std::string why;
+        const LayoutCost* best = recommended(cache.get(Phase::kDecode, g, b, &why));
+        if (best == nullptr) continue;
+        decode_all[g].push_back({g, *best, b, best->step_seconds,
+                                 g * static_cast<double>(b) / (w.osl * best->step_seconds)});
+      }
+    }
+    const auto dit = decode_all.find(g);
+    if (dit == decode_all.end()) continue;
+    std::string why;
+    const Plan* pre = cache.get(Phase::kPrefill, g, (w.isl + g - 1) / g, &why);
+    if (pre == nullptr) continue;
+    for (const PoolInstance& inst : dit->second) {
+      double t_p = 0.0;
+      for (const auto& l : pre->layouts) {
+        if (!l.feasible || l.layout.dp_size != inst.layout.layout.dp_size ||
+            l.layout.ep_size != inst.layout.layout.ep_size ||
+            l.layout.tp_size != inst.layout.layout.tp_size ||
+            l.layout.mapping != inst.layout.layout.mapping) {
+          continue;
+        }
+        if (t_p == 0.0 || l.step_seconds < t_p) t_p = l.step_seconds;
+      }
+      if (!(t_p > 0.0)) continue;
+      // Steady state: rate λ per instance with a share f = λ·t_p of the time in prefill and
+      // decode steps stretched to TPOT / (1 − f): λ = A / (1 + A·t_p), A = g·b / (osl·TPOT).
+      const double a = g * static_cast<double>(inst.batch) / (w.osl * inst.step_s);
+      const double lambda = a / (1.0 + a * t_p);
+      const double f = lambda * t_p;
+      AggServing s;
+      s.instance = inst;
+      s.prefill_s = t_p;
+      s.prefill_share = f;
+      s.instances = budget / g;
+      s.ttft_s = t_p;
+      s.tpot_s = inst.step_s / (1.0 - f);
+      if (req.ttft_target_s > 0.0 && s.ttft_s > req.ttft_target_s) continue;
+      if (req.tpot_target_s > 0.0 && s.tpot_s > req.tpot_target_s) continue;
+      s.requests_per_s = lambda * s.instances;
+      s.gpus_used = s.instances * g;
+      s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / budget;
+      s.tokens_per_s_per_user = 1.0 / s.tpot_s;
+      const auto& cur = out.aggregated;
+      if (!cur || s.requests_per_s > cur->requests_per_s * (1.0 + 1e-12)) out.aggregated = s;
+    }
+  }
+  out.plans_costed = cache.made();
+
+  // The recommendation.
+  const auto describe_disagg = [&](const DisaggServing& s) {
+    return "disaggregated: " + std::to_string(s.prefill_instances) + " prefill × " +
+           std::to_string(s.prefill.gpus) + " GPUs (" + s.prefill.layout.layout.short_name() + " " +
+           dispatcher_name(s.prefill.layout.layout.dispatcher) + ", " +
+           std::to_string(s.prefill.batch) + " prompts per step, TTFT " + fixed(s.ttft_s * 1e3, 1) +
+           " ms with " + fixed(s.kv_transfer_s * 1e3, 2) + " ms of KV transfer) + " +
+           std::to_string(s.decode_instances) + " decode × " + std::to_string(s.decode.gpus) +
+           " GPUs (" + s.decode.layout.layout.short_name() + " " +
+           dispatcher_name(s.decode.layout.layout.dispatcher) + ", " +
+           std::to_string(s.decode.batch) + " sequences per GPU, TPOT " + fixed(s.tpot_s * 1e3, 2) +
+           " ms): " + fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
+           fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user, " + std::to_string(s.gpus_used) +
+           " of " + std::to_string(budget) + " GPUs used";
+  };
+  const auto describe_agg = [&](const AggServing& s) {
+    return "aggregated: " + std::to_string(s.instances) + " × " + std::to_string(s.instance.gpus) +
+           " GPUs (" + s.instance.layout.layout.short_name() + " " +
+           dispatcher_name(s.instance.layout.layout.dispatcher) + ", " +
+           std::to_string(s.instance.batch) + " sequences per GPU, " +
+           fixed(100.0 * s.prefill_share, 1) + "% of the time in prefill, TTFT " +
+           fixed(s.ttft_s * 1e3, 1) + " ms, TPOT " + fixed(s.tpot_s * 1e3, 2) +
+           " ms): " + fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
+           fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user";
+  };
+  if (out.disaggregated) out.reasons.push_back(describe_disagg(*out.disaggregated));
+  if (out.aggregated) out.reasons.push_back(describe_agg(*out.aggregated));
+  if (out.disaggregated && out.aggregated) {
+    const double d = out.disaggregated->requests_per_s, a = out.aggregated->requests_per_s;
+    out.recommended = d >= a ? "disaggregated" : "aggregated";
+    out.reasons.push_back(out.recommended + " serves " +
+                          fixed(100.0 * (std::max(d, a) / std::min(d, a) - 1.0), 1) +
+                          "% more tokens/s on the " + std::to_string(budget) + " GPUs");
+  } else if (out.disaggregated || out.aggregated) {
+    out.recommended = out.disaggregated ? "disaggregated" : "aggregated";
+    out.reasons.push_back(std::string("no ") +
+                          (out.disaggregated ? "aggregated" : "disaggregated") +
+                          " deployment meets the targets");
+  } else {
+    std::string why = "no deployment of " + std::to_string(budget) + " GPUs";
+    if (req.ttft_target_s > 0.0 || req.tpot_target_s > 0.0)
+      why += " meets the targets";
+    else
+      why += " fits";
+    if (!first_error.empty()) why += " (" + first_error + ")";
+    why += "; relax --ttft-ms/--tpot-ms, shorten --isl/--osl, or add GPUs";
+    out.reasons.push_back(why);
+  }
+  return out;
+}
+
+namespace {
+nlohmann::json instance_json(const PoolInstance& p, bool decode) {
+  return {{"gpus", p.gpus},
+          {"dp_size", p.layout.layout.dp_size},
+          {"ep_size", p.layout.layout.ep_size},
+          {"tp_size", p.layout.layout.tp_size},
+          {"dispatcher", dispatcher_name(p.layout.layout.dispatcher)},
+          {"mapping", mapping_name(p.layout.layout.mapping)},
+          {decode ? "sequences_per_gpu" : "prompts_per_step", p.batch},
+          {decode ? "tpot_ms" : "step_ms", p.step_s * 1e3},
+          {"requests_per_s", p.requests_per_s}};
+}
+}  // namespace
+
+nlohmann::json serving_to_json(const ServingPlan& plan) {
+  nlohmann::json j = {
+      {"model", plan.model},
+      {"cluster", plan.cluster},
+      {"cost_source", plan.cost_source},
+      {"gpu_budget", plan.gpu_budget},
+      {"isl", plan.isl},
+      {"osl", plan.osl},
+      {"ttft_target_ms", plan.ttft_target_s > 0.0 ? nlohmann::json(plan.ttft_target_s * 1e3)
+                                                  : nlohmann::json(nullptr)},
+      {"tpot_target_ms", plan.tpot_target_s > 0.0 ? nlohmann::json(plan.tpot_target_s * 1e3)
+                                                  : nlohmann::json(nullptr)},
+      {"recommended",
+       plan.recommended.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.recommended)},
+      {"reasons", plan.reasons},
+      {"plans_costed", plan.plans_costed}};
+  if (plan.disaggregated) {
+    const auto& s = *plan.disaggregated;
+    j["disaggregated"] = {{"prefill", instance_json(s.prefill, false)},
+                          {"decode", instance_json(s.decode, true)},
+                          {"prefill_instances", s.prefill_instances},
+                          {"decode_instances", s.decode_instances},
+                          {"kv_bytes_per_request", s.kv_bytes_per_request},
+                          {"kv_transfer_ms", s.kv_transfer_s * 1e3},
+                          {"ttft_ms", s.ttft_s * 1e3},
+                          {"tpot_ms", s.tpot_s * 1e3},
+                          {"requests_per_s", s.requests_per_s},
+                          {"gpus_used", s.gpus_used},
+                          {"tokens_per_s_per_gpu", s.tokens_per_s_per_gpu},
+                          {"tokens_per_s_per_user", s.tokens_per_s_per_user}};
+  } else {
+    j["disaggregated"] = nullptr;
+  }
+  if (plan.aggregated) {
+    const auto& s = *plan.aggregated;
+    j["aggregated"] = {{"instance", instance_json(s.instance, true)},
+                       {"instances", s.instances},
+                       {"prefill_ms_per_prompt", s.prefill_s * 1e3},
+                       {"prefill_share", s.prefill_share},
+                       {"ttft_ms", s.ttft_s * 1e3},
+                       {"tpot_ms", s.tpot_s * 1e3},
+                       {"requests_per_s", s.requests_per_s},
+                       {"gpus_used", s.gpus_used},
+                       {"tokens_per_s_per_gpu", s.tokens_per_s_per_gpu},
+                       {"tokens_per_s_per_user", s.tokens_per_s_per_user}};
+  } else {
+    j["aggregated"] = nullptr;
+  }
+  return j;
+}
+
+}  // namespace moeplan::planner

@@ -20,8 +20,10 @@ struct AttentionValidateOptions {
   std::string costs;
   std::string dtype;  ///< "" = the model's
   std::string phases = "prefill,decode";
-  std::string contexts = "512,2048";  ///< between profile's 256, 1024, 4096
-  std::string batches = "4,16";       ///< decode sequences, between profile's 1, 8, 32
+  /// Off the profile's grid: contexts between its 256, 1024, 4096; decode batches whose
+  /// sequences × context (what decode is costed by) fall between its pair counts.
+  std::string contexts = "512,2048";
+  std::string batches = "3,12";
   std::string tp = "1";               ///< attention TP sizes whose per-rank heads run
   std::uint64_t seed = 20241120;
   double max_seconds = 3.0;

@@ -2,8 +2,8 @@
 # Profiler accuracy on this machine (issue 18): profile, then validate, in each CPU mode —
 # in-process ranks (what moeplan-gui's Profiling view runs), mpirun -np 2 and mpirun -np 4 —
 # RUNS times, each run with its own fresh profile. Mode `attn` (issue 20) profiles the attention
-# core alone on one rank and runs validate --attention (contexts 512 and 2048, decode batches 4
-# and 16: between the profile's points). Prints one line per run and mode (median and
+# core alone on one rank and runs validate --attention (contexts 512 and 2048, decode batches 3
+# and 12: off the profile's grid). Prints one line per run and mode (median and
 # worst |error| of the cost DB and of the roofline over layouts x dispatchers x 256/512/1024
 # tokens) and keeps every profile and validate JSON under OUT.
 #

@@ -278,6 +278,37 @@ TEST(CliPlan, ParetoSweep) {
   expect_one_line_error(run_cli(base + "--pareto --export sglang"), "drop --pareto");
 }
 
+// plan --disagg: a serving plan of the budget, golden text and JSON, and its own bad inputs.
+TEST(CliPlan, DisaggregatedServing) {
+  const std::string base =
+      "plan --disagg --model qwen3-30b-a3b --cluster 1x-hgx-h200 --isl 1024 --osl 256 ";
+  const auto r = run_cli(base);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_golden("plan_disagg_qwen3_30b.txt", r.out);
+  const auto js = run_cli(base + "--tpot-ms 20 --json");
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j.at("gpu_budget"), 8);
+  EXPECT_DOUBLE_EQ(j.at("tpot_target_ms").get<double>(), 20.0);
+  for (const char* d : {"disaggregated", "aggregated"}) {
+    if (j.at(d).is_null()) continue;
+    EXPECT_LE(j.at(d).at("tpot_ms").get<double>(), 20.0) << d;
+    EXPECT_LE(j.at(d).at("gpus_used").get<int>(), 8) << d;
+  }
+  ASSERT_FALSE(j.at("recommended").is_null());
+  // Targets nothing meets: exit 0, no recommendation, the reason says what to change.
+  const auto none = run_cli(base + "--tpot-ms 0.001");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("recommended: none"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("relax --ttft-ms/--tpot-ms"), std::string::npos) << none.out;
+  expect_one_line_error(run_cli("plan --disagg --model qwen3-30b-a3b --cluster 1x-hgx-h200"),
+                        "--isl: --disagg needs the request's input and output lengths");
+  expect_one_line_error(run_cli(base + "--phase decode"), "drop --phase");
+  expect_one_line_error(run_cli(base + "--tokens 64"), "drop --tokens");
+  expect_one_line_error(run_cli(base + "--tpot-ms -1"), "--tpot-ms: expected a positive time");
+  expect_one_line_error(run_cli(base + "--gpus 1"), "--gpus: a disaggregated deployment needs 2");
+}
+
 TEST(CliPlan, BadInputIsOneLineAndExit2) {
   expect_one_line_error(run_cli("plan --model no-such-model"), "unknown model 'no-such-model'");
   expect_one_line_error(run_cli("plan --cluster no-such-cluster"),

@@ -8,6 +8,7 @@
 #include "planner/costs/cost_setup.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/plan.hpp"
+#include "planner/serving.hpp"
 
 namespace {
 
@@ -46,6 +47,37 @@ void BM_PlannerSweepDeepSeekV3On128Nodes(benchmark::State& state) {
   state.counters["layouts"] = static_cast<double>(layouts);
 }
 BENCHMARK(BM_PlannerSweepDeepSeekV3On128Nodes)->Unit(benchmark::kMillisecond);
+
+// The serving plan of issue 20 on all 1024 GPUs: DeepSeek-V3, 4096 + 1024 tokens, TTFT ≤ 2 s,
+// TPOT ≤ 50 ms; every instance size 1..1024 in both phases (every legal layout of each), the
+// disaggregated splits with their KV transfers routed on the cluster, and aggregated serving.
+void BM_ServingPlanDeepSeekV3On1024Gpus(benchmark::State& state) {
+  const auto model = models::load_model("deepseek-v3");
+  const auto cluster = planner::load_cluster("128x-hgx-h200");
+  if (!model || !cluster) {
+    state.SkipWithError("cannot load deepseek-v3 or 128x-hgx-h200");
+    return;
+  }
+  int plans = 0;
+  for (auto _ : state) {
+    const planner::RooflineCosts costs(*cluster);
+    planner::ServingRequest req;
+    req.base.workload.phase = planner::Phase::kDecode;
+    req.base.workload.isl = 4096;
+    req.base.workload.osl = 1024;
+    req.ttft_target_s = 2.0;
+    req.tpot_target_s = 0.05;
+    auto s = planner::plan_serving(*model, *cluster, costs, req);
+    if (!s || !s->disaggregated) {
+      state.SkipWithError(s ? "no disaggregated deployment" : s.error().message.c_str());
+      return;
+    }
+    plans = s->plans_costed;
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["instance_plans"] = plans;
+}
+BENCHMARK(BM_ServingPlanDeepSeekV3On1024Gpus)->Unit(benchmark::kMillisecond);
 
 // Loading the 1024-GPU cluster: JSON, graph expansion, and one BFS routing tree per GPU.
 void BM_LoadCluster128Nodes(benchmark::State& state) {

@@ -255,12 +255,12 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   // The recommendation.
   const auto describe_disagg = [&](const DisaggServing& s) {
     return "disaggregated: " + std::to_string(s.prefill_instances) + " prefill × " +
-           std::to_string(s.prefill.gpus) + " GPUs (" + s.prefill.layout.layout.short_name() + " " +
+           std::to_string(s.prefill.gpus) + " GPUs (" + s.prefill.layout.layout.shape_name() + " " +
            dispatcher_name(s.prefill.layout.layout.dispatcher) + ", " +
            std::to_string(s.prefill.batch) + " prompts per step, TTFT " + fixed(s.ttft_s * 1e3, 1) +
            " ms with " + fixed(s.kv_transfer_s * 1e3, 2) + " ms of KV transfer) + " +
            std::to_string(s.decode_instances) + " decode × " + std::to_string(s.decode.gpus) +
-           " GPUs (" + s.decode.layout.layout.short_name() + " " +
+           " GPUs (" + s.decode.layout.layout.shape_name() + " " +
            dispatcher_name(s.decode.layout.layout.dispatcher) + ", " +
            std::to_string(s.decode.batch) + " sequences per GPU, TPOT " + fixed(s.tpot_s * 1e3, 2) +
            " ms): " + fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
@@ -269,7 +269,7 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   };
   const auto describe_agg = [&](const AggServing& s) {
     return "aggregated: " + std::to_string(s.instances) + " × " + std::to_string(s.instance.gpus) +
-           " GPUs (" + s.instance.layout.layout.short_name() + " " +
+           " GPUs (" + s.instance.layout.layout.shape_name() + " " +
            dispatcher_name(s.instance.layout.layout.dispatcher) + ", " +
            std::to_string(s.instance.batch) + " sequences per GPU, " +
            fixed(100.0 * s.prefill_share, 1) + "% of the time in prefill, TTFT " +

@@ -168,12 +168,14 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
     const int osl = s.value(QStringLiteral("osl"), 0).toInt();
     const double fraction =
         s.value(QStringLiteral("memFraction"), planner::kDefaultMemFraction).toDouble();
+    const double target = s.value(QStringLiteral("latencyTarget"), 0.0).toDouble();
     restoring_ = true;
     if (isl >= isl_->minimum() && isl <= isl_->maximum()) isl_->setValue(isl);
     if (osl >= osl_->minimum() && osl <= osl_->maximum()) osl_->setValue(osl);
     if (fraction >= memFraction_->minimum() && fraction <= memFraction_->maximum()) {
       memFraction_->setValue(fraction);
     }
+    if (target >= target_->minimum() && target <= target_->maximum()) target_->setValue(target);
     phase_->setCurrentIndex(decode ? 1 : 0);
     if (tokens >= tokens_->minimum() && tokens <= tokens_->maximum()) tokens_->setValue(tokens);
     if (policy_->findText(policy) >= 0) policy_->setCurrentIndex(policy_->findText(policy));
@@ -273,6 +275,18 @@ QWidget* MainWindow::buildModelView() {
   form->addRow(tr("Weight dt&ype:"), weights_);
   form->addRow(tr("Ph&ase:"), phase_);
   form->addRow(tr("Tok&ens per GPU:"), tokens_);
+  target_ = new QDoubleSpinBox(box);
+  target_->setRange(0.0, 1e6);
+  target_->setDecimals(1);
+  target_->setSingleStep(5.0);
+  target_->setSpecialValueText(tr("no target"));
+  target_->setSuffix(tr(" ms"));
+  target_->setKeyboardTracking(false);
+  target_->setToolTip(
+      tr("Latency target of the phase (moeplan plan --ttft-ms in prefill, --tpot-ms in "
+         "decode): layouts whose step takes longer do not meet it and are not recommended. "
+         "0: no target."));
+  form->addRow(tr("Late&ncy target:"), target_);
   // The context, one row: input and output tokens per sequence and the memory fraction.
   isl_ = new QSpinBox(box);
   isl_->setRange(0, 1 << 24);
@@ -398,6 +412,7 @@ QWidget* MainWindow::buildModelView() {
   });
   connect(tokens_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
   connect(isl_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
+  connect(target_, &QDoubleSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
   connect(osl_, &QSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
   connect(memFraction_, &QDoubleSpinBox::valueChanged, this, &MainWindow::onWorkloadEdited);
   connect(weights_, &QComboBox::currentIndexChanged, this, [this](int i) {
@@ -558,6 +573,7 @@ void MainWindow::onWorkloadEdited() {
     s.setValue(QStringLiteral("isl"), isl_->value());
     s.setValue(QStringLiteral("osl"), osl_->value());
     s.setValue(QStringLiteral("memFraction"), memFraction_->value());
+    s.setValue(QStringLiteral("latencyTarget"), target_->value());
     s.setValue(QStringLiteral("placement"), policy_->currentText());
     s.setValue(QStringLiteral("redundant"), redundant_->value());
     s.setValue(QStringLiteral("redundantKind"), redundantKind_->currentIndex());
@@ -568,7 +584,7 @@ void MainWindow::onWorkloadEdited() {
   w.isl = isl_->value();
   w.osl = osl_->value();
   w.mem_fraction = memFraction_->value();
-  session_->setWorkload(w);
+  session_->setWorkload(w, target_->value());
   const auto policy = planner::parse_policy(policy_->currentText().toStdString());
   planner::Redundancy redundancy;
   redundancy.kind = static_cast<planner::Redundancy::Kind>(redundantKind_->currentIndex());

@@ -72,6 +72,7 @@ class MainWindow : public QMainWindow {
   QSpinBox* islSpin() const { return isl_; }
   QSpinBox* oslSpin() const { return osl_; }
   QDoubleSpinBox* memFractionSpin() const { return memFraction_; }
+  QDoubleSpinBox* targetSpin() const { return target_; }
   QLineEdit* loadEdit() const { return loadSpec_; }
   QComboBox* placementCombo() const { return policy_; }
   QSpinBox* redundantSpin() const { return redundant_; }
@@ -122,6 +123,7 @@ class MainWindow : public QMainWindow {
   QSpinBox* isl_ = nullptr;
   QSpinBox* osl_ = nullptr;
   QDoubleSpinBox* memFraction_ = nullptr;
+  QDoubleSpinBox* target_ = nullptr;  ///< the phase's latency target, ms (0: none)
   QLineEdit* loadSpec_ = nullptr;
   QLabel* loadError_ = nullptr;
   QLabel* loadSummary_ = nullptr;

@@ -172,9 +172,14 @@ QString Session::setLoad(const QString& fileOrSpec) {
   return {};
 }
 
-void Session::setWorkload(const planner::Workload& w) {
+void Session::setWorkload(const planner::Workload& w, double target_ms) {
   workload_ = w;
   choices_.phase = planner::phase_name(w.phase);
+  // The latency target of the phase, as moeplan plan --ttft-ms (prefill) or --tpot-ms (decode).
+  const bool target = target_ms > 0.0;
+  const bool decode = w.phase == planner::Phase::kDecode;
+  choices_.ttft_ms = target && !decode ? std::optional<double>(target_ms) : std::nullopt;
+  choices_.tpot_ms = target && decode ? std::optional<double>(target_ms) : std::nullopt;
   choices_.tokens_per_gpu = w.tokens_per_gpu;
   // As moeplan plan: output tokens and the memory fraction only with input tokens.
   const bool context = w.isl > 0;

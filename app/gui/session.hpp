@@ -89,7 +89,9 @@ class Session : public QObject {
   QString setClusterJson(const nlohmann::json& j, const QString& source);
   /// A file path (".json", ".csv", ".npy" or containing '/') or a synthetic spec.
   QString setLoad(const QString& fileOrSpec);
-  void setWorkload(const planner::Workload& w);
+  /// The workload and the latency target of its phase, ms (prefill: TTFT, decode: TPOT; 0:
+  /// none): layouts slower than the target do not meet it and are not recommended.
+  void setWorkload(const planner::Workload& w, double target_ms = 0.0);
   void setPolicy(planner::PlacementPolicy policy, planner::Redundancy redundancy);
   /// Two-batch overlap of the plan's layouts: "off", "on" or "both" (as `plan --tbo`).
   void setTwoBatchOverlap(const std::string& mode);

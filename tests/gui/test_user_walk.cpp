@@ -3,7 +3,9 @@
 // that follows the inputs, warnings in the header, mnemonics, window geometry and persisted
 // choices, chart labels.
 #include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cmath>
 
 #include <QApplication>
 #include <QCheckBox>
@@ -329,6 +331,57 @@ TEST(GuiWorkload, ContextCountsTheKvCache) {
   w.waitForIdle();
   ASSERT_TRUE(w.session()->plan() != nullptr);
   EXPECT_FALSE(w.session()->plan()->workload.counts_kv());
+}
+
+// The latency target of the phase is the CLI's --ttft-ms / --tpot-ms: a layout slower than it
+// does not meet it and is not recommended; a target nothing meets leaves no recommendation.
+TEST(GuiWorkload, LatencyTargetOfThePhase) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadModel(QStringLiteral("qwen3-30b-a3b")));
+  chooseByKeys(w.phaseCombo(), QStringLiteral("decode"));
+  w.waitForIdle();
+  auto plan = w.session()->plan();
+  ASSERT_TRUE(plan != nullptr);
+  ASSERT_GE(plan->recommended, 0);
+  EXPECT_EQ(plan->step_target_s, 0.0);
+  // Between the fastest and the slowest feasible layout's step: the slower ones miss it.
+  double fastest = 1e30, slowest = 0.0;
+  for (const auto& l : plan->layouts) {
+    if (!l.feasible) continue;
+    fastest = std::min(fastest, l.step_seconds);
+    slowest = std::max(slowest, l.step_seconds);
+  }
+  ASSERT_LT(fastest, slowest);
+  const double target_ms = std::round(0.5e3 * (fastest + slowest) * 10.0) / 10.0;
+  typeInto(w.targetSpin(), QString::number(target_ms, 'f', 1));
+  w.waitForIdle();
+  plan = w.session()->plan();
+  ASSERT_TRUE(plan != nullptr) << w.session()->planError().toStdString();
+  EXPECT_DOUBLE_EQ(plan->step_target_s, target_ms * 1e-3);
+  EXPECT_EQ(w.session()->choices().tpot_ms, target_ms);
+  EXPECT_FALSE(w.session()->choices().ttft_ms.has_value());
+  int missing = 0;
+  for (const auto& l : plan->layouts) {
+    EXPECT_EQ(l.meets_target, l.step_seconds <= target_ms * 1e-3);
+    if (!l.meets_target) ++missing;
+  }
+  EXPECT_GT(missing, 0);
+  ASSERT_GE(plan->recommended, 0);
+  EXPECT_TRUE(plan->layouts[static_cast<std::size_t>(plan->recommended)].meets_target);
+  // In prefill the same field is the TTFT target.
+  chooseByKeys(w.phaseCombo(), QStringLiteral("prefill"));
+  w.waitForIdle();
+  EXPECT_EQ(w.session()->choices().ttft_ms, target_ms);
+  EXPECT_FALSE(w.session()->choices().tpot_ms.has_value());
+  // A target nothing meets: no recommendation, and the reason names the target.
+  typeInto(w.targetSpin(), QStringLiteral("0.1"));
+  w.waitForIdle();
+  plan = w.session()->plan();
+  ASSERT_TRUE(plan != nullptr);
+  EXPECT_EQ(plan->recommended, -1);
+  ASSERT_FALSE(plan->reasons.empty());
+  EXPECT_NE(plan->reasons.front().find("target"), std::string::npos) << plan->reasons.front();
 }
 
 TEST(GuiStaleState, FilteringKeepsTheSelectedLayout) {

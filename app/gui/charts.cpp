@@ -7,6 +7,7 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QCursor>
 #include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QHelpEvent>
@@ -14,6 +15,7 @@
 #include <QLineSeries>
 #include <QPainter>
 #include <QResizeEvent>
+#include <QScatterSeries>
 #include <QStackedBarSeries>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -344,6 +346,77 @@ void LineChart::setData(const QString& title, const QStringList& series,
   }
   x->setRange(xFirst, xFirst + std::max(1, n - 1));
   x->setTickCount(std::min(n, 11) > 1 ? std::min(n, 11) : 2);
+}
+
+ParetoChart::ParetoChart(QWidget* parent) : QWidget(parent) { chartView_ = makeChartView(this); }
+
+QChart* ParetoChart::chart() const { return chartView_->chart(); }
+
+void ParetoChart::setPoints(const std::vector<planner::ParetoPoint>& points) {
+  points_ = points;
+  QChart* c = chart();
+  clearChart(c);
+  c->setTitle(tr("Decode Pareto front (batch 1…1024 per GPU)"));
+  if (points.empty()) return;
+  auto* x = new QValueAxis();
+  x->setTitleText(tr("tokens/s per user"));
+  x->setLabelFormat(QStringLiteral("%.0f"));
+  auto* y = new QValueAxis();
+  y->setTitleText(tr("tokens/s per GPU"));
+  y->setLabelFormat(QStringLiteral("%.0f"));
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  auto* all = new QScatterSeries();
+  all->setName(tr("batch (recommended layout)"));
+  all->setMarkerSize(8.0);
+  all->setColor(kPartColours[0]);
+  auto* front = new QLineSeries();
+  front->setName(tr("front"));
+  QPen pen(kPartColours[1]);
+  pen.setWidth(2);
+  front->setPen(pen);
+  std::vector<const planner::ParetoPoint*> on_front;
+  double xmax = 0.0, ymax = 0.0;
+  for (const auto& p : points) {
+    all->append(p.tokens_per_s_per_user, p.tokens_per_s_per_gpu);
+    xmax = std::max(xmax, p.tokens_per_s_per_user);
+    ymax = std::max(ymax, p.tokens_per_s_per_gpu);
+    if (p.on_front) on_front.push_back(&p);
+  }
+  std::sort(on_front.begin(), on_front.end(), [](const auto* a, const auto* b) {
+    return a->tokens_per_s_per_user < b->tokens_per_s_per_user;
+  });
+  for (const auto* p : on_front) front->append(p->tokens_per_s_per_user, p->tokens_per_s_per_gpu);
+  c->addSeries(front);
+  c->addSeries(all);
+  for (auto* s : {static_cast<QAbstractSeries*>(front), static_cast<QAbstractSeries*>(all)}) {
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+  x->setRange(0.0, xmax * 1.08);
+  y->setRange(0.0, ymax * 1.12);
+  x->applyNiceNumbers();
+  y->applyNiceNumbers();
+  // Hovering a point names its batch, layout and TPOT.
+  connect(all, &QScatterSeries::hovered, this, [this](const QPointF& at, bool state) {
+    if (!state) {
+      QToolTip::hideText();
+      return;
+    }
+    for (const auto& p : points_) {
+      if (std::abs(p.tokens_per_s_per_user - at.x()) <= 1e-9 * std::max(1.0, at.x()) &&
+          std::abs(p.tokens_per_s_per_gpu - at.y()) <= 1e-9 * std::max(1.0, at.y())) {
+        QToolTip::showText(
+            QCursor::pos(),
+            tr("%1 sequences per GPU: %2 %3, TPOT %4 ms")
+                .arg(p.batch_per_gpu)
+                .arg(QString::fromStdString(p.best.layout.shape_name()),
+                     QString::fromStdString(planner::dispatcher_name(p.best.layout.dispatcher)))
+                .arg(p.best.step_seconds * 1e3, 0, 'f', 2));
+        return;
+      }
+    }
+  });
 }
 
 HeatMap::HeatMap(QWidget* parent) : QWidget(parent) {

@@ -9,6 +9,8 @@
 #include <functional>
 #include <vector>
 
+#include "planner/plan.hpp"
+
 class QAbstractItemModel;
 class QChartView;
 class QChart;
@@ -91,6 +93,23 @@ class LineChart : public QWidget {
 
  private:
   QChartView* chartView_ = nullptr;
+};
+
+/// The decode Pareto sweep (planner::decode_pareto): every batch's recommended layout as a point
+/// of tokens/s/user (x) against tokens/s/GPU (y), labelled with its batch per GPU, and the front
+/// (points no other beats on both) joined by a line.
+class ParetoChart : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit ParetoChart(QWidget* parent = nullptr);
+  void setPoints(const std::vector<planner::ParetoPoint>& points);
+  QChart* chart() const;
+  const std::vector<planner::ParetoPoint>& points() const { return points_; }
+
+ private:
+  QChartView* chartView_ = nullptr;
+  std::vector<planner::ParetoPoint> points_;
 };
 
 /// A matrix drawn as coloured cells with axis titles, a colour bar, and optional block lines

@@ -112,8 +112,11 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   memory_ = new MemoryChart(charts);
   breakdown_->setModel(filter_, model_);
   memory_->setModel(filter_, model_);
+  pareto_ = new ParetoChart(charts);
+  pareto_->hide();
   cl->addWidget(breakdown_, 3);
   cl->addWidget(memory_, 2);
+  cl->addWidget(pareto_, 2);
   cl->addWidget(recommendation_, 1);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 1);
@@ -199,6 +202,8 @@ void LayoutsView::showSelectedRow() {
 void LayoutsView::onPlanFinished() {
   const auto plan = session_->plan();
   model_->setPlan(plan);
+  pareto_->setPoints(session_->pareto());
+  pareto_->setVisible(!session_->pareto().empty());
   error_->setText(session_->planError());
   error_->setVisible(!session_->planError().isEmpty());
   if (!plan) {

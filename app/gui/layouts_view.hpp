@@ -14,6 +14,7 @@ namespace moeplan::gui {
 class BreakdownChart;
 class LayoutFilterModel;
 class MemoryChart;
+class ParetoChart;
 class PlanTableModel;
 class Session;
 
@@ -42,6 +43,8 @@ class LayoutsView : public QWidget {
   QLabel* costWarning() const { return costWarning_; }
   BreakdownChart* breakdownChart() const { return breakdown_; }
   MemoryChart* memoryChart() const { return memory_; }
+  /// The decode Pareto sweep (shown in decode, hidden in prefill).
+  ParetoChart* paretoChart() const { return pareto_; }
   /// Writes the plan as JSON (docs/PLAN_SCHEMA.md, every layout); errors show in the view.
   bool savePlanJson(const QString& path);
 
@@ -73,6 +76,7 @@ class LayoutsView : public QWidget {
   QLabel* recommendation_ = nullptr;
   BreakdownChart* breakdown_ = nullptr;
   MemoryChart* memory_ = nullptr;
+  ParetoChart* pareto_ = nullptr;
 };
 
 }  // namespace moeplan::gui

@@ -2,6 +2,7 @@
 // `--walk DIR` (in a real X server, driven by scripts/gui-walk.sh) captures the screen each time
 // the user switches to a view, until every view has been captured.
 #include <QApplication>
+#include <QComboBox>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QGuiApplication>
@@ -78,6 +79,11 @@ int main(int argc, char** argv) {
                      "screen to DIR/<view>.png and print 'walk: captured <view>'; exit when "
                      "every view has been captured (scripts/gui-walk.sh)."),
       QStringLiteral("DIR"));
+  const QCommandLineOption phase(QStringLiteral("phase"),
+                                 QStringLiteral("prefill or decode (decode also draws the Pareto "
+                                                "sweep of the batch per GPU)."),
+                                 QStringLiteral("PHASE"), QStringLiteral("prefill"));
+  parser.addOption(phase);
   parser.addOption(walk);
   parser.addOption(costs);
   parser.addOption(placement);
@@ -104,6 +110,14 @@ int main(int argc, char** argv) {
   }
   if (parser.isSet(load) && !window.loadLoad(parser.value(load)) && shots) {
     return fail(window.loadErrorLabel()->text());
+  }
+  if (parser.isSet(phase)) {
+    const int index = window.phaseCombo()->findText(parser.value(phase));
+    if (index < 0) {
+      return fail(QStringLiteral("--phase: expected prefill or decode, got '%1'")
+                      .arg(parser.value(phase)));
+    }
+    window.phaseCombo()->setCurrentIndex(index);
   }
   if (parser.isSet(placement) || parser.isSet(redundant)) {
     if (!window.setPlacement(parser.value(placement), parser.value(redundant))) {

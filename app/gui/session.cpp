@@ -243,6 +243,7 @@ void Session::replan() {
   debounce_.stop();
   if (!model_ || !cluster_ || !load_) {
     plan_.reset();
+    pareto_.clear();
     planInputs_ = PlanInputs{};
     planError_ = !model_     ? tr("No model: choose one in the Model view.")
                  : !cluster_ ? tr("No cluster: choose one in the Topology view.")
@@ -263,6 +264,7 @@ void Session::replan() {
   auto request = planner::make_plan_request(*model_, *cluster_, choices, load_->load, true);
   if (!request) {
     plan_.reset();
+    pareto_.clear();
     planInputs_ = PlanInputs{};
     planError_ = errorText(request.error());
     selected_ = -1;
@@ -301,6 +303,13 @@ void Session::replan() {
       out.plan = std::make_shared<const planner::Plan>(std::move(*plan));
     } else {
       out.error = errorText(plan.error());
+      return out;
+    }
+    if (req.workload.phase == planner::Phase::kDecode) {
+      // As moeplan plan --pareto: every batch per GPU with the same request.
+      auto pareto = planner::decode_pareto(*model, *cluster, setup->costs(), req,
+                                           planner::default_pareto_batches());
+      if (pareto) out.pareto = std::move(*pareto);
     }
     return out;
   });
@@ -331,6 +340,7 @@ void Session::onPlanDone() {
   const PlanOutcome out = watcher_.result();
   if (out.generation != generation_) return;  // cancelled
   plan_ = out.plan;
+  pareto_ = out.pareto;
   planInputs_ = plan_ ? out.inputs : PlanInputs{};
   planError_ = out.error;
   selected_ = plan_ ? (plan_->recommended >= 0 ? plan_->recommended : 0) : -1;

@@ -43,6 +43,9 @@ Result<std::optional<planner::PlacementFile>> policyPlacementFile(const PlanInpu
 /// One finished planning run.
 struct PlanOutcome {
   std::shared_ptr<const planner::Plan> plan;  ///< null on error
+  /// Decode plans: the Pareto sweep over the batch per GPU (planner::decode_pareto) with the
+  /// same request; empty in prefill.
+  std::vector<planner::ParetoPoint> pareto;
   QString error;
   int generation = 0;
   PlanInputs inputs;
@@ -70,6 +73,8 @@ class Session : public QObject {
   /// plan are reused by the views.
   const planner::PlacementFn& placementFn() const { return placementFn_; }
   std::shared_ptr<const planner::Plan> plan() const { return plan_; }
+  /// The decode Pareto sweep of the plan (empty in prefill or when no batch fits).
+  const std::vector<planner::ParetoPoint>& pareto() const { return pareto_; }
   /// What plan() was made from (empty pointers when there is no plan).
   const PlanInputs& planInputs() const { return planInputs_; }
   /// Index into plan()->layouts of the selected layout (the recommended one after each plan).
@@ -140,6 +145,7 @@ class Session : public QObject {
   planner::PlanChoices choices_;
   planner::PlacementFn placementFn_;
   std::shared_ptr<const planner::Plan> plan_;
+  std::vector<planner::ParetoPoint> pareto_;
   PlanInputs planInputs_;
   QString planError_;
   int selected_ = -1;

@@ -23,6 +23,7 @@
 #include <QStandardItemModel>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QXYSeries>
 
 #include "app/gui/charts.hpp"
 #include "app/gui/layouts_view.hpp"
@@ -188,6 +189,54 @@ TEST(GuiLayouts, DeepEpDispatchersAndTwoBatchOverlap) {
                          .endsWith(QStringLiteral(" +tbo"));
   }
   EXPECT_TRUE(shown);
+}
+
+// Decode plans carry the Pareto sweep of moeplan plan --pareto, drawn beside the charts; prefill
+// plans have none and hide it.
+TEST(GuiLayouts, DecodeParetoChartIsTheLibrarysSweep) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadModel(QStringLiteral("qwen3-30b-a3b")));
+  w.waitForIdle();
+  EXPECT_TRUE(w.session()->pareto().empty());
+  EXPECT_TRUE(w.layoutsView()->paretoChart()->isHidden());
+  w.phaseCombo()->setCurrentIndex(1);  // decode
+  w.waitForIdle();
+  const auto plan = w.session()->plan();
+  ASSERT_TRUE(plan != nullptr);
+  ASSERT_EQ(plan->workload.phase, planner::Phase::kDecode);
+  const auto& got = w.session()->pareto();
+  ASSERT_FALSE(got.empty());
+  // The same sweep the library makes from the plan's request.
+  const auto model = models::load_model("qwen3-30b-a3b").value();
+  const auto cluster = w.session()->cluster().value();
+  planner::PlanRequest req;
+  req.workload = plan->workload;
+  const auto setup = planner::make_cost_setup(cluster, "");
+  ASSERT_TRUE(setup.ok());
+  auto want = planner::decode_pareto(model, cluster, setup->costs(), req,
+                                     planner::default_pareto_batches());
+  ASSERT_TRUE(want.ok());
+  ASSERT_EQ(got.size(), want->size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].batch_per_gpu, (*want)[i].batch_per_gpu);
+    EXPECT_DOUBLE_EQ(got[i].tokens_per_s_per_gpu, (*want)[i].tokens_per_s_per_gpu);
+    EXPECT_EQ(got[i].on_front, (*want)[i].on_front);
+  }
+  ParetoChart* chart = w.layoutsView()->paretoChart();
+  EXPECT_FALSE(chart->isHidden());
+  ASSERT_EQ(chart->chart()->series().size(), 2);  // the front line, every point
+  const auto* points = qobject_cast<QXYSeries*>(chart->chart()->series().at(1));
+  ASSERT_NE(points, nullptr);
+  EXPECT_EQ(points->count(), static_cast<int>(got.size()));
+  const auto* front = qobject_cast<QXYSeries*>(chart->chart()->series().at(0));
+  ASSERT_NE(front, nullptr);
+  EXPECT_EQ(front->count(), static_cast<int>(std::count_if(
+                                got.begin(), got.end(), [](const auto& p) { return p.on_front; })));
+  w.phaseCombo()->setCurrentIndex(0);  // prefill
+  w.waitForIdle();
+  EXPECT_TRUE(w.session()->pareto().empty());
+  EXPECT_TRUE(chart->isHidden());
 }
 
 TEST(GuiLayouts, SavesThePlanJson) {

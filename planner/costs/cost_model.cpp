@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace moeplan::planner {
 
@@ -440,12 +441,15 @@ void accumulate(LayerCost& sum, const LayerCost& add_cost, double weight) {
 
 /// One MoE layer, with two-batch overlap when the layout asks for it: both micro-batches of half
 /// the tokens (smaller GEMMs), each costed as a layer of its own; their compute (router,
-/// experts, TP, shared) and their communication (dispatch, combine) run on two streams, so a
-/// step of L layers takes L · max(2C, 2M) + min(C, M) (the pipeline's fill) for one
-/// micro-batch's compute C and communication M. The parts show both micro-batches' sums and
-/// overlap_hidden what of them the schedule hides.
+/// experts, TP, shared, and the layer's attention block of a micro-batch, `attention_half`, as
+/// SGLang's and DeepSeek's overlap runs one micro-batch's attention under the other's dispatch
+/// and combine) and their communication (dispatch, combine) run on two streams, so a step of L
+/// layers takes L · max(2C, 2M) + min(C, M) (the pipeline's fill) for one micro-batch's compute
+/// C and communication M. The parts show both micro-batches' sums and overlap_hidden what of
+/// them (and of the attention blocks) the schedule hides.
 Result<LayerFigures> cost_layer(const CostContext& ctx, const Layout& layout, const LayerDims& d,
-                                const std::vector<double>& slots, int num_moe) {
+                                const std::vector<double>& slots, int num_moe,
+                                double attention_half) {
   if (!layout.tbo) return cost_one_layer(ctx, layout, d, slots);
   LayerDims half = d;
   half.group_tokens = d.group_tokens / 2.0;
@@ -454,7 +458,8 @@ Result<LayerFigures> cost_layer(const CostContext& ctx, const Layout& layout, co
   auto f = cost_one_layer(ctx, layout, half, half_slots);
   if (!f) return f.error();
   LayerCost& c = f->cost;
-  const double compute = c.router.seconds + c.experts.seconds + c.tp.seconds + c.shared.seconds;
+  const double compute =
+      c.router.seconds + c.experts.seconds + c.tp.seconds + c.shared.seconds + attention_half;
   const double comm = c.dispatch.seconds + c.combine.seconds;
   for (CostItem* item : {&c.router, &c.dispatch, &c.experts, &c.combine, &c.tp, &c.shared}) {
     item->seconds *= 2.0;
@@ -561,9 +566,20 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
     return r != slots->front();
   });
   LayerFigures fig;
+  // Two-batch overlap of the whole model: each micro-batch's attention block (half the tokens)
+  // is compute the other micro-batch's communication can hide.
+  std::optional<DenseCost> dense_half;
+  if (layout.tbo && ctx.whole_model) {
+    CostContext half_ctx = ctx;
+    half_ctx.workload.tokens_per_gpu = std::max(1, ctx.workload.tokens_per_gpu / 2);
+    auto h = cost_dense_parts(half_ctx, layout);
+    if (!h) return h.error();
+    dense_half = std::move(*h);
+  }
+  const double attention_half = dense_half ? dense_half->attention.seconds : 0.0;
   for (const auto& row : *slots) {
     if (prev == nullptr || *prev != row) {  // identical rows (e.g. uniform load) cost the same
-      auto r = cost_layer(ctx, layout, d, row, num_moe);
+      auto r = cost_layer(ctx, layout, d, row, num_moe, attention_half);
       if (!r) return r.error();
       fig = std::move(*r);
       prev = &row;
@@ -587,6 +603,12 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
     auto dense = cost_dense_parts(ctx, layout);
     if (!dense) return dense.error();
     out.dense = *dense;
+    if (dense_half) {
+      // Overlapped, every layer runs both micro-batches' attention blocks (what the MoE layers'
+      // overlap_hidden counts part of).
+      out.dense.attention.seconds = 2.0 * dense_half->attention.seconds;
+      out.dense.attention.source = dense_half->attention.source;
+    }
   }
   out.step_seconds = out.moe_seconds + m.num_hidden_layers * out.dense.attention.seconds +
                      m.num_dense_layers() * out.dense.dense_mlp.seconds + out.dense.head.seconds;

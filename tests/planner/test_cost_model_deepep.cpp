@@ -189,19 +189,35 @@ TEST(DeepEpCost, TwoBatchOverlapHidesTheShorterStream) {
   // The parts are both micro-batches' (each costed at half the tokens) ...
   EXPECT_NEAR(tbo.per_layer.dispatch.seconds, 2.0 * one.per_layer.dispatch.seconds, 1e-15);
   EXPECT_NEAR(tbo.per_layer.experts.seconds, 2.0 * one.per_layer.experts.seconds, 1e-15);
-  // ... and the schedule hides 2·min(C, M) − min(C, M)/L of them per layer.
+  // ... and the schedule hides 2·min(C, M) − min(C, M)/L of them per layer, C being one
+  // micro-batch's MoE compute and its attention block (costed at half the tokens).
   const auto& p = one.per_layer;
-  const double compute = p.router.seconds + p.experts.seconds + p.tp.seconds + p.shared.seconds;
+  const double attention_half = one.dense.attention.seconds;
+  ASSERT_GT(attention_half, 0.0);
+  const double moe_compute = p.router.seconds + p.experts.seconds + p.tp.seconds + p.shared.seconds;
+  const double compute = moe_compute + attention_half;
   const double comm = p.dispatch.seconds + p.combine.seconds;
   const double shorter = std::min(compute, comm);
   const int layers = f.model.num_moe_layers();
   EXPECT_NEAR(tbo.per_layer.overlap_hidden, 2.0 * shorter - shorter / layers, 1e-15);
-  EXPECT_NEAR(tbo.moe_seconds, layers * std::max(2.0 * compute, 2.0 * comm) + shorter,
+  EXPECT_NEAR(tbo.moe_seconds,
+              layers * (2.0 * moe_compute + 2.0 * comm) - 2.0 * layers * shorter + shorter,
               1e-12 * tbo.moe_seconds);
   EXPECT_LT(tbo.moe_seconds, plain.moe_seconds);
-  // The overlap is of the MoE blocks; the attention blocks and the head run as without it.
-  EXPECT_NEAR(tbo.step_seconds - tbo.moe_seconds, plain.step_seconds - plain.moe_seconds,
-              1e-12 * plain.step_seconds);
+  // Every layer runs both micro-batches' attention blocks; the dense MLP layers and the head run
+  // as without the overlap. So per MoE layer the step is max(2C, 2M) (+ the fill once).
+  EXPECT_NEAR(tbo.dense.attention.seconds, 2.0 * attention_half, 1e-15);
+  EXPECT_NEAR(tbo.step_seconds,
+              tbo.moe_seconds + f.model.num_hidden_layers * 2.0 * attention_half +
+                  f.model.num_dense_layers() * plain.dense.dense_mlp.seconds +
+                  plain.dense.head.seconds,
+              1e-12 * tbo.step_seconds);
+  const int dense_layers = f.model.num_dense_layers();
+  EXPECT_NEAR(tbo.step_seconds,
+              layers * std::max(2.0 * compute, 2.0 * comm) + shorter +
+                  dense_layers * (2.0 * attention_half + plain.dense.dense_mlp.seconds) +
+                  plain.dense.head.seconds,
+              1e-12 * tbo.step_seconds);
   EXPECT_EQ(tbo.layout.full_name(), "ep16×tp1 deepep_normal tp_innermost tbo");
 }
 

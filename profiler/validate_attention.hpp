@@ -24,7 +24,7 @@ struct AttentionValidateOptions {
   /// sequences × context (what decode is costed by) fall between its pair counts.
   std::string contexts = "512,2048";
   std::string batches = "3,12";
-  std::string tp = "1";               ///< attention TP sizes whose per-rank heads run
+  std::string tp = "1";  ///< attention TP sizes whose per-rank heads run
   std::uint64_t seed = 20241120;
   double max_seconds = 3.0;
   std::string statistic = "median";

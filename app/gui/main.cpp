@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
   if (parser.isSet(phase)) {
     const int index = window.phaseCombo()->findText(parser.value(phase));
     if (index < 0) {
-      return fail(QStringLiteral("--phase: expected prefill or decode, got '%1'")
-                      .arg(parser.value(phase)));
+      return fail(
+          QStringLiteral("--phase: expected prefill or decode, got '%1'").arg(parser.value(phase)));
     }
     window.phaseCombo()->setCurrentIndex(index);
   }

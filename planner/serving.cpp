@@ -315,6 +315,16 @@ nlohmann::json instance_json(const PoolInstance& p, bool decode) {
           {decode ? "tpot_ms" : "step_ms", p.step_s * 1e3},
           {"requests_per_s", p.requests_per_s}};
 }
+/// The figures both deployments report.
+template <class Deployment>
+void add_figures(nlohmann::json& j, const Deployment& s) {
+  j["ttft_ms"] = s.ttft_s * 1e3;
+  j["tpot_ms"] = s.tpot_s * 1e3;
+  j["requests_per_s"] = s.requests_per_s;
+  j["gpus_used"] = s.gpus_used;
+  j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;
+  j["tokens_per_s_per_user"] = s.tokens_per_s_per_user;
+}
 }  // namespace
 
 nlohmann::json serving_to_json(const ServingPlan& plan) {
@@ -340,13 +350,8 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
                           {"prefill_instances", s.prefill_instances},
                           {"decode_instances", s.decode_instances},
                           {"kv_bytes_per_request", s.kv_bytes_per_request},
-                          {"kv_transfer_ms", s.kv_transfer_s * 1e3},
-                          {"ttft_ms", s.ttft_s * 1e3},
-                          {"tpot_ms", s.tpot_s * 1e3},
-                          {"requests_per_s", s.requests_per_s},
-                          {"gpus_used", s.gpus_used},
-                          {"tokens_per_s_per_gpu", s.tokens_per_s_per_gpu},
-                          {"tokens_per_s_per_user", s.tokens_per_s_per_user}};
+                          {"kv_transfer_ms", s.kv_transfer_s * 1e3}};
+    add_figures(j["disaggregated"], s);
   } else {
     j["disaggregated"] = nullptr;
   }
@@ -355,13 +360,8 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
     j["aggregated"] = {{"instance", instance_json(s.instance, true)},
                        {"instances", s.instances},
                        {"prefill_ms_per_prompt", s.prefill_s * 1e3},
-                       {"prefill_share", s.prefill_share},
-                       {"ttft_ms", s.ttft_s * 1e3},
-                       {"tpot_ms", s.tpot_s * 1e3},
-                       {"requests_per_s", s.requests_per_s},
-                       {"gpus_used", s.gpus_used},
-                       {"tokens_per_s_per_gpu", s.tokens_per_s_per_gpu},
-                       {"tokens_per_s_per_user", s.tokens_per_s_per_user}};
+                       {"prefill_share", s.prefill_share}};
+    add_figures(j["aggregated"], s);
   } else {
     j["aggregated"] = nullptr;
   }

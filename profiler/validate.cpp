@@ -47,19 +47,37 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int world) {
-  if (o.costs.empty())
-    return input_error("costs", ": expected the cost database written by profile");
-  const auto statistic = planner::parse_statistic(o.statistic);
-  if (!statistic) {
-    return input_error("statistic", ": expected median or p10, got '" + o.statistic + "'");
+Result<planner::CostStatistic> check_validate_basics(const std::string& costs,
+                                                     const std::string& statistic,
+                                                     double max_seconds,
+                                                     const std::string& backend) {
+  if (costs.empty()) return input_error("costs", ": expected the cost database written by profile");
+  const auto parsed = planner::parse_statistic(statistic);
+  if (!parsed) {
+    return input_error("statistic", ": expected median or p10, got '" + statistic + "'");
   }
-  if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
+  if (!(max_seconds > 0.0) || max_seconds > 600.0) {
     return input_error("max_seconds", ": expected a time per case in (0, 600] s");
   }
-  if (o.backend != "cpu" && o.backend != "cuda") {
-    return input_error("backend", " " + o.backend + ": expected cpu or cuda");
+  if (backend != "cpu" && backend != "cuda") {
+    return input_error("backend", " " + backend + ": expected cpu or cuda");
   }
+  return *parsed;
+}
+
+HarnessOptions validate_harness(double max_seconds) {
+  HarnessOptions h;
+  h.warmup = 1;
+  h.min_reps = 5;
+  h.max_reps = 50;
+  h.max_seconds = max_seconds;
+  h.min_sample_s = 0.0;
+  return h;
+}
+
+Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int world) {
+  const auto statistic = check_validate_basics(o.costs, o.statistic, o.max_seconds, o.backend);
+  if (!statistic) return statistic.error();
   if (o.backend == "cuda" && world > 1) {
     return input_error("backend",
                        " cuda on " + std::to_string(world) +
@@ -68,11 +86,7 @@ Result<ValidateRequest> make_validate_request(const ValidateOptions& o, int worl
   }
   ValidateRequest r;
   r.statistic = *statistic;
-  r.harness.warmup = 1;
-  r.harness.min_reps = 5;
-  r.harness.max_reps = 50;
-  r.harness.max_seconds = o.max_seconds;
-  r.harness.min_sample_s = 0.0;
+  r.harness = validate_harness(o.max_seconds);
   auto m = models::load_model(o.model);
   if (!m) return m.error();
   MOEPLAN_TRY_STATUS(models::apply_weights_choice(*m, o.weights));

@@ -65,25 +65,11 @@ constexpr long kMaxAttentionKeys = 1L << 22;
 
 Result<AttentionValidateRequest> make_attention_validate_request(
     const AttentionValidateOptions& o) {
-  if (o.costs.empty())
-    return input_error("costs", ": expected the cost database written by profile");
-  const auto statistic = planner::parse_statistic(o.statistic);
-  if (!statistic) {
-    return input_error("statistic", ": expected median or p10, got '" + o.statistic + "'");
-  }
-  if (!(o.max_seconds > 0.0) || o.max_seconds > 600.0) {
-    return input_error("max_seconds", ": expected a time per case in (0, 600] s");
-  }
-  if (o.backend != "cpu" && o.backend != "cuda") {
-    return input_error("backend", " " + o.backend + ": expected cpu or cuda");
-  }
+  const auto statistic = check_validate_basics(o.costs, o.statistic, o.max_seconds, o.backend);
+  if (!statistic) return statistic.error();
   AttentionValidateRequest r;
   r.statistic = *statistic;
-  r.harness.warmup = 1;
-  r.harness.min_reps = 5;
-  r.harness.max_reps = 50;
-  r.harness.max_seconds = o.max_seconds;
-  r.harness.min_sample_s = 0.0;
+  r.harness = validate_harness(o.max_seconds);
   auto m = models::load_model(o.model);
   if (!m) return m.error();
   r.model = *m;
@@ -218,8 +204,8 @@ Status add_attention_predictions(const AttentionValidateRequest& req,
   return Status::Ok();
 }
 
-AttentionValidateSummary summarize(const std::vector<AttentionValidateRow>& rows) {
-  AttentionValidateSummary s;
+ValidateSummary summarize(const std::vector<AttentionValidateRow>& rows) {
+  ValidateSummary s;
   std::vector<double> db, roof;
   for (const auto& r : rows) {
     if (!r.verified) {

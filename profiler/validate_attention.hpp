@@ -12,6 +12,7 @@
 #include "models/moe_model.hpp"
 #include "planner/costs/cost_setup.hpp"
 #include "profiler/harness.hpp"
+#include "profiler/validate.hpp"
 
 namespace moeplan::profiler {
 
@@ -80,13 +81,7 @@ Status add_attention_predictions(const AttentionValidateRequest& request,
                                  const planner::CostSetup& setup,
                                  std::vector<AttentionValidateRow>& rows);
 
-struct AttentionValidateSummary {
-  double median_abs_error = 0.0;
-  double worst_abs_error = 0.0;
-  double roofline_median_abs_error = 0.0;
-  double roofline_worst_abs_error = 0.0;
-  bool all_verified = true;
-};
-AttentionValidateSummary summarize(const std::vector<AttentionValidateRow>& rows);
+/// Median and worst |error| of the verified rows, against the database and the roofline.
+ValidateSummary summarize(const std::vector<AttentionValidateRow>& rows);
 
 }  // namespace moeplan::profiler

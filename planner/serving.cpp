@@ -85,6 +85,10 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
                        "{isl} N and {osl} M");
   }
   const int budget = req.gpu_budget > 0 ? req.gpu_budget : cluster.num_gpus();
+  if (cluster.num_gpus() < 2) {
+    return input_error("gpus", ": a disaggregated deployment needs at least 2 GPUs; " +
+                                   cluster.name() + " has " + std::to_string(cluster.num_gpus()));
+  }
   if (budget < 2 || budget > cluster.num_gpus()) {
     return input_error("gpus", ": a disaggregated deployment needs 2 to " +
                                    std::to_string(cluster.num_gpus()) + " GPUs of " +

@@ -8,6 +8,7 @@
 #include "models/registry.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/serving.hpp"
+#include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
 namespace {
@@ -138,6 +139,14 @@ TEST(Serving, BadRequestsNameTheInput) {
   EXPECT_NE(e.error().message.find("2 to 8 GPUs"), std::string::npos) << e.error().message;
   req.gpu_budget = 1;
   EXPECT_FALSE(plan_serving(f.model, f.cluster, f.costs, req).ok());
+  // A one-GPU cluster (local:1) cannot split into pools: said so, not "2 to 1 GPUs".
+  const auto one = local_cluster(1, f.cluster.device(), 2e-6);
+  ASSERT_TRUE(one.ok());
+  req.gpu_budget = 0;
+  e = plan_serving(f.model, *one, RooflineCosts(*one), req);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("needs at least 2 GPUs; local:1 has 1"), std::string::npos)
+      << e.error().message;
 }
 
 }  // namespace

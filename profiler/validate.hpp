@@ -79,14 +79,18 @@ HarnessOptions validate_harness(double max_seconds);
 /// The cases for `world` ranks; errors name the input (costs, layouts, tokens, ...).
 Result<ValidateRequest> make_validate_request(const ValidateOptions& options, int world);
 
-struct ValidateRow {
-  ValidateCase c;
+/// What the harness measured of one case (validate's and validate --attention's rows).
+struct MeasuredCase {
   double measured_s = 0.0;  ///< the request's statistic
   double p10_s = 0.0;
   double p90_s = 0.0;
   int reps = 0;
   bool verified = true;
   std::string verify_detail;
+};
+
+struct ValidateRow : MeasuredCase {
+  ValidateCase c;
   planner::LayerCost predicted;  ///< from the cost database
   planner::LayerCost roofline;
   kernels::PhaseTimes phases;

@@ -56,14 +56,8 @@ struct AttentionValidateRequest {
 Result<AttentionValidateRequest> make_attention_validate_request(
     const AttentionValidateOptions& options);
 
-struct AttentionValidateRow {
+struct AttentionValidateRow : MeasuredCase {
   AttentionValidateCase c;
-  double measured_s = 0.0;  ///< the request's statistic
-  double p10_s = 0.0;
-  double p90_s = 0.0;
-  int reps = 0;
-  bool verified = true;
-  std::string verify_detail;
   planner::CostEstimate predicted;  ///< from the cost database
   planner::CostEstimate roofline;
 };

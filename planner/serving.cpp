@@ -4,21 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <sstream>
 
 #include "models/units.hpp"
 
 namespace moeplan::planner {
 
 namespace {
-
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
 
 /// Plans of one request shape, made once each: (phase, GPUs, tokens per GPU) → plan or the
 /// reason it has none.
@@ -261,25 +252,25 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     return "disaggregated: " + std::to_string(s.prefill_instances) + " prefill × " +
            std::to_string(s.prefill.gpus) + " GPUs (" + s.prefill.layout.layout.shape_name() + " " +
            dispatcher_name(s.prefill.layout.layout.dispatcher) + ", " +
-           std::to_string(s.prefill.batch) + " prompts per step, TTFT " + fixed(s.ttft_s * 1e3, 1) +
-           " ms with " + fixed(s.kv_transfer_s * 1e3, 2) + " ms of KV transfer) + " +
-           std::to_string(s.decode_instances) + " decode × " + std::to_string(s.decode.gpus) +
-           " GPUs (" + s.decode.layout.layout.shape_name() + " " +
+           std::to_string(s.prefill.batch) + " prompts per step, TTFT " +
+           format_fixed(s.ttft_s * 1e3, 1) + " ms with " + format_fixed(s.kv_transfer_s * 1e3, 2) +
+           " ms of KV transfer) + " + std::to_string(s.decode_instances) + " decode × " +
+           std::to_string(s.decode.gpus) + " GPUs (" + s.decode.layout.layout.shape_name() + " " +
            dispatcher_name(s.decode.layout.layout.dispatcher) + ", " +
-           std::to_string(s.decode.batch) + " sequences per GPU, TPOT " + fixed(s.tpot_s * 1e3, 2) +
-           " ms): " + fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
-           fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user, " + std::to_string(s.gpus_used) +
-           " of " + std::to_string(budget) + " GPUs used";
+           std::to_string(s.decode.batch) + " sequences per GPU, TPOT " +
+           format_fixed(s.tpot_s * 1e3, 2) + " ms): " + format_fixed(s.tokens_per_s_per_gpu, 1) +
+           " tokens/s/GPU, " + format_fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user, " +
+           std::to_string(s.gpus_used) + " of " + std::to_string(budget) + " GPUs used";
   };
   const auto describe_agg = [&](const AggServing& s) {
     return "aggregated: " + std::to_string(s.instances) + " × " + std::to_string(s.instance.gpus) +
            " GPUs (" + s.instance.layout.layout.shape_name() + " " +
            dispatcher_name(s.instance.layout.layout.dispatcher) + ", " +
            std::to_string(s.instance.batch) + " sequences per GPU, " +
-           fixed(100.0 * s.prefill_share, 1) + "% of the time in prefill, TTFT " +
-           fixed(s.ttft_s * 1e3, 1) + " ms, TPOT " + fixed(s.tpot_s * 1e3, 2) +
-           " ms): " + fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
-           fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user";
+           format_fixed(100.0 * s.prefill_share, 1) + "% of the time in prefill, TTFT " +
+           format_fixed(s.ttft_s * 1e3, 1) + " ms, TPOT " + format_fixed(s.tpot_s * 1e3, 2) +
+           " ms): " + format_fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
+           format_fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user";
   };
   if (out.disaggregated) out.reasons.push_back(describe_disagg(*out.disaggregated));
   if (out.aggregated) out.reasons.push_back(describe_agg(*out.aggregated));
@@ -287,7 +278,7 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     const double d = out.disaggregated->requests_per_s, a = out.aggregated->requests_per_s;
     out.recommended = d >= a ? "disaggregated" : "aggregated";
     out.reasons.push_back(out.recommended + " serves " +
-                          fixed(100.0 * (std::max(d, a) / std::min(d, a) - 1.0), 1) +
+                          format_fixed(100.0 * (std::max(d, a) / std::min(d, a) - 1.0), 1) +
                           "% more tokens/s on the " + std::to_string(budget) + " GPUs");
   } else if (out.disaggregated || out.aggregated) {
     out.recommended = out.disaggregated ? "disaggregated" : "aggregated";

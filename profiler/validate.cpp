@@ -38,13 +38,6 @@ Result<planner::LayerCost> predict(const ValidateRequest& req, const planner::Cl
   return lc->per_layer;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 Result<planner::CostStatistic> check_validate_basics(const std::string& costs,
@@ -233,20 +226,29 @@ double relative_error(double predicted, double measured) {
   return measured > 0.0 ? (predicted - measured) / measured : 0.0;
 }
 
+ValidateSummary summarize_errors(const std::vector<double>& db, const std::vector<double>& roof,
+                                 bool all_verified) {
+  const auto worst = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+  };
+  ValidateSummary s;
+  s.median_abs_error = profiler::summarize(db).median_s;
+  s.roofline_median_abs_error = profiler::summarize(roof).median_s;
+  s.worst_abs_error = worst(db);
+  s.roofline_worst_abs_error = worst(roof);
+  s.all_verified = all_verified;
+  return s;
+}
+
 ValidateSummary summarize(const std::vector<ValidateRow>& rows) {
   std::vector<double> err_db, err_roof;
-  ValidateSummary s;
+  bool all_verified = true;
   for (const auto& r : rows) {
     err_db.push_back(std::abs(relative_error(r.predicted.total(), r.measured_s)));
     err_roof.push_back(std::abs(relative_error(r.roofline.total(), r.measured_s)));
-    s.all_verified = s.all_verified && r.verified;
+    all_verified = all_verified && r.verified;
   }
-  s.median_abs_error = median(err_db);
-  s.roofline_median_abs_error = median(err_roof);
-  s.worst_abs_error = err_db.empty() ? 0.0 : *std::max_element(err_db.begin(), err_db.end());
-  s.roofline_worst_abs_error =
-      err_roof.empty() ? 0.0 : *std::max_element(err_roof.begin(), err_roof.end());
-  return s;
+  return summarize_errors(err_db, err_roof, all_verified);
 }
 
 std::string source_summary(const planner::LayerCost& c) {

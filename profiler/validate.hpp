@@ -120,6 +120,9 @@ struct ValidateSummary {
   bool all_verified = true;
 };
 ValidateSummary summarize(const std::vector<ValidateRow>& rows);
+/// The summary of |relative errors| against the database and the roofline (medians and worst).
+ValidateSummary summarize_errors(const std::vector<double>& db, const std::vector<double>& roof,
+                                 bool all_verified);
 
 /// "db-exact:5 db-interp:9 ..." over the six items of a layer cost.
 std::string source_summary(const planner::LayerCost& cost);

@@ -50,13 +50,6 @@ std::string case_text(const AttentionValidateCase& c) {
          std::to_string(c.context);
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /// The largest prompt or batch·context a case may have: the CPU's score tile is bounded, but
 /// K and V of a case are held whole.
 constexpr long kMaxAttentionKeys = 1L << 22;
@@ -205,21 +198,17 @@ Status add_attention_predictions(const AttentionValidateRequest& req,
 }
 
 ValidateSummary summarize(const std::vector<AttentionValidateRow>& rows) {
-  ValidateSummary s;
   std::vector<double> db, roof;
+  bool all_verified = true;
   for (const auto& r : rows) {
     if (!r.verified) {
-      s.all_verified = false;
+      all_verified = false;
       continue;
     }
     db.push_back(std::abs(relative_error(r.predicted.seconds, r.measured_s)));
     roof.push_back(std::abs(relative_error(r.roofline.seconds, r.measured_s)));
   }
-  s.median_abs_error = median(db);
-  s.roofline_median_abs_error = median(roof);
-  s.worst_abs_error = db.empty() ? 0.0 : *std::max_element(db.begin(), db.end());
-  s.roofline_worst_abs_error = roof.empty() ? 0.0 : *std::max_element(roof.begin(), roof.end());
-  return s;
+  return summarize_errors(db, roof, all_verified);
 }
 
 }  // namespace moeplan::profiler

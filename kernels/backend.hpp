@@ -40,6 +40,8 @@ enum class BackendOp : std::uint8_t {
   kSharedExpert,
   kGemmFp8Block,  ///< gemm_fp8 (OpQuery::dtype kFp8)
   kAttention,
+  kRmsNorm,
+  kRope,
 };
 
 /// What can_implement is asked: an op on a storage dtype.
@@ -194,6 +196,20 @@ class Backend {
   virtual void attention(const OpContext& ctx, const AttentionShape& shape,
                          std::span<const float> q, std::span<const float> k,
                          std::span<const float> v, DType dtype, std::span<float> out) = 0;
+
+  /// RMSNorm of `rows` rows of `width` values of `dtype`: out = x / √(mean(x²) + eps) · weight,
+  /// in fp32, stored in `dtype` (kernels/norm_rope.hpp).
+  virtual void rms_norm(const OpContext& ctx, std::span<const float> x, int rows, int width,
+                        std::span<const float> weight, float eps, DType dtype,
+                        std::span<float> out) = 0;
+
+  /// NeoX-style rotary embedding of `rows` tokens × `heads` heads of `head_dim`, read with
+  /// `in_ld` floats between rows (a part of a fused projection's output), the first `rot_dim`
+  /// values of each head rotated by the fp32 cos/sin cache row of the token's position
+  /// (rope_cos_sin_cache), written contiguous [rows][heads][head_dim] in `dtype`.
+  virtual void rope(const OpContext& ctx, std::span<const float> in, int in_ld, int rows, int heads,
+                    int head_dim, int rot_dim, std::span<const int> positions,
+                    std::span<const float> cos_sin, DType dtype, std::span<float> out) = 0;
 
   /// Shared expert on every token: out[T][H] = (sigmoid(x·gate) if gated) · MLP(x), fp32.
   /// With a tp-slice, the caller sums the partials over tp; `gate` may be empty.

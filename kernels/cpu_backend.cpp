@@ -11,6 +11,7 @@
 #include "kernels/dtype_convert.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/layer_ops.hpp"
+#include "kernels/norm_rope.hpp"
 #include "kernels/router_math.hpp"
 
 namespace moeplan::kernels {
@@ -59,6 +60,18 @@ class CpuBackend final : public Backend {
                  std::span<const float> k, std::span<const float> v, DType dtype,
                  std::span<float> out) override {
     attention_cpu(shape, q, k, v, dtype, out);
+  }
+
+  void rms_norm(const OpContext&, std::span<const float> x, int rows, int width,
+                std::span<const float> weight, float eps, DType dtype,
+                std::span<float> out) override {
+    rms_norm_cpu(x, rows, width, weight, eps, dtype, out);
+  }
+
+  void rope(const OpContext&, std::span<const float> in, int in_ld, int rows, int heads,
+            int head_dim, int rot_dim, std::span<const int> positions,
+            std::span<const float> cos_sin, DType dtype, std::span<float> out) override {
+    rope_cpu(in, in_ld, rows, heads, head_dim, rot_dim, positions, cos_sin, dtype, out);
   }
 
   void silu_mul(const OpContext&, std::span<const float> gate_up, int rows, int width, DType dtype,

@@ -85,6 +85,8 @@ Status read_attention(const JsonReader& r, MoeModel& m) {
   at.num_heads = static_cast<int>(v);
   MOEPLAN_ASSIGN(v, r.integer_or("num_key_value_heads", at.num_heads, 1, at.num_heads));
   at.num_kv_heads = static_cast<int>(v);
+  MOEPLAN_ASSIGN(at.rope_theta, r.number_or("rope_theta", 10000.0, 1.0, 1e12));
+  MOEPLAN_ASSIGN(at.rms_norm_eps, r.number_or("rms_norm_eps", 1e-6, 1e-12, 1e-1));
   if (at.num_heads % at.num_kv_heads != 0) {
     return r.error("num_key_value_heads",
                    "expected a divisor of num_attention_heads=" + std::to_string(at.num_heads) +

@@ -48,14 +48,16 @@ struct AttentionSpec {
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  bool qkv_bias = false;     ///< Qwen2-MoE: q/k/v projections carry a bias
-  bool qk_norm = false;      ///< Qwen3: RMSNorm on q and k per head
-  bool mla = false;          ///< DeepSeek multi-head latent attention
-  int q_lora_rank = 0;       ///< MLA; 0 when q is projected directly (V2-Lite)
-  int kv_lora_rank = 0;      ///< MLA
-  int qk_nope_head_dim = 0;  ///< MLA
-  int qk_rope_head_dim = 0;  ///< MLA
-  int v_head_dim = 0;        ///< MLA
+  bool qkv_bias = false;        ///< Qwen2-MoE: q/k/v projections carry a bias
+  bool qk_norm = false;         ///< Qwen3: RMSNorm on q and k per head
+  bool mla = false;             ///< DeepSeek multi-head latent attention
+  int q_lora_rank = 0;          ///< MLA; 0 when q is projected directly (V2-Lite)
+  int kv_lora_rank = 0;         ///< MLA
+  int qk_nope_head_dim = 0;     ///< MLA
+  int qk_rope_head_dim = 0;     ///< MLA
+  int v_head_dim = 0;           ///< MLA
+  double rope_theta = 10000.0;  ///< RoPE base (config rope_theta; HF's default 10000)
+  double rms_norm_eps = 1e-6;   ///< RMSNorm epsilon (config rms_norm_eps; HF's default 1e-6)
 
   /// Parameters of one attention block (projections and their norms).
   std::int64_t parameters(std::int64_t hidden_size) const;

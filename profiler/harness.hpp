@@ -101,6 +101,16 @@ struct SweepSpec {
   kernels::Fp8Act fp8_act;
   /// The attention core's shapes on the ranks of every tp (the model's heads, unscaled).
   std::vector<AttentionSweepShape> attention;
+  /// (n, k) of the attention projections and dense MLP GEMMs on the ranks of every tp
+  /// (planner::dense_gemm_shapes of the scaled model).
+  std::vector<std::pair<int, int>> projections;
+  /// RoPE as one tp-1 rank runs it per token: `rope_heads` heads (query and key) of
+  /// `rope_head_dim`, the first `rope_rot_dim` rotated; 0 heads: the model has no attention.
+  int rope_heads = 0;
+  int rope_head_dim = 0;
+  int rope_rot_dim = 0;
+  double rope_theta = 10000.0;
+  float norm_eps = 1e-6F;
   int max_rows = 4096;                    ///< GEMM rows up to this
   double min_bytes = 256.0;               ///< elementwise and collective sizes from this
   double max_bytes = 64.0 * 1024 * 1024;  ///< up to this (capped by memory)

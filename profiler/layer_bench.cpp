@@ -72,8 +72,12 @@ class LayerCase final : public OpCase {
 }  // namespace
 
 std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens) {
+  return routed_counts_of(spec, kernels::make_input(spec, 0, num_tokens), num_tokens);
+}
+
+std::vector<double> routed_counts_of(const kernels::LayerSpec& spec, std::span<const float> x,
+                                     int num_tokens) {
   auto be = kernels::make_cpu_backend();
-  const std::vector<float> x = kernels::make_input(spec, 0, num_tokens);
   const std::vector<float> w = kernels::make_router_weight(spec);
   const std::vector<float> bias = kernels::make_score_bias(spec);
   std::vector<float> logits(static_cast<std::size_t>(num_tokens) *

@@ -3,6 +3,7 @@
 // reference before it is timed.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "kernels/moe_layer.hpp"
@@ -13,6 +14,9 @@ namespace moeplan::profiler {
 /// Routed (token, expert) pairs per expert when the layer routes its `num_tokens` inputs: the
 /// expert load the layer really sees (every rank computes the same counts).
 std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens);
+/// The same for the inputs x[num_tokens][H] (a decoder layer's normed attention output).
+std::vector<double> routed_counts_of(const kernels::LayerSpec& spec, std::span<const float> x,
+                                     int num_tokens);
 
 struct LayerMeasurement {
   Measurement measurement;     ///< the slowest rank's layer time per repetition

@@ -19,7 +19,11 @@ inline std::size_t usz(long v) { return static_cast<std::size_t>(v); }
 /// Operand copies rotated so their total exceeds a core's caches (L2 is 1–4 MiB per core on
 /// current server CPUs; the layer's local experts span tens of MiB and stream through the caches
 /// between two uses of any activation buffer).
-constexpr std::size_t kColdBytes = 64UL * 1024 * 1024;
+/// NOTE: 64 MiB (twice this machine's 32 MiB L3) was not enough for the one-row expert GEMMs of
+/// decode: a rotation of 6 × 12.6 MiB weights (Qwen3-30B-A3B's gate/up) measured the GEMV 12–18%
+/// faster than with 256 MiB, and the one-token MoE layer came out 13% slower than predicted
+/// (docs/BENCHMARKS.md, "The whole decoder layer"). Rows ≥ 2 (Eigen's GEMM path) did not move.
+constexpr std::size_t kColdBytes = 256UL * 1024 * 1024;
 
 /// How many copies of a `bytes` operand make a rotation cold (1 when one copy is already larger
 /// than kColdBytes; at most `cap`).

@@ -1,7 +1,9 @@
 // GEMM: the (m, n, k) shapes the cost model asks for, run through the profiled backend's own
 // calls — router_logits for the router (n = E, k = H), gemm into fp32 for gate/up
 // (n = 2·width, k = H; SiLU·mul rounds their output), and gemm stored in the storage dtype for
-// down projections (n = H, k = width; the layer rounds before its TP reduction).
+// down projections (n = H, k = width; the layer rounds before its TP reduction); and gemm stored
+// in the storage dtype for the attention projections and dense MLP layers (weights cold, as
+// every layer's stream through the caches; input and output hot, as the ops beside them).
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -16,13 +18,14 @@ namespace moeplan::profiler {
 
 namespace {
 
-enum class Role { kRouter, kGateUp, kDown };
+enum class Role { kRouter, kGateUp, kDown, kProjection };
 
 std::string role_kernel(const std::string& backend, Role r) {
   switch (r) {
     case Role::kRouter: return backend + " router_logits (fp32 out)";
     case Role::kGateUp: return backend + " gemm (fp32 out)";
     case Role::kDown: return backend + " gemm (out stored in dtype)";
+    case Role::kProjection: return backend + " gemm (projection, out stored in dtype)";
   }
   return "?";
 }
@@ -44,8 +47,9 @@ std::string fp8_scales_text(const SweepSpec& s) {
 /// The kernel of an fp8 expert GEMM point: gate/up as the layer runs it (two parts, gate and
 /// up, each with its own scales), down as one part.
 std::string fp8_kernel(const std::string& backend, Role r, const SweepSpec& s) {
-  return backend + " gemm_fp8 " + (r == Role::kDown ? "down" : "gate/up (2 parts)") + " (" +
-         fp8_scales_text(s) + ")";
+  const char* what =
+      r == Role::kGateUp ? "gate/up (2 parts)" : (r == Role::kDown ? "down" : "projection");
+  return backend + " gemm_fp8 " + what + " (" + fp8_scales_text(s) + ")";
 }
 
 /// The scale blocks of one stored part [k][part_cols], as kernels/layer_spec makes an expert's.
@@ -64,7 +68,7 @@ class Fp8GemmCase final : public OpCase {
     a_ = random_values(DType::kBf16, usz(m) * usz(k), 1);
     // A static scale is calibrated on the input itself (its amax, as a calibration run would).
     if (act_.kind == kernels::Fp8Act::Kind::kStatic) act_.scale = kernels::calibrated_scale(a_);
-    const int parts = role == Role::kDown ? 1 : 2;
+    const int parts = role == Role::kGateUp ? 2 : 1;
     part_cols_ = n / parts;
     std::tie(block_rows_, block_cols_) = fp8_part_blocks(s, k, part_cols_);
     // Cold weights, as the layer streams every local expert's once per forward (GemmCase).
@@ -73,10 +77,9 @@ class Fp8GemmCase final : public OpCase {
     const std::size_t elems =
         static_cast<std::size_t>(std::max(k, 0)) * static_cast<std::size_t>(std::max(n, 0));
     const std::size_t copies = cold_copies(elems, 64);
-    for (std::size_t i = 0; i < copies; ++i) {
+    {
       Weights w;
-      w.values =
-          random_values(DType::kBf16, elems, static_cast<std::uint32_t>(100 + i), -0.1F, 0.1F);
+      w.values = random_values(DType::kBf16, elems, 100, -0.1F, 0.1F);
       w.codes = std::vector<std::uint8_t>(elems);
       w.scales.resize(usz(parts));
       // Each part [k][part_cols] quantized in its scale blocks (the kernels' stored
@@ -87,6 +90,7 @@ class Fp8GemmCase final : public OpCase {
       }
       pool_.push_back(std::move(w));
     }
+    for (std::size_t i = 1; i < copies; ++i) pool_.push_back(pool_.front());  // other addresses
     c_.assign(usz(m) * usz(n), 0.0F);
   }
 
@@ -158,9 +162,10 @@ class GemmCase final : public OpCase {
     // caches measures that; the router's weight is reused by every row and stays hot.
     const std::size_t b_bytes = usz(k) * usz(n) * sizeof(float);
     const std::size_t copies = role == Role::kRouter ? 1 : cold_copies(b_bytes, 64);
-    for (std::size_t i = 0; i < copies; ++i) {
-      b_pool_.push_back(random_values(dtype, usz(k) * usz(n), static_cast<std::uint32_t>(100 + i)));
-    }
+    // Copies of one matrix at other addresses are as cold as distinct values, and copying is
+    // far cheaper than generating 256 MiB of values per point.
+    b_pool_.push_back(random_values(dtype, usz(k) * usz(n), 100));
+    for (std::size_t i = 1; i < copies; ++i) b_pool_.push_back(b_pool_.front());
     // NOTE: so are the activations at the ends of the expert MLP: the rows a gate/up GEMM reads
     // were unpacked before the previous experts' weights went through the caches, and a down
     // GEMM writes into the layer's output buffer, which the combine reads long after. The
@@ -192,7 +197,7 @@ class GemmCase final : public OpCase {
       kernels::UninitVector<float> gu(usz(m_) * usz(n_));
       backend_.gemm(kernels::OpContext{}, a_span, m_, k_, b, n_, dtype_, DType::kFp32, gu);
       fresh_ = std::move(gu);
-    } else {
+    } else {  // down and projections: stored in the dtype
       backend_.gemm(kernels::OpContext{}, a_span, m_, k_, b, n_, dtype_, dtype_, c_out);
     }
     if (fault_) out()[c_out.size() / 2] += 1.0F;
@@ -215,7 +220,8 @@ class GemmCase final : public OpCase {
         ref += t;
         abs_sum += std::abs(t);
       }
-      const DType out_dtype = role_ == Role::kDown ? dtype_ : DType::kFp32;
+      const DType out_dtype =
+          role_ == Role::kDown || role_ == Role::kProjection ? dtype_ : DType::kFp32;
       const double tol = sum_tolerance(out_dtype, k_, abs_sum, ref);
       const double got = out()[usz(idx)];
       if (!(std::abs(got - ref) <= tol)) {
@@ -261,6 +267,7 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
       add(s.hidden, s.shared_width / tp, Role::kDown);
     }
   }
+  for (const auto& [n, k] : s.projections) add(n, k, Role::kProjection);
   std::vector<OpPoint> out;
   for (const DType dt : s.dtypes) {
     for (const auto& [n, k, role] : shapes) {
@@ -296,7 +303,7 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
         p.shape = shape_text({{"m", m}, {"n", n}, {"k", k}});
         p.flops = 2.0 * m * n * static_cast<double>(k);
         // fp8 weights with their fp32 scales, fp32 activations in and out (quantized inside).
-        const int parts = role == Role::kDown ? 1 : 2;
+        const int parts = role == Role::kGateUp ? 2 : 1;
         const auto [br, bc] = fp8_part_blocks(s, k, n / parts);
         const double scales =
             static_cast<double>(parts) * ((k + br - 1) / br) * ((n / parts + bc - 1) / bc);
@@ -319,7 +326,7 @@ OpTable gemm_op() {
   t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
               kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
     const int n = static_cast<int>(p.n), k = static_cast<int>(p.k);
-    for (const Role r : {Role::kGateUp, Role::kDown}) {
+    for (const Role r : {Role::kGateUp, Role::kDown, Role::kProjection}) {
       if (s.fp8_scheme != WeightScheme::kPlain && p.kernel == fp8_kernel(s.backend, r, s)) {
         MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kGemmFp8Block, p.dtype));
         return std::unique_ptr<OpCase>(
@@ -327,7 +334,7 @@ OpTable gemm_op() {
       }
     }
     Role role = Role::kGateUp;
-    for (const Role r : {Role::kRouter, Role::kGateUp, Role::kDown}) {
+    for (const Role r : {Role::kRouter, Role::kGateUp, Role::kDown, Role::kProjection}) {
       if (p.kernel == role_kernel(s.backend, r)) role = r;
     }
     MOEPLAN_TRY_STATUS(backend_supports(

@@ -13,6 +13,8 @@ OpTable silu_mul_op();
 OpTable sigmoid_gate_op();
 OpTable combine_sum_op();
 OpTable attention_op();
+OpTable norm_op();  ///< RMSNorm over hidden-wide rows (op_norm_rope.cpp)
+OpTable rope_op();  ///< RoPE over a fused projection's q and k heads
 /// An attention point's shape text: decode, tokens (prompt tokens or sequences), context, heads,
 /// kv_heads, qk, v.
 std::string attention_point_shape(const AttentionSweepShape& a, int tokens, int context);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/moe_layer.hpp"
+#include "models/scaled_model.hpp"
 #include "planner/costs/cost_model.hpp"
 #include "profiler/ops.hpp"
 
@@ -12,11 +13,11 @@ namespace moeplan::profiler {
 
 const std::vector<OpTable>& all_ops() {
   static const std::vector<OpTable> ops = {
-      gemm_op(),          router_topk_op(),    permute_op(),        stage_op(),
-      silu_mul_op(),      sigmoid_gate_op(),   combine_sum_op(),    attention_op(),
-      quantize_fp8_op(),  dequantize_fp8_op(), combine_reduce_op(), all_to_all_op(),
-      all_to_all_v_op(),  all_gather_op(),     all_gather_v_op(),   all_reduce_op(),
-      reduce_scatter_op()};
+      gemm_op(),           router_topk_op(),  permute_op(),       stage_op(),
+      silu_mul_op(),       sigmoid_gate_op(), combine_sum_op(),   attention_op(),
+      norm_op(),           rope_op(),         quantize_fp8_op(),  dequantize_fp8_op(),
+      combine_reduce_op(), all_to_all_op(),   all_to_all_v_op(),  all_gather_op(),
+      all_gather_v_op(),   all_reduce_op(),   reduce_scatter_op()};
   return ops;
 }
 
@@ -83,6 +84,26 @@ Result<SweepSpec> make_sweep(const models::MoeModel& model, const SweepRequest& 
       }
     }
   }
+  // The projections and dense MLP GEMMs of every tp, on the model as the planner prices it
+  // (widths divided by the scale); RoPE's heads on a tp-1 rank.
+  auto scaled = models::scale_model(model, r.scale);
+  if (!scaled) return scaled.error();
+  for (const int tp : s.tp_sizes) {
+    for (const auto& nk : planner::dense_gemm_shapes(*scaled, tp)) {
+      if (std::find(s.projections.begin(), s.projections.end(), nk) == s.projections.end()) {
+        s.projections.push_back(nk);
+      }
+    }
+  }
+  const auto& a = model.attention;
+  if (a.num_heads > 0) {
+    s.rope_heads = a.mla ? a.num_heads + 1 : a.num_heads + a.num_kv_heads;
+    s.rope_head_dim = a.mla ? a.qk_rope_head_dim : a.head_dim;
+    s.rope_rot_dim = s.rope_head_dim - s.rope_head_dim % 2;
+    if (s.rope_rot_dim < 2) s.rope_heads = 0;
+  }
+  s.rope_theta = a.rope_theta;
+  s.norm_eps = static_cast<float>(a.rms_norm_eps);
   for (int g = 2; g <= r.world_size; ++g) {
     if (r.world_size % g == 0) s.group_sizes.push_back(g);
   }

@@ -3,11 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "kernels/case_lists.hpp"
+#include "kernels/communicator.hpp"
+#include "kernels/moe_layer.hpp"
 #include "models/registry.hpp"
 #include "planner/costs/cost_model.hpp"
+#include "planner/topology/local_cluster.hpp"
+#include "profiler/decoder_block.hpp"
 #include "profiler/ops.hpp"
 #include "profiler/sweep.hpp"
 #include "profiler/validate.hpp"
@@ -44,6 +49,20 @@ Result<std::vector<int>> parse_ints(const std::string& text, const std::string& 
   return out;
 }
 
+/// Counts of each source in '+'-joined source lists, "db:3 roofline:1".
+std::string count_sources(const std::vector<const std::string*>& lists) {
+  std::map<std::string, int> n;
+  for (const std::string* l : lists) {
+    std::stringstream ss(*l);
+    for (std::string s; std::getline(ss, s, '+');) {
+      if (!s.empty()) ++n[s];
+    }
+  }
+  std::string out;
+  for (const auto& [k, v] : n) out += (out.empty() ? "" : " ") + k + ":" + std::to_string(v);
+  return out;
+}
+
 std::string case_text(const AttentionValidateCase& c) {
   return std::string(c.decode ? "decode" : "prefill") + " tp" + std::to_string(c.tp) + " " +
          std::to_string(c.tokens) + (c.decode ? " seqs" : " tokens") + " context " +
@@ -56,11 +75,32 @@ constexpr long kMaxAttentionKeys = 1L << 22;
 
 }  // namespace
 
+std::string scope_name(AttentionScope s) {
+  switch (s) {
+    case AttentionScope::kCore: return "core";
+    case AttentionScope::kBlock: return "block";
+    case AttentionScope::kLayer: return "layer";
+  }
+  return "?";
+}
+
 Result<AttentionValidateRequest> make_attention_validate_request(
     const AttentionValidateOptions& o) {
   const auto statistic = check_validate_basics(o.costs, o.statistic, o.max_seconds, o.backend);
   if (!statistic) return statistic.error();
   AttentionValidateRequest r;
+  if (o.scope == "core") {
+    r.scope = AttentionScope::kCore;
+  } else if (o.scope == "block") {
+    r.scope = AttentionScope::kBlock;
+  } else if (o.scope == "layer") {
+    r.scope = AttentionScope::kLayer;
+  } else {
+    return input_error("scope", ": expected core, block or layer, got '" + o.scope + "'");
+  }
+  if (!o.weights.empty() && r.scope != AttentionScope::kLayer) {
+    return input_error("weights", ": the MoE layer's weight format applies to --scope layer only");
+  }
   r.statistic = *statistic;
   r.harness = validate_harness(o.max_seconds);
   auto m = models::load_model(o.model);
@@ -74,6 +114,35 @@ Result<AttentionValidateRequest> make_attention_validate_request(
     r.dtype = dt->front();
   }
   r.model.dtype = r.dtype;
+  if (r.scope != AttentionScope::kCore) {
+    if (const std::string p = decoder_block_problem(*m); !p.empty()) {
+      return input_error("scope", " " + scope_name(r.scope) + ": " + p);
+    }
+    if (o.tp != "1") {
+      return input_error("tp", " " + o.tp + ": --scope " + scope_name(r.scope) +
+                                   " runs one rank of attention TP 1 (the block's TP all-reduce "
+                                   "needs the ranks); expected 1, or --scope core for other tp");
+    }
+  }
+  if (r.scope == AttentionScope::kLayer) {
+    MOEPLAN_TRY_STATUS(models::apply_weights_choice(r.model, o.weights));
+    r.model.weights = kernels::kernel_run_format(r.model.weights);
+    auto spec = kernels::LayerSpec::from_model(r.model, 1, r.dtype, o.seed);
+    if (!spec) return spec.error();
+    MOEPLAN_TRY_STATUS(kernels::apply_weight_format(*spec, r.model.weights));
+    // Every expert's weights are held as fp32 on the one rank: refuse what the host cannot hold.
+    const double bytes =
+        4.0 * 3.0 * static_cast<double>(spec->num_experts) * spec->hidden * spec->intermediate +
+        4.0 * 3.0 * static_cast<double>(spec->hidden) * spec->shared_intermediate;
+    const double memory = planner::host_memory_bytes();
+    if (memory > 0.0 && bytes > 0.5 * memory) {
+      return input_error("scope", " layer: " + m->name + "'s MoE layer holds " +
+                                      std::to_string(std::lround(bytes / 1e9)) +
+                                      " GB of fp32 expert weights on one rank, over half of this "
+                                      "host's memory; expected --scope block, or a smaller model");
+    }
+    r.moe = std::move(*spec);
+  }
   if (m->attention.num_heads < 1) {
     return Error{m->source_path +
                      ": {num_attention_heads} not given; expected the model's "
@@ -153,6 +222,40 @@ std::vector<AttentionValidateRow> run_attention_validate(
   int done = 0;
   for (const auto& c : req.cases) {
     if (stop && stop()) break;
+    if (req.scope != AttentionScope::kCore) {
+      AttentionValidateRow row;
+      row.c = c;
+      const DecoderCaseShape shape{c.decode, c.tokens, c.context};
+      auto measure_case = [&](kernels::Communicator* world) {
+        auto dc = make_decoder_case(req.model, req.dtype, shape, req.moe ? &*req.moe : nullptr,
+                                    world, *backend);
+        if (!dc) {
+          row.verified = false;
+          row.verify_detail = dc.error().message;
+          return;
+        }
+        const Measurement m = measure(**dc, nullptr, harness);
+        row.verified = m.disposition == planner::Disposition::kPassed;
+        row.verify_detail = m.detail;
+        row.measured_s =
+            req.statistic == planner::CostStatistic::kP10 ? m.stats.p10_s : m.stats.median_s;
+        row.p10_s = m.stats.p10_s;
+        row.p90_s = m.stats.p90_s;
+        row.reps = m.stats.repetitions;
+        if (row.verified) row.routed = (*dc)->routed_counts();
+      };
+      if (req.scope == AttentionScope::kLayer) {
+        kernels::run_in_process(1, [&](kernels::Communicator& world) { measure_case(&world); });
+      } else {
+        measure_case(nullptr);
+      }
+      rows.push_back(std::move(row));
+      if (progress) {
+        progress(++done, static_cast<int>(req.cases.size()),
+                 scope_name(req.scope) + " " + case_text(c));
+      }
+      continue;
+    }
     SweepSpec spec;
     spec.attention = {c.shape};
     OpPoint p;
@@ -181,9 +284,59 @@ std::vector<AttentionValidateRow> run_attention_validate(
   return rows;
 }
 
+namespace {
+
+/// The planner's attention block (block) or decoder layer (layer: the block and the MoE layer
+/// with the load the measured layer routed) of one case from `costs`: cost_layout of 1×1 on the
+/// request's one-rank cluster, a workload of the case's tokens and context.
+Result<planner::CostEstimate> predict_block(const AttentionValidateRequest& req,
+                                            const planner::Cluster& cluster,
+                                            const planner::CostSource& costs,
+                                            const AttentionValidateRow& r) {
+  planner::Workload w;
+  w.phase = r.c.decode ? planner::Phase::kDecode : planner::Phase::kPrefill;
+  w.tokens_per_gpu = r.c.tokens;
+  w.isl = r.c.context;  // decode: the context every sequence's new token sees (osl 0)
+  w.osl = 0;
+  planner::ExpertLoad load = planner::ExpertLoad::uniform(1, req.model.num_experts);
+  if (req.scope == AttentionScope::kLayer) {
+    load.source = "routed by the layer's router on the attention block's output";
+    load.counts = {r.routed};
+  }
+  planner::CostContext ctx{req.model, cluster, costs, w, load, {}};
+  auto lc = planner::cost_layout(ctx, planner::Layout::of(1, 1));
+  if (!lc) return lc.error();
+  planner::CostEstimate e;
+  e.seconds = lc->dense.attention.seconds;
+  std::vector<const std::string*> sources = {&lc->dense.attention.source};
+  if (req.scope == AttentionScope::kLayer) {
+    e.seconds += lc->per_layer.total();
+    for (const auto* item : {&lc->per_layer.router, &lc->per_layer.dispatch, &lc->per_layer.experts,
+                             &lc->per_layer.combine, &lc->per_layer.tp, &lc->per_layer.shared}) {
+      sources.push_back(&item->source);
+    }
+  }
+  e.source = count_sources(sources);
+  return e;
+}
+
+}  // namespace
+
 Status add_attention_predictions(const AttentionValidateRequest& req,
                                  const planner::CostSetup& setup,
                                  std::vector<AttentionValidateRow>& rows) {
+  if (req.scope != AttentionScope::kCore) {
+    for (auto& r : rows) {
+      if (req.scope == AttentionScope::kLayer && r.routed.empty()) continue;  // not verified
+      auto p = predict_block(req, *setup.cluster, setup.costs(), r);
+      if (!p) return p.error();
+      auto f = predict_block(req, *setup.cluster, *setup.roofline, r);
+      if (!f) return f.error();
+      r.predicted = *p;
+      r.roofline = *f;
+    }
+    return Status::Ok();
+  }
   for (auto& r : rows) {
     const planner::AttentionQuery q =
         planner::attention_core_query(req.model, r.c.tp, r.c.decode, r.c.tokens, r.c.context);

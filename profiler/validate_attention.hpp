@@ -4,11 +4,14 @@
 // the attention figures of a plan, as `validate` checks the MoE layer's.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kernels/layer_spec.hpp"
 #include "models/moe_model.hpp"
 #include "planner/costs/cost_setup.hpp"
 #include "profiler/harness.hpp"
@@ -30,7 +33,15 @@ struct AttentionValidateOptions {
   double max_seconds = 3.0;
   std::string statistic = "median";
   std::string backend = "cpu";
+  /// core: the attention core alone; block: the whole attention block (norms, projections,
+  /// RoPE, core; decoder_block.hpp); layer: the block and the model's MoE layer after it, the
+  /// whole decoder layer. block and layer run tp 1 on one rank.
+  std::string scope = "core";
+  std::string weights;  ///< layer: the MoE layer's weight format ("" = the model's)
 };
+
+enum class AttentionScope : std::uint8_t { kCore, kBlock, kLayer };
+std::string scope_name(AttentionScope s);  ///< "core", "block", "layer"
 
 struct AttentionValidateCase {
   int tp = 1;
@@ -48,6 +59,9 @@ struct AttentionValidateRequest {
   planner::CostStatistic statistic = planner::CostStatistic::kMedian;
   std::shared_ptr<kernels::Backend> backend;  ///< made with the request
   std::string cluster = "local:1";            ///< one rank: the core has no communication
+  AttentionScope scope = AttentionScope::kCore;
+  /// layer: the MoE layer's spec (scale 1, the request's dtype, the weight format).
+  std::optional<kernels::LayerSpec> moe;
 };
 
 /// The cases; errors name the input (contexts, batches, tp, phases, ...) and say what was
@@ -58,8 +72,13 @@ Result<AttentionValidateRequest> make_attention_validate_request(
 
 struct AttentionValidateRow : MeasuredCase {
   AttentionValidateCase c;
-  planner::CostEstimate predicted;  ///< from the cost database
+  /// From the cost database: the core's query (core), the cost model's attention block
+  /// (block), the block plus the MoE layer (layer); the source counts its items' sources.
+  planner::CostEstimate predicted;
   planner::CostEstimate roofline;
+  /// layer: the MoE layer's routed pairs per expert on the block's output (what the
+  /// prediction's expert load is).
+  std::vector<double> routed;
 };
 
 /// Runs every case on the request's backend (sampled output rows checked against the double

@@ -153,13 +153,18 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
                          const std::vector<std::string>& misses) {
   const auto sum = profiler::summarize(rows);
   if (o.json) {
-    nlohmann::json out = {{"model", req.model.name},
-                          {"part", "attention"},
-                          {"dtype", std::string(dtype_name(req.dtype))},
-                          {"backend", o.backend},
-                          {"costs", o.costs},
-                          {"statistic", o.statistic},
-                          {"rows", nlohmann::json::array()}};
+    nlohmann::json out = {
+        {"model", req.model.name},
+        {"part", req.scope == profiler::AttentionScope::kCore
+                     ? "attention"
+                     : (req.scope == profiler::AttentionScope::kBlock ? "attention block"
+                                                                      : "decoder layer")},
+        {"scope", profiler::scope_name(req.scope)},
+        {"dtype", std::string(dtype_name(req.dtype))},
+        {"backend", o.backend},
+        {"costs", o.costs},
+        {"statistic", o.statistic},
+        {"rows", nlohmann::json::array()}};
     for (const auto& r : rows) {
       out["rows"].push_back({{"phase", r.c.decode ? "decode" : "prefill"},
                              {"tp_size", r.c.tp},
@@ -187,10 +192,14 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
     out["cost_source_misses"] = misses;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
   } else {
+    const char* part = req.scope == profiler::AttentionScope::kCore
+                           ? "attention core"
+                           : (req.scope == profiler::AttentionScope::kBlock
+                                  ? "attention block (norms, projections, RoPE, core)"
+                                  : "decoder layer (attention block + MoE layer)");
     std::printf(
-        "validate %s attention core (%s, %s backend): measured vs planner (%s) and roofline, %s "
-        "times\n",
-        req.model.name.c_str(), std::string(dtype_name(req.dtype)).c_str(), o.backend.c_str(),
+        "validate %s %s (%s, %s backend): measured vs planner (%s) and roofline, %s times\n",
+        req.model.name.c_str(), part, std::string(dtype_name(req.dtype)).c_str(), o.backend.c_str(),
         o.costs.c_str(), o.statistic.c_str());
     Table t;
     t.add_column("phase");
@@ -217,8 +226,12 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
         pct(sum.roofline_median_abs_error).c_str(), pct(sum.roofline_worst_abs_error).c_str(),
         rows.size());
     if (!misses.empty()) {
-      std::printf("%zu kinds of query missed the cost database and used the roofline:\n",
-                  misses.size());
+      std::printf("%zu kinds of query missed the cost database and used the roofline%s:\n",
+                  misses.size(),
+                  req.scope == profiler::AttentionScope::kCore
+                      ? ""
+                      : " (the embedding and LM head's are priced with the step, outside the "
+                        "compared figures)");
       for (const auto& m : misses) std::printf("  - %s\n", m.c_str());
     }
   }
@@ -227,11 +240,13 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
 
 /// validate --attention: one process, the attention core has no communication.
 int run_validate_attention(const ValidateOptions& o) {
-  if (!o.layer_options_given.empty()) {
+  for (const std::string& given : o.layer_options_given) {
+    if (given == "--weights" && o.attn.scope == "layer") continue;  // the MoE layer's format
     return report_error(
-        input_error(o.layer_options_given.front().substr(2),
+        input_error(given.substr(2),
                     " applies to the MoE layer's cases, not to validate --attention (which takes "
-                    "--contexts, --batches, --tp and --phases)"));
+                    "--scope, --contexts, --batches, --tp and --phases; --weights with --scope "
+                    "layer)"));
   }
   if (o.ranks > 1 || kernels::launcher_world_size() > 1) {
     return report_error(
@@ -247,6 +262,7 @@ int run_validate_attention(const ValidateOptions& o) {
   a.max_seconds = o.max_seconds;
   a.statistic = o.statistic;
   a.backend = o.backend;
+  a.weights = o.attn.scope == "layer" ? o.weights : "";
   auto req = profiler::make_attention_validate_request(a);
   if (!req) return report_error(req.error());
   auto setup = planner::make_cost_setup(req->cluster, o.costs, req->statistic);
@@ -353,6 +369,11 @@ void add_validate_command(CLI::App& app, Action& action) {
                   "With --attention: comma-separated attention TP sizes (the heads per rank)")
       ->capture_default_str();
   cmd->add_option("--phases", o->attn.phases, "With --attention: prefill and/or decode")
+      ->capture_default_str();
+  cmd->add_option("--scope", o->attn.scope,
+                  "With --attention: core (the attention core), block (the whole attention "
+                  "block: norms, projections, RoPE, core) or layer (the block and the MoE layer: "
+                  "the whole decoder layer); block and layer run tp 1")
       ->capture_default_str();
   const std::vector<CLI::Option*> layer_options = {layouts, dispatcher, ranks_per_node,
                                                    tokens,  weights,    scale};

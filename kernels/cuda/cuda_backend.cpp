@@ -111,6 +111,46 @@ class CudaBackend final : public Backend {
     download(d32, out.first(no));
   }
 
+  void rms_norm(const OpContext&, std::span<const float> x, int rows, int width,
+                std::span<const float> weight, float eps, DType dtype,
+                std::span<float> out) override {
+    enter();
+    if (rows == 0) return;
+    const std::size_t n = sz(rows) * sz(width);
+    const std::size_t es = dtype_size(dtype);
+    void* dx = a_.reserve(n * es);
+    to_storage(x.first(n), dtype, dx);
+    const float* dw = upload(b_, weight.first(sz(width)));
+    void* dout = c_.reserve(n * es);
+    begin_kernels();
+    launch_rms_norm(dtype, dx, rows, width, dw, eps, dout, stream_);
+    end_kernels();
+    float* d32 = d_.reserve_as<float>(n);
+    launch_from_storage(dtype, dout, n, d32, stream_);
+    download(d32, out.first(n));
+  }
+
+  void rope(const OpContext&, std::span<const float> in, int in_ld, int rows, int heads,
+            int head_dim, int rot_dim, std::span<const int> positions,
+            std::span<const float> cos_sin, DType dtype, std::span<float> out) override {
+    enter();
+    if (rows == 0) return;
+    const std::size_t n_in = (sz(rows) - 1) * sz(in_ld) + sz(heads) * sz(head_dim);
+    const std::size_t n_out = sz(rows) * sz(heads) * sz(head_dim);
+    const std::size_t es = dtype_size(dtype);
+    void* din = a_.reserve(n_in * es);
+    to_storage(in.first(n_in), dtype, din);
+    const int* dpos = upload(b_, positions.first(sz(rows)));
+    const float* dcs = upload(c_, cos_sin);
+    void* dout = d_.reserve(n_out * es);
+    begin_kernels();
+    launch_rope(dtype, din, in_ld, rows, heads, head_dim, rot_dim, dpos, dcs, dout, stream_);
+    end_kernels();
+    float* d32 = e_.reserve_as<float>(n_out);
+    launch_from_storage(dtype, dout, n_out, d32, stream_);
+    download(d32, out.first(n_out));
+  }
+
   void silu_mul(const OpContext&, std::span<const float> gate_up, int rows, int width, DType dtype,
                 std::span<float> act) override {
     enter();

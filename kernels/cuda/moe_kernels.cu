@@ -504,7 +504,91 @@ __global__ void shared_gate_kernel(const float* __restrict__ x, const float* __r
   for (int c = lane; c < hidden; c += kWarpSize) out[base + static_cast<std::size_t>(c)] *= s;
 }
 
+/// RMSNorm: one warp per row, the sum of squares in fp32, out = x·w·inv stored in T.
+template <class T>
+__global__ void rms_norm_kernel(const T* __restrict__ x, int rows, int width,
+                                const float* __restrict__ weight, float eps, T* __restrict__ out) {
+  const int warp = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize);
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  if (warp >= rows) return;
+  const std::size_t base = static_cast<std::size_t>(warp) * static_cast<std::size_t>(width);
+  float ss = 0.0F;
+  for (int c = lane; c < width; c += kWarpSize) {
+    const float v = to_f32(x[base + static_cast<std::size_t>(c)]);
+    ss += v * v;
+  }
+  ss = warp_sum(ss);
+  const float inv =
+      __fdiv_rn(1.0F, sqrtf(__fadd_rn(__fdiv_rn(ss, static_cast<float>(width)), eps)));
+  for (int c = lane; c < width; c += kWarpSize) {
+    const std::size_t i = base + static_cast<std::size_t>(c);
+    out[i] = from_f32<T>(__fmul_rn(__fmul_rn(to_f32(x[i]), weight[c]), inv));
+  }
+}
+
+/// NeoX RoPE: one thread per (row, head, pair i < rot_dim/2) and per copied value.
+template <class T>
+__global__ void rope_kernel(const T* __restrict__ in, int in_ld, int rows, int heads, int head_dim,
+                            int rot_dim, const int* __restrict__ positions,
+                            const float* __restrict__ cos_sin, T* __restrict__ out) {
+  const int half = rot_dim / 2;
+  const int per_head = half + (head_dim - rot_dim);
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(heads) *
+                        static_cast<std::size_t>(per_head);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+       t += stride) {
+    const int j = static_cast<int>(t % static_cast<std::size_t>(per_head));
+    const std::size_t rh = t / static_cast<std::size_t>(per_head);
+    const int h = static_cast<int>(rh % static_cast<std::size_t>(heads));
+    const std::size_t r = rh / static_cast<std::size_t>(heads);
+    const T* x = in + r * static_cast<std::size_t>(in_ld) +
+                 static_cast<std::size_t>(h) * static_cast<std::size_t>(head_dim);
+    T* o = out + rh * static_cast<std::size_t>(head_dim);
+    if (j < half) {
+      const float* cs =
+          cos_sin + static_cast<std::size_t>(positions[r]) * static_cast<std::size_t>(rot_dim);
+      const float c = cs[j], s = cs[half + j];
+      const float x1 = to_f32(x[j]), x2 = to_f32(x[half + j]);
+      o[j] = from_f32<T>(x1 * c - x2 * s);
+      o[half + j] = from_f32<T>(x2 * c + x1 * s);
+    } else {
+      const int c = rot_dim + (j - half);
+      o[c] = x[c];
+    }
+  }
+}
+
 }  // namespace
+
+void launch_rms_norm(DType dtype, const void* x, int rows, int width, const float* weight,
+                     float eps, void* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  constexpr int kBlock = 256;
+  const int grid = ceil_div(static_cast<long long>(rows) * kWarpSize, kBlock);
+  dispatch_storage(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    rms_norm_kernel<T><<<grid, kBlock, 0, stream>>>(static_cast<const T*>(x), rows, width, weight,
+                                                    eps, static_cast<T*>(out));
+  });
+  MOEPLAN_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_rope(DType dtype, const void* in, int in_ld, int rows, int heads, int head_dim,
+                 int rot_dim, const int* positions, const float* cos_sin, void* out,
+                 cudaStream_t stream) {
+  if (rows == 0) return;
+  const LaunchDims d =
+      elementwise_launch(static_cast<std::size_t>(rows) * static_cast<std::size_t>(heads) *
+                         static_cast<std::size_t>(head_dim - rot_dim / 2));
+  dispatch_storage(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    rope_kernel<T><<<d.grid, d.block, 0, stream>>>(static_cast<const T*>(in), in_ld, rows, heads,
+                                                   head_dim, rot_dim, positions, cos_sin,
+                                                   static_cast<T*>(out));
+  });
+  MOEPLAN_CUDA_CHECK(cudaGetLastError());
+}
 
 void launch_to_storage(DType dtype, const float* src, std::size_t n, void* dst,
                        cudaStream_t stream) {

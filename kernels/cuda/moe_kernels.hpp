@@ -54,6 +54,18 @@ void launch_combine(DType dtype, bool y_fp32, const void* y, const int* pair_row
                     const float* weights, const float* shared, int num_tokens, int top_k,
                     int hidden, bool out_fp32, void* out, cudaStream_t stream);
 
+/// RMSNorm of `rows` rows of `width` (kernels/norm_rope.hpp's arithmetic, one warp per row):
+/// x and out in `dtype` storage, weight fp32.
+void launch_rms_norm(DType dtype, const void* x, int rows, int width, const float* weight,
+                     float eps, void* out, cudaStream_t stream);
+
+/// NeoX RoPE (Backend::rope): in with `in_ld` elements between rows, out contiguous
+/// [rows][heads][head_dim], both in `dtype` storage; positions [rows], cos_sin fp32
+/// [max_position][rot_dim].
+void launch_rope(DType dtype, const void* in, int in_ld, int rows, int heads, int head_dim,
+                 int rot_dim, const int* positions, const float* cos_sin, void* out,
+                 cudaStream_t stream);
+
 /// Qwen2-MoE's shared-expert gate: out[t][:] *= sigmoid(x[t] · gate), x fp32 [T][H], gate [H].
 void launch_shared_gate(const float* x, const float* gate, int num_tokens, int hidden, float* out,
                         cudaStream_t stream);

@@ -196,6 +196,11 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
 AttentionQuery attention_core_query(const models::MoeModel& m, int tp_size, bool decode,
                                     double tokens, double context);
 
+/// The (n, k) of every GEMM one decoder layer's attention block and dense MLP issue on a rank of
+/// TP size `tp_size`, both phases (cost_dense_parts' projections; the LM head excluded): the
+/// projection shapes `profile` measures.
+std::vector<std::pair<int, int>> dense_gemm_shapes(const models::MoeModel& m, int tp_size);
+
 /// Costs one layout. Errors: the layout needs more GPUs than the cluster has, a placement or
 /// load that does not fit the model, or a cost source that cannot answer.
 Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout);

@@ -50,6 +50,46 @@ AttentionQuery attention_core_query(const models::MoeModel& m, int tp_size, bool
   return q;
 }
 
+std::vector<std::pair<int, int>> dense_gemm_shapes(const models::MoeModel& m, int tp_size) {
+  const auto& a = m.attention;
+  const int tp = std::max(1, tp_size);
+  const int h = static_cast<int>(m.hidden_size);
+  const int heads = (a.num_heads + tp - 1) / tp;
+  std::vector<std::pair<int, int>> out;
+  auto add_shape = [&](double n, double k) {
+    const std::pair<int, int> s{static_cast<int>(std::lround(n)), static_cast<int>(std::lround(k))};
+    if (s.first > 0 && s.second > 0 && std::find(out.begin(), out.end(), s) == out.end()) {
+      out.push_back(s);
+    }
+  };
+  if (a.num_heads > 0) {
+    if (a.mla) {
+      const int qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+      if (a.q_lora_rank > 0) {
+        add_shape(a.q_lora_rank, h);
+        add_shape(static_cast<double>(heads) * qk, a.q_lora_rank);
+      } else {
+        add_shape(static_cast<double>(heads) * qk, h);
+      }
+      add_shape(a.kv_lora_rank + a.qk_rope_head_dim, h);
+      add_shape(static_cast<double>(heads) * a.kv_lora_rank, a.qk_nope_head_dim);  // decode W_UK
+      add_shape(static_cast<double>(heads) * a.v_head_dim, a.kv_lora_rank);        // decode W_UV
+      add_shape(static_cast<double>(heads) * (a.qk_nope_head_dim + a.v_head_dim),
+                a.kv_lora_rank);  // prefill kv_b_proj
+      add_shape(h, static_cast<double>(heads) * a.v_head_dim);
+    } else {
+      add_shape((heads + 2.0 * m.kv_heads_per_rank(tp)) * a.head_dim, h);
+      add_shape(h, static_cast<double>(heads) * a.head_dim);
+    }
+  }
+  if (m.num_dense_layers() > 0 && m.dense_intermediate_size > 0) {
+    const double width = std::floor(static_cast<double>(m.dense_intermediate_size) / tp);
+    add_shape(2.0 * width, h);
+    add_shape(h, width);
+  }
+  return out;
+}
+
 namespace {
 
 using detail::add;
@@ -70,9 +110,15 @@ Status linear(const CostSource& cs, const models::MoeModel& m, DType dtype, bool
   return add(item, cs.gemm({tokens, out, in, dtype, per_element(m, full_out, full_in, quantized)}));
 }
 
-/// RMSNorm (or RoPE, q/k norm) over `elements` activations: read and written once.
+/// RMSNorm (the layer norms, MLA's latent norm, Qwen3's q/k norms) over `elements`
+/// activations: read and written once.
 Status norm(const CostSource& cs, double elements, DType dtype, CostItem& item) {
   return add(item, cs.elementwise({"norm", 2.0 * elements * dtype_bytes(dtype), dtype}));
+}
+
+/// RoPE over `elements` query and key values: read (from the fused projection) and written.
+Status rope_pass(const CostSource& cs, double elements, DType dtype, CostItem& item) {
+  return add(item, cs.elementwise({"rope", 2.0 * elements * dtype_bytes(dtype), dtype}));
 }
 
 }  // namespace
@@ -119,7 +165,8 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
     MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, lora + rope, h,
                               std::int64_t{a.kv_lora_rank} + a.qk_rope_head_dim, m.hidden_size,
                               at));
-    MOEPLAN_TRY_STATUS(norm(cs, tokens * (lora + (heads + 1.0) * rope), act, at));
+    MOEPLAN_TRY_STATUS(norm(cs, tokens * lora, act, at));
+    MOEPLAN_TRY_STATUS(rope_pass(cs, tokens * (heads + 1.0) * rope, act, at));
     const std::int64_t kv_b_out = all_heads * (std::int64_t{a.qk_nope_head_dim} + a.v_head_dim);
     if (decode) {
       // Absorbed (FlashMLA, SGLang's and vLLM's decode): q_nope through W_UK into the latent,
@@ -153,8 +200,8 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
                                        2.0 * m.linear_bytes(kvd, m.hidden_size, aq)) /
                                           (full * h)
                                     : 0.0})));
-    MOEPLAN_TRY_STATUS(
-        norm(cs, tokens * (heads + kv_heads) * hd * (a.qk_norm ? 2.0 : 1.0), act, at));
+    MOEPLAN_TRY_STATUS(rope_pass(cs, tokens * (heads + kv_heads) * hd, act, at));
+    if (a.qk_norm) MOEPLAN_TRY_STATUS(norm(cs, tokens * (heads + kv_heads) * hd, act, at));
     MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
     MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, h, heads * hd, m.hidden_size, qd, at));
   }

@@ -58,7 +58,7 @@ bool is_collective_op(const std::string& op) {
 bool is_elementwise_op(const std::string& op) {
   return op == "router_topk" || op == "permute" || op == "combine_sum" || op == "silu_mul" ||
          op == "sigmoid_gate" || op == "stage" || op == "quantize_fp8" || op == "dequantize_fp8" ||
-         op == "combine_reduce";
+         op == "combine_reduce" || op == "norm" || op == "rope";
 }
 
 constexpr const char* kMoeFusedOp = "moe_fused";
@@ -98,7 +98,8 @@ const std::vector<std::string>& planner_ops() {
       "gemm",           "router_topk",  "permute",      "combine_sum",    "silu_mul",
       "sigmoid_gate",   "stage",        "quantize_fp8", "dequantize_fp8", "combine_reduce",
       "all_to_all",     "all_to_all_v", "all_gather",   "all_gather_v",   "all_reduce",
-      "reduce_scatter", kMoeFusedOp,    "moe_dispatch", "moe_combine",    "attention"};
+      "reduce_scatter", kMoeFusedOp,    "moe_dispatch", "moe_combine",    "attention",
+      "norm",           "rope"};
   return ops;
 }
 

@@ -226,6 +226,40 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
   ASSERT_EQ(miss.exit_code, 0) << miss.err;
   EXPECT_NE(miss.out.find("attention prefill dtype=bf16 heads=4 kv_heads=4"), std::string::npos)
       << miss.out;
+  // The whole attention block (norms, projections, RoPE, core, output projection) of one rank:
+  // run, verified op by op, predicted by the cost model's attention block. The profile is at
+  // 1/16 width, so the full-width projections miss and are named.
+  const auto b = run_cli(
+      "validate --attention --scope block --model qwen1.5-moe-a2.7b --contexts 64 --batches 2 "
+      "--max-seconds 0.05 --json --costs " +
+      db());
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto bj = nlohmann::json::parse(b.out);
+  EXPECT_EQ(bj.at("part"), "attention block");
+  EXPECT_EQ(bj.at("scope"), "block");
+  ASSERT_EQ(bj.at("rows").size(), 2U);
+  for (const auto& r : bj.at("rows")) {
+    EXPECT_TRUE(r.at("verified").get<bool>()) << r.dump();
+    EXPECT_GT(r.at("predicted_ms").get<double>(), 0.0);
+    EXPECT_GT(r.at("roofline_ms").get<double>(), 0.0);
+    EXPECT_NE(r.at("source").get<std::string>().find("db-"), std::string::npos) << r.dump();
+  }
+  EXPECT_NE(bj.at("cost_source_misses").dump().find("gemm n=6144 k=2048"), std::string::npos)
+      << bj.at("cost_source_misses").dump();
+  expect_bad_input(
+      run_cli("validate --attention --scope all --model qwen1.5-moe-a2.7b --costs " + db()),
+      "--scope: expected core, block or layer, got 'all'");
+  expect_bad_input(
+      run_cli("validate --attention --scope block --tp 2 --model qwen1.5-moe-a2.7b --costs " +
+              db()),
+      "--tp 2: --scope block runs one rank of attention TP 1");
+  expect_bad_input(
+      run_cli("validate --attention --scope layer --model deepseek-v2-lite --costs " + db()),
+      "--scope layer: deepseek-v2-lite uses MLA");
+  expect_bad_input(
+      run_cli("validate --attention --weights mxfp4 --model qwen1.5-moe-a2.7b --costs " + db()),
+      "--weights applies to the MoE layer's cases, not to validate --attention (which takes "
+      "--scope");
   // validate --attention's own inputs.
   expect_bad_input(
       run_cli("validate --attention --model qwen1.5-moe-a2.7b --contexts 9000 --costs " + db()),

@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/dtype_convert.hpp"
 #include "kernels/moe_layer.hpp"
+#include "kernels/norm_rope.hpp"
 #include "kernels/router_math.hpp"
 #include "kernels/verify.hpp"
 #include "models/registry.hpp"
@@ -349,6 +350,36 @@ TEST_F(CudaOps, AttentionWithinTheReferenceBound) {
       for (std::size_t i = 0; i < out.size(); ++i) {
         ASSERT_LE(std::abs(out[i] - ref.out[i]), ref.bound[i]) << "element " << i;
       }
+    }
+  }
+}
+
+TEST_F(CudaOps, RmsNormAndRopeWithinTheReferenceBound) {
+  // The GPU's warp-per-row RMSNorm and thread-per-pair RoPE against the CPU backend's double
+  // references and bounds: widths of a hidden state and of a head, a strided fused-q/k/v read,
+  // MLA's partial rope dims.
+  for (const DType dt : {DType::kFp32, DType::kBf16, DType::kFp16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    for (const int width : {128, 2048, 7168}) {
+      const int rows = 9;
+      const auto x = random_values(sz(rows * width), -2.0F, 2.0F, 41, dt);
+      const auto w = random_values(sz(width), 0.5F, 1.5F, 42, DType::kFp32);
+      std::vector<float> out(x.size(), std::nanf(""));
+      grouped_->rms_norm(ctx_, x, rows, width, w, 1e-6F, dt, out);
+      const auto ref = rms_norm_reference(x, rows, width, w, 1e-6F, dt);
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        ASSERT_LE(std::abs(out[i] - ref.out[i]), ref.bound[i]) << "width " << width << " " << i;
+      }
+    }
+    const auto cs = rope_cos_sin_cache(512, 64, 10000.0);
+    const int rows = 7, heads = 3, head_dim = 192, ld = 700;
+    const auto in = random_values(sz(rows * ld), -2.0F, 2.0F, 43, dt);
+    const std::vector<int> pos = {0, 1, 2, 100, 200, 300, 511};
+    std::vector<float> out(sz(rows * heads * head_dim), std::nanf(""));
+    grouped_->rope(ctx_, in, ld, rows, heads, head_dim, 64, pos, cs, dt, out);
+    const auto ref = rope_reference(in, ld, rows, heads, head_dim, 64, pos, cs, dt);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      ASSERT_LE(std::abs(out[i] - ref.out[i]), ref.bound[i]) << "rope element " << i;
     }
   }
 }

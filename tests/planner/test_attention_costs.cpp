@@ -238,6 +238,49 @@ TEST(AttentionCost, QueriesFollowTheAttentionType) {
   }
 }
 
+// The projections profile measures (dense_gemm_shapes) are every GEMM the attention block and
+// the dense MLP ask for, whatever the attention type, tp and phase (the LM head aside); RoPE and
+// the norms are priced as their own elementwise passes.
+TEST(AttentionCost, ProjectionShapesCoverTheBlocksGemms) {
+  const auto c = cluster("1x-hgx-h200");
+  for (const std::string name :
+       {"qwen3-30b-a3b", "qwen2-57b-a14b", "deepseek-v3", "deepseek-v2-lite", "mixtral-8x7b"}) {
+    const auto m = model(name);
+    for (const int tp : {1, 2, 8}) {
+      const auto shapes = dense_gemm_shapes(m, tp);
+      const double head_n = std::ceil(static_cast<double>(m.vocab_size) / tp);
+      for (const Phase phase : {Phase::kPrefill, Phase::kDecode}) {
+        SCOPED_TRACE(name + " tp " + std::to_string(tp) + " " + phase_name(phase));
+        Recorder rec(c);
+        const ExpertLoad load = ExpertLoad::uniform(1, m.num_experts);
+        const CostContext ctx{m, c, rec, Workload{phase, 16}, load, nullptr};
+        ASSERT_TRUE(cost_dense_parts(ctx, layout(8 / tp, tp)).ok());
+        int checked = 0;
+        for (const auto& q : rec.gemms) {
+          if (q.n == head_n && q.k == static_cast<double>(m.hidden_size)) continue;  // LM head
+          const std::pair<int, int> nk{static_cast<int>(std::lround(q.n)),
+                                       static_cast<int>(std::lround(q.k))};
+          EXPECT_NE(std::find(shapes.begin(), shapes.end(), nk), shapes.end())
+              << "gemm n=" << q.n << " k=" << q.k << " not in dense_gemm_shapes";
+          ++checked;
+        }
+        EXPECT_GE(checked, 2);
+        int rope = 0, norm = 0;
+        for (const auto& e : rec.elementwise_ops) {
+          rope += e.op == "rope" ? 1 : 0;
+          norm += e.op == "norm" ? 1 : 0;
+        }
+        EXPECT_EQ(rope, 1);
+        // Layer norms (one query for both) and the final norm; MLA's latent norm (and its q
+        // LoRA's), Qwen3's q/k norms (one query for both).
+        const int expected = 2 + (m.attention.mla ? 1 + (m.attention.q_lora_rank > 0 ? 1 : 0) : 0) +
+                             (m.attention.qk_norm ? 1 : 0);
+        EXPECT_EQ(norm, expected);
+      }
+    }
+  }
+}
+
 // Latency targets: checked against the phase, and a layout slower than its target cannot serve
 // it (with the reason); with none left, one reason says what to change.
 TEST(AttentionCost, LatencyTargetsRankAndExplain) {

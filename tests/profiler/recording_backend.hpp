@@ -69,6 +69,17 @@ class RecordingBackend final : public kernels::Backend {
     record(kernels::BackendOp::kAttention);
     cpu_->attention(c, s, q, k, v, d, out);
   }
+  void rms_norm(const kernels::OpContext& c, std::span<const float> x, int r, int w,
+                std::span<const float> g, float eps, DType d, std::span<float> out) override {
+    record(kernels::BackendOp::kRmsNorm);
+    cpu_->rms_norm(c, x, r, w, g, eps, d, out);
+  }
+  void rope(const kernels::OpContext& c, std::span<const float> in, int ld, int r, int h, int hd,
+            int rd, std::span<const int> pos, std::span<const float> cs, DType d,
+            std::span<float> out) override {
+    record(kernels::BackendOp::kRope);
+    cpu_->rope(c, in, ld, r, h, hd, rd, pos, cs, d, out);
+  }
   void sigmoid_gate(const kernels::OpContext& c, std::span<const float> x, int t, int h,
                     std::span<const float> g, std::span<float> out) override {
     record(kernels::BackendOp::kSigmoidGate);

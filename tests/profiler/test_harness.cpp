@@ -2,6 +2,8 @@
 // registered op's verification catching a wrong result.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <map>
 
 #include <atomic>
@@ -111,9 +113,17 @@ TEST(Harness, SweepDerivedFromModelAndWorld) {
   EXPECT_EQ(s.tp_sizes, (std::vector<int>{1, 2}));
   auto pts = sweep_points(s, {"gemm"});
   ASSERT_TRUE(pts.ok());
-  // router (E,H); gate/up and down at tp 1 and 2; shared gate/up and down at tp 1 and 2 → 9
-  // shapes × rows 1, 2, 4, 8.
-  EXPECT_EQ(pts->size(), 9U * 4U);
+  // The attention projections of each tp (16 heads of 128, as many K/V heads; widths not
+  // scaled, the hidden size is): fused q/k/v and output.
+  EXPECT_EQ(s.projections, (std::vector<std::pair<int, int>>{
+                               {48 * 128, 128}, {128, 16 * 128}, {24 * 128, 128}, {128, 8 * 128}}));
+  EXPECT_EQ(s.rope_heads, 32);
+  EXPECT_EQ(s.rope_head_dim, 128);
+  EXPECT_EQ(s.rope_rot_dim, 128);
+  EXPECT_DOUBLE_EQ(s.rope_theta, 1e6);
+  // router (E,H); gate/up and down at tp 1 and 2; shared gate/up and down at tp 1 and 2; the 4
+  // projections → 13 shapes × rows 1, 2, 4, 8.
+  EXPECT_EQ(pts->size(), 13U * 4U);
   EXPECT_FALSE(sweep_points(s, {"gemm", "nonsense"}).ok());
 }
 
@@ -189,7 +199,8 @@ TEST(HarnessOps, EveryComputeOpVerifiesAndCatchesAFault) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 11);  // 7 of the layer, the attention core, 3 of the DeepEP dispatchers
+  // 7 of the layer, the attention core, norm, rope, 3 of the DeepEP dispatchers
+  EXPECT_EQ(checked, 13);
 }
 
 // fp8 block weights (DeepSeek-V3's own format): the expert GEMMs are measured as gemm_fp8
@@ -223,9 +234,13 @@ TEST(Harness, Fp8WeightsMeasureTheFp8Gemm) {
   }
   // Router: 1 shape; experts: gate/up and down at tp 1 and 2 (the shared expert has the same
   // shapes; gate/up at tp 2, n 256 k 896, is the router's shape, measured as its own fp8 point)
-  // → 4 fp8 shapes; rows 1, 2, 4, 8.
+  // → 4 fp8 shapes; the attention projections and dense MLP layers (fp8 too: DeepSeek-V3
+  // quantizes them) add theirs, once each; rows 1, 2, 4, 8.
+  std::set<std::pair<int, int>> fp8_shapes = {{512, 896}, {896, 256}, {256, 896}, {896, 128}};
+  for (const auto& nk : s->projections) fp8_shapes.insert(nk);
+  EXPECT_GE(s->projections.size(), 14U);  // MLA's 7 at tp 1, 5 more at tp 2; dense MLP's
   EXPECT_EQ(plain, 4);
-  EXPECT_EQ(fp8, 16);
+  EXPECT_EQ(fp8, 4 * static_cast<int>(fp8_shapes.size()));
   ASSERT_NE(down, nullptr);
   const OpTable* gemm = pts->front().first;
   RecordingBackend backend;
@@ -253,6 +268,8 @@ TEST(HarnessOps, ComputeOpsTimeTheBackendsCalls) {
       {"sigmoid_gate", kernels::BackendOp::kSigmoidGate},
       {"combine_sum", kernels::BackendOp::kCombine},
       {"attention", kernels::BackendOp::kAttention},
+      {"norm", kernels::BackendOp::kRmsNorm},
+      {"rope", kernels::BackendOp::kRope},
       {"gemm", kernels::BackendOp::kGemm}};
   for (const auto& [name, op] : expected) {
     const OpTable* table = nullptr;

@@ -1,0 +1,52 @@
+// One rank's attention block — and with the MoE layer after it, the whole decoder layer — run
+// by the backend's ops as one measured case: what `validate --attention --scope block|layer`
+// compares with the planner's attention block (cost_dense_parts) and decoder layer.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/communicator.hpp"
+#include "kernels/layer_spec.hpp"
+#include "models/moe_model.hpp"
+#include "profiler/harness.hpp"
+
+namespace moeplan::profiler {
+
+/// Why `model`'s attention block cannot be run as a block ("" when it can): MLA's block (its
+/// LoRA projections and absorbed decode) is not built; a model without attention heads.
+std::string decoder_block_problem(const models::MoeModel& model);
+
+struct DecoderCaseShape {
+  bool decode = false;
+  int tokens = 0;   ///< prefill: one prompt's tokens (= context); decode: sequences
+  int context = 0;  ///< keys the last token sees
+};
+
+/// The block on one rank of attention TP 1, in the order a GQA decoder layer runs it: input
+/// RMSNorm; the fused q/k/v projection (stored in the dtype); RoPE on q and k read from it
+/// (decode: the new key appended to each sequence's cache of context − 1 tokens); Qwen3's q/k
+/// RMSNorms (after RoPE here: the same two passes); the attention core; the output projection;
+/// the post-attention RMSNorm. With `moe` (the model's MoE layer, ep 1 × tp 1 on `world`, one
+/// rank) the normed output goes through the MoE layer: the whole decoder layer. Residual adds
+/// and the q/k/v bias are left out (the frameworks fuse them into the norms and the GEMM).
+/// verify() checks every op on the inputs it got against its reference and bound (norms, RoPE,
+/// sampled GEMM entries, sampled attention rows, the MoE layer on sampled tokens).
+class DecoderCase : public OpCase {
+ public:
+  /// The MoE layer's routed (token, expert) pairs per expert on the block's output of the last
+  /// run (empty before the first run or without the MoE layer).
+  virtual std::vector<double> routed_counts() const = 0;
+};
+
+/// `world` must outlive the case (used only with `moe`). Errors: decoder_block_problem, a shape
+/// out of range.
+Result<std::unique_ptr<DecoderCase>> make_decoder_case(const models::MoeModel& model, DType dtype,
+                                                       const DecoderCaseShape& shape,
+                                                       const kernels::LayerSpec* moe,
+                                                       kernels::Communicator* world,
+                                                       kernels::Backend& backend);
+
+}  // namespace moeplan::profiler

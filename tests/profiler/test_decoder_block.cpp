@@ -1,0 +1,155 @@
+// The attention block and the whole decoder layer as measured cases (validate --attention
+// --scope block|layer): the ops they run through the backend, every op checked against its
+// reference (and a wrong result caught), the MoE layer's routed load, and what is refused.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "kernels/communicator.hpp"
+#include "kernels/layer_spec.hpp"
+#include "models/registry.hpp"
+#include "profiler/decoder_block.hpp"
+#include "profiler/validate_attention.hpp"
+#include "tests/profiler/recording_backend.hpp"
+
+namespace moeplan::profiler {
+namespace {
+
+/// Qwen3-30B-A3B's architecture (GQA with q/k norms) at a test's size: 4 query heads over 2
+/// K/V heads of 32, hidden 128, 8 experts of 64, top-2.
+models::MoeModel tiny_qwen3() {
+  auto m = models::load_model("qwen3-30b-a3b").value();
+  m.hidden_size = 128;
+  m.attention.num_heads = 4;
+  m.attention.num_kv_heads = 2;
+  m.attention.head_dim = 32;
+  m.num_experts = 8;
+  m.num_experts_per_tok = 2;
+  m.moe_intermediate_size = 64;
+  return m;
+}
+
+HarnessOptions fast() {
+  HarnessOptions o;
+  o.warmup = 1;
+  o.min_reps = 2;
+  o.max_reps = 2;
+  o.min_sample_s = 0.0;
+  return o;
+}
+
+TEST(DecoderBlock, RunsTheBlocksOpsAndVerifiesEach) {
+  const auto m = tiny_qwen3();
+  for (const DecoderCaseShape shape : {DecoderCaseShape{false, 40, 40}, {true, 3, 50}}) {
+    for (const DType dt : {DType::kBf16, DType::kFp32}) {
+      SCOPED_TRACE(std::string(shape.decode ? "decode" : "prefill") + " " +
+                   std::string(dtype_name(dt)));
+      for (const bool fault : {false, true}) {
+        RecordingBackend backend;
+        auto c = make_decoder_case(m, dt, shape, nullptr, nullptr, backend);
+        ASSERT_TRUE(c.ok()) << c.error().message;
+        if (fault) (*c)->inject_fault();
+        const Measurement meas = measure(**c, nullptr, fast());
+        EXPECT_EQ(meas.disposition,
+                  fault ? planner::Disposition::kIncorrect : planner::Disposition::kPassed)
+            << meas.detail;
+        if (fault) {
+          EXPECT_NE(meas.detail.find("post-attention norm"), std::string::npos) << meas.detail;
+          continue;
+        }
+        // Per run: the input, q, k and post-attention norms; RoPE on q and on k; the q/k/v and
+        // output projections; one attention core; no MoE layer.
+        const int runs = backend.calls[kernels::BackendOp::kAttention];
+        ASSERT_GE(runs, 3);  // warm-up, verification, two timed
+        EXPECT_EQ(backend.calls[kernels::BackendOp::kRmsNorm], 4 * runs);
+        EXPECT_EQ(backend.calls[kernels::BackendOp::kRope], 2 * runs);
+        EXPECT_EQ(backend.calls[kernels::BackendOp::kGemm], 2 * runs);
+        EXPECT_EQ(backend.calls[kernels::BackendOp::kExpertFfn], 0);
+        EXPECT_TRUE((*c)->routed_counts().empty());
+      }
+    }
+  }
+}
+
+TEST(DecoderBlock, WholeLayerRunsTheMoeLayerOnTheBlocksOutput) {
+  const auto m = tiny_qwen3();
+  auto spec = kernels::LayerSpec::from_model(m, 1, DType::kBf16, 5);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  for (const bool fault : {false, true}) {
+    kernels::run_in_process(1, [&](kernels::Communicator& world) {
+      RecordingBackend backend;
+      auto c = make_decoder_case(m, DType::kBf16, {false, 24, 24}, &*spec, &world, backend);
+      ASSERT_TRUE(c.ok()) << c.error().message;
+      if (fault) (*c)->inject_fault();
+      const Measurement meas = measure(**c, nullptr, fast());
+      EXPECT_EQ(meas.disposition,
+                fault ? planner::Disposition::kIncorrect : planner::Disposition::kPassed)
+          << meas.detail;
+      if (fault) return;
+      EXPECT_GE(backend.calls[kernels::BackendOp::kRoute], 1);  // the MoE layer ran
+      const auto counts = (*c)->routed_counts();
+      ASSERT_EQ(counts.size(), 8U);
+      EXPECT_DOUBLE_EQ(std::accumulate(counts.begin(), counts.end(), 0.0), 24.0 * 2);
+    });
+  }
+}
+
+TEST(DecoderBlock, RefusesWhatItCannotRun) {
+  auto backend = kernels::make_cpu_backend();
+  const auto mla = models::load_model("deepseek-v2-lite").value();
+  auto c = make_decoder_case(mla, DType::kBf16, {false, 8, 8}, nullptr, nullptr, *backend);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("MLA"), std::string::npos) << c.error().message;
+  EXPECT_FALSE(decoder_block_problem(tiny_qwen3()).size() > 0);
+  // A prompt is as long as its context; decode needs sequences.
+  EXPECT_FALSE(
+      make_decoder_case(tiny_qwen3(), DType::kBf16, {false, 8, 16}, nullptr, nullptr, *backend)
+          .ok());
+  EXPECT_FALSE(
+      make_decoder_case(tiny_qwen3(), DType::kBf16, {true, 0, 16}, nullptr, nullptr, *backend)
+          .ok());
+  // The MoE layer's hidden size must be the block's.
+  auto wide = kernels::LayerSpec::from_model(models::load_model("qwen3-30b-a3b").value(), 8,
+                                             DType::kBf16, 1);  // hidden 256
+  ASSERT_TRUE(wide.ok());
+  kernels::run_in_process(1, [&](kernels::Communicator& world) {
+    auto w = make_decoder_case(tiny_qwen3(), DType::kBf16, {false, 8, 8}, &*wide, &world, *backend);
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.error().message.find("hidden"), std::string::npos) << w.error().message;
+  });
+}
+
+TEST(DecoderBlock, ValidateRequestOfEachScope) {
+  AttentionValidateOptions o;
+  o.model = "qwen3-30b-a3b";
+  o.costs = "unused.db";
+  o.contexts = "64";
+  o.batches = "2";
+  o.scope = "block";
+  auto r = make_attention_validate_request(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->scope, AttentionScope::kBlock);
+  EXPECT_FALSE(r->moe.has_value());
+  ASSERT_EQ(r->cases.size(), 2U);  // prefill 64, decode 2 × 64
+  o.scope = "layer";
+  r = make_attention_validate_request(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->moe.has_value());
+  EXPECT_EQ(r->moe->hidden, 2048);
+  EXPECT_EQ(r->moe->num_experts, 128);
+  o.tp = "2";
+  r = make_attention_validate_request(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().input, "tp");
+  o.tp = "1";
+  o.scope = "nope";
+  EXPECT_FALSE(make_attention_validate_request(o).ok());
+  o.scope = "block";
+  o.weights = "mxfp4";
+  r = make_attention_validate_request(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().input, "weights");
+}
+
+}  // namespace
+}  // namespace moeplan::profiler

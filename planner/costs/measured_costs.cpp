@@ -281,8 +281,11 @@ MeasuredCosts::MeasuredCosts(const std::vector<CostPoint>& points, const Cluster
                         static_cast<int>(kv),
                         static_cast<int>(qk),
                         static_cast<int>(v)};
-      if (decode == 1) {
-        // Decode streams the cached K/V: one curve in the (sequence, cached token) pairs.
+      if (decode == 1 && p.backend == "cpu") {
+        // The CPU kernel's decode streams the cached K/V: its time follows the (sequence,
+        // cached token) pairs, one curve (docs/BENCHMARKS.md, "The attention core against its
+        // profile"). A GPU's does not (a few long sequences leave SMs idle that many short ones
+        // fill): its decode points, as its prefill ones, are curves in sequences per context.
         add_sample(attn_decode[key], static_cast<double>(tokens) * static_cast<double>(context), t);
       } else {
         add_sample(attn[key][static_cast<double>(context)], static_cast<double>(tokens), t);
@@ -446,7 +449,7 @@ Result<CostEstimate> MeasuredCosts::attention(const AttentionQuery& q) const {
                     static_cast<int>(q.heads),        static_cast<int>(q.kv_heads),
                     static_cast<int>(q.qk_dim),       static_cast<int>(q.v_dim)};
   const auto dit = shaped && q.decode ? attention_decode_.find(key) : attention_decode_.end();
-  const auto it = shaped && !q.decode ? attention_.find(key) : attention_.end();
+  const auto it = shaped ? attention_.find(key) : attention_.end();
   if (dit != attention_decode_.end()) {
     // Decode reads every cached K/V once per sequence: its time follows the (sequence, cached
     // token) pairs, whichever batch and context make them up.
@@ -464,9 +467,9 @@ Result<CostEstimate> MeasuredCosts::attention(const AttentionQuery& q) const {
               " v=" + std::to_string(std::llround(q.v_dim)));
     return CostEstimate{roof->seconds, kSourceMiss};
   }
-  // One curve in tokens per measured context: the query's context between two measured ones is
-  // interpolated in log-log between their answers; outside, the nearest context's answer is
-  // scaled by the roofline's ratio (the measured efficiency held).
+  // One curve in tokens (decode: sequences) per measured context: the query's context between
+  // two measured ones is interpolated in log-log between their answers; outside, the nearest
+  // context's answer is scaled by the roofline's ratio (the measured efficiency held).
   const auto& by_context = it->second;
   const double context = std::max(1.0, q.context);
   const auto at_context = [&](double c, std::string* source) {

@@ -143,8 +143,9 @@ class MeasuredCosts final : public CostSource {
   std::map<CollKey, CollCurve> collective_;
   std::map<MoeKey, CostCurve> moe_;
   std::map<EpKey, CostCurve> ep_;
-  std::map<AttnKey, std::map<double, CostCurve>> attention_;  ///< prefill, by context
-  std::map<AttnKey, CostCurve> attention_decode_;             ///< in sequences × context
+  /// Prefill (and a GPU's decode): by context, a curve in tokens (decode: sequences).
+  std::map<AttnKey, std::map<double, CostCurve>> attention_;
+  std::map<AttnKey, CostCurve> attention_decode_;  ///< the CPU's decode, in sequences × context
   mutable std::mutex mutex_;
   mutable std::set<std::string> misses_;
 };

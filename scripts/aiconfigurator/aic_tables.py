@@ -311,6 +311,33 @@ def pick_version(root: DataRoot, system: str, op: str, framework: str, wanted: s
 
 
 # Schemas (the columns moeplan uses) of the tables it imports.
+# The attention core's tables (one layer, one GPU, the heads that GPU runs; latency in ms):
+# context rows time b prompts of isl tokens; generation rows one decode step of b sequences
+# whose new token attends to isl + step keys (isl = 1, step = the cached length).
+ATTENTION_CONTEXT_COLUMNS = {
+    "framework": str, "version": str, "device": str, "batch_size": int, "isl": int,
+    "num_heads": int, "num_key_value_heads": int, "head_dim": int, "attn_dtype": str,
+    "kv_cache_dtype": str, "latency": float,
+}
+ATTENTION_GENERATION_COLUMNS = {
+    "framework": str, "version": str, "device": str, "batch_size": int, "isl": int, "step": int,
+    "num_heads": int, "num_key_value_heads": int, "head_dim": int, "kv_cache_dtype": str,
+    "latency": float,
+}
+ATTENTION_OPTIONAL = ("window_size", "kernel_source", "attn_dtype")
+# DeepSeek MLA's core: context non-absorbed (per head q·k 192, v 128), generation absorbed over
+# the 576-wide latent (V its first 512) with the rope/latent-cache kernel.
+MLA_CONTEXT_COLUMNS = {
+    "framework": str, "version": str, "device": str, "mla_dtype": str, "kv_cache_dtype": str,
+    "num_heads": int, "batch_size": int, "isl": int, "latency": float,
+}
+MLA_GENERATION_COLUMNS = {
+    "framework": str, "version": str, "device": str, "kv_cache_dtype": str, "num_heads": int,
+    "batch_size": int, "isl": int, "step": int, "latency": float,
+}
+MLA_CONTEXT_OPTIONAL = ("kernel_source", "step")
+MLA_GENERATION_OPTIONAL = ("kernel_source", "mla_dtype")
+
 MOE_COLUMNS = {
     "framework": str, "version": str, "device": str, "kernel_source": str, "moe_dtype": str,
     "num_tokens": int, "hidden_size": int, "inter_size": int, "topk": int, "num_experts": int,

@@ -30,6 +30,10 @@ Ops written (shape text and m/n/k conventions in docs/GPU_COSTS.md):
     all_to_all, reduce_scatter
     custom_all_reduce            comm/<fw>/custom_allreduce_perf (the framework's own TP AR)
     moe_dispatch, moe_combine    comm/<fw>/moe_a2a_perf, wideep_deepep_{normal,ll}_perf (DeepEP)
+    attention                    attention/<fw>/{context,generation}_attention_perf (GQA/MHA),
+                                 mla/<fw>/{context,generation}_mla_perf (DeepSeek MLA): the
+                                 attention core of one layer on one GPU at the heads it runs,
+                                 bf16 with a bf16 KV cache, full attention (no window)
 
 Bad input (package or pyarrow missing, unknown system/framework/version, a missing or corrupt
 table) prints one line naming the thing and what was expected, exits 2, and writes nothing: the
@@ -78,7 +82,7 @@ PROVENANCE_PREFIX = "imported:"
 
 FRAMEWORKS = ("trtllm", "sglang", "vllm")
 OPS = ("moe_fused", "gemm", "all_gather", "all_reduce", "all_to_all", "reduce_scatter",
-       "custom_all_reduce", "moe_dispatch", "moe_combine")
+       "custom_all_reduce", "moe_dispatch", "moe_combine", "attention")
 
 # aiconfigurator dtype names -> moeplan dtype text (moeplan's own names where it has them).
 DTYPE = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "fp8": "fp8",
@@ -350,6 +354,67 @@ def _number(v) -> float:
         return 0.0
 
 
+def _attention_point(w, run, t, info, backend, *, decode, tokens, context, heads, kv_heads, qk,
+                     v, seconds, device):
+    """One attention-core point in the shape text the profiler's attention op writes (decode:
+    `tokens` sequences of one new token over `context` keys; prefill: tokens / context prompts
+    of `context` tokens, causal)."""
+    pairs = tokens * context if decode else tokens * (context + 1) / 2.0  # query-key, per head
+    kv_rows = tokens * context if decode else tokens
+    shape = (f"decode={1 if decode else 0},tokens={tokens},context={context},heads={heads},"
+             f"kv_heads={kv_heads},qk={qk},v={v}")
+    bytes_ = 2.0 * (tokens * heads * (qk + v) + kv_rows * kv_heads * (qk + v))
+    w.add_point(run, t, info, backend=backend, op="attention", dtype="bf16", shape=shape,
+                m=tokens, n=context, k=heads, group_size=1, bytes_=bytes_,
+                flops=2.0 * (qk + v) * pairs * heads, seconds=seconds,
+                value=gpu_value(t.system, device))
+
+
+def import_attention(w: Writer, t: aic.Table, command: str, backend: str, decode: bool):
+    run = w.add_run(t, backend, "", 1, command)
+    for r in t.rows:
+        b, heads, kv, hd = r["batch_size"], r["num_heads"], r["num_key_value_heads"], r["head_dim"]
+        if r["kv_cache_dtype"] != "bfloat16" or (r["window_size"] not in ("", "0")):
+            continue  # moeplan's KV cache is the model's dtype; sliding windows are not modelled
+        if not decode and r["attn_dtype"] != "bfloat16":
+            continue
+        context = r["isl"] + (r["step"] if decode else 0)
+        if b <= 0 or heads <= 0 or kv <= 0 or hd <= 0 or context <= 0 or not r["latency"] > 0:
+            continue
+        info = (f"framework={r['framework']} version={r['version']} gpu='{r['device']}' "
+                f"batch={b} isl={r['isl']}" + (f" step={r['step']}" if decode else "") +
+                f" kernel={r['kernel_source'] or 'unnamed'}")
+        _attention_point(w, run, t, info, backend, decode=decode,
+                         tokens=b if decode else b * context, context=context, heads=heads,
+                         kv_heads=kv, qk=hd, v=hd, seconds=r["latency"] * 1e-3,
+                         device=r["device"])
+
+
+def import_mla(w: Writer, t: aic.Table, command: str, backend: str, decode: bool):
+    run = w.add_run(t, backend, "", 1, command)
+    for r in t.rows:
+        b, heads = r["batch_size"], r["num_heads"]
+        if r["kv_cache_dtype"] != "bfloat16" or (not decode and r["mla_dtype"] != "bfloat16"):
+            continue
+        step = int(float(r["step"])) if r["step"] != "" else 0
+        if not decode and step > 0:
+            continue  # a chunk after a cached prefix: not the core's prompt shape
+        context = r["isl"] + (step if decode else 0)
+        if b <= 0 or heads <= 0 or context <= 0 or not r["latency"] > 0:
+            continue
+        info = (f"framework={r['framework']} version={r['version']} gpu='{r['device']}' "
+                f"batch={b} isl={r['isl']}" + (f" step={step}" if decode else "") +
+                f" kernel={r['kernel_source'] or 'unnamed'}")
+        if decode:  # absorbed: every head over one 576-wide latent + rope key, V its first 512
+            _attention_point(w, run, t, info, backend, decode=True, tokens=b, context=context,
+                             heads=heads, kv_heads=1, qk=576, v=512,
+                             seconds=r["latency"] * 1e-3, device=r["device"])
+        else:  # expanded into per-head keys and values
+            _attention_point(w, run, t, info, backend, decode=False, tokens=b * context,
+                             context=context, heads=heads, kv_heads=heads, qk=192, v=128,
+                             seconds=r["latency"] * 1e-3, device=r["device"])
+
+
 def import_deepep(w: Writer, t: aic.Table, command: str, backend: str, mode: str, gpn: int):
     run = w.add_run(t, backend, "deepep", max(r["node_num"] for r in t.rows) * gpn, command)
     for r in t.rows:
@@ -457,6 +522,22 @@ def run_import(args) -> Writer:
                                             cols, DEEPEP_OPTIONAL[mode]),
                           cmd + (f" --deepep-version {v}" if args.deepep_version else ""), dfw,
                           mode, gpn)
+    # The attention core (GQA/MHA and MLA), where the framework has the tables.
+    for op, table, cols, opt, fn, decode in (
+            ("attention", "context_attention_perf", aic.ATTENTION_CONTEXT_COLUMNS,
+             aic.ATTENTION_OPTIONAL, import_attention, False),
+            ("attention", "generation_attention_perf", aic.ATTENTION_GENERATION_COLUMNS,
+             aic.ATTENTION_OPTIONAL, import_attention, True),
+            ("mla", "context_mla_perf", aic.MLA_CONTEXT_COLUMNS, aic.MLA_CONTEXT_OPTIONAL, import_mla,
+             False),
+            ("mla", "generation_mla_perf", aic.MLA_GENERATION_COLUMNS, aic.MLA_GENERATION_OPTIONAL,
+             import_mla, True)):
+        v = fill(op, table)
+        if v:
+            fn(w, aic.read_table(root, s, op, fw, v, table, cols, opt), cmd, fw, decode)
+        else:
+            notes.append(f"no {table} for {fw} <= {version}: that attention falls back to the "
+                         f"roofline")
     w.notes = notes
     w.version = version
     return w

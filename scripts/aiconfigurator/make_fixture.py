@@ -47,6 +47,27 @@ SELECTIONS = [
      and r["comm_dtype"] == "bfloat16" and r["num_tokens"] in (1, 128, 4096),
      "DeepEP (trtllm_deepep_ht / _ll) dispatch+combine, hidden 7168, top-8, 256 experts, bf16, "
      "tokens {1, 128, 4096}"),
+    ("attention", "trtllm", "1.3.0rc20", "context_attention_perf",
+     lambda r: (r["num_heads"], r["num_key_value_heads"], r["head_dim"]) == (32, 4, 128)
+     and r["attn_dtype"] == "bfloat16" and r["kv_cache_dtype"] == "bfloat16"
+     and r["window_size"] == 0 and r["isl"] in (1024, 4096) and r["batch_size"] in (1, 8),
+     "Qwen3-30B-A3B's heads on one GPU (32 over 4 K/V heads of 128), bf16, bf16 KV, "
+     "prompts of 1024 and 4096, batch 1 and 8"),
+    ("attention", "trtllm", "1.3.0rc20", "generation_attention_perf",
+     lambda r: (r["num_heads"], r["num_key_value_heads"], r["head_dim"]) == (32, 4, 128)
+     and r["kv_cache_dtype"] == "bfloat16" and r["window_size"] == 0
+     and r["step"] in (1023, 4095) and r["batch_size"] in (1, 64),
+     "the same heads, bf16 KV, decode over 1024 and 4096 keys (step 1023, 4095), batch 1 and 64"),
+    ("mla", "trtllm", "1.3.0rc20", "context_mla_perf",
+     lambda r: r["num_heads"] == 16 and r["mla_dtype"] == "bfloat16"
+     and r["kv_cache_dtype"] == "bfloat16" and r["step"] == 0 and r["isl"] in (1024, 4096)
+     and r["batch_size"] in (1, 8),
+     "DeepSeek MLA, 16 heads per GPU (128 over TP 8), bf16, bf16 KV, prompts of 1024 and 4096, "
+     "batch 1 and 8"),
+    ("mla", "trtllm", "1.3.0rc20", "generation_mla_perf",
+     lambda r: r["num_heads"] == 16 and r["kv_cache_dtype"] == "bfloat16"
+     and r["step"] in (1023, 4095) and r["batch_size"] in (1, 64),
+     "the same, absorbed decode over 1024 and 4096 keys, batch 1 and 64"),
 ]
 
 

@@ -107,7 +107,8 @@ class ImportFixture(unittest.TestCase):
             self.assertEqual(prov, "imported:" + detail.split("value=")[1].split()[0])
         ops = dict(db.execute("SELECT op, count(*) FROM points GROUP BY op").fetchall())
         self.assertEqual(ops, {"moe_fused": 30, "gemm": 6, "all_reduce": 36, "all_gather": 36,
-                               "all_to_all": 16, "moe_dispatch": 4, "moe_combine": 4})
+                               "all_to_all": 16, "moe_dispatch": 4, "moe_combine": 4,
+                               "attention": 16})
         self.assertEqual(db.execute("SELECT DISTINCT device FROM points").fetchall(), [("h200",)])
         # every point names its source table, kernel and measured/proxy status
         for (detail,) in db.execute("SELECT detail FROM points"):
@@ -150,6 +151,36 @@ class ImportFixture(unittest.TestCase):
         self.assertAlmostEqual(t, ar["latency"] * 1e-3, delta=1e-15)
         self.assertEqual(m, 2 * 134217728)  # elements of half -> bytes
         self.assertAlmostEqual(bus, m / t * 2 * 7 / 8, delta=1.0)  # nccl-tests busBw
+        # attention: context rows are b prompts of isl tokens, generation rows one decode step of
+        # b sequences over isl + step keys; MLA's decode is absorbed (576/512), its prefill
+        # expanded (192/128, a K/V head per head)
+        ctx = pq.read_table(os.path.join(
+            d, "attention/trtllm/1.3.0rc20/context_attention_perf.parquet")).to_pylist()
+        gen = pq.read_table(os.path.join(
+            d, "attention/trtllm/1.3.0rc20/generation_attention_perf.parquet")).to_pylist()
+        mla = pq.read_table(os.path.join(
+            d, "mla/trtllm/1.3.0rc20/generation_mla_perf.parquet")).to_pylist()
+        mla_ctx = pq.read_table(os.path.join(
+            d, "mla/trtllm/1.3.0rc20/context_mla_perf.parquet")).to_pylist()
+        for rows, decode, shape_of in (
+                (ctx, False, lambda r: f"decode=0,tokens={r['batch_size'] * r['isl']},"
+                                       f"context={r['isl']},heads=32,kv_heads=4,qk=128,v=128"),
+                (gen, True, lambda r: f"decode=1,tokens={r['batch_size']},"
+                                      f"context={r['isl'] + r['step']},heads=32,kv_heads=4,"
+                                      f"qk=128,v=128"),
+                (mla, True, lambda r: f"decode=1,tokens={r['batch_size']},"
+                                      f"context={r['isl'] + r['step']},heads=16,kv_heads=1,"
+                                      f"qk=576,v=512"),
+                (mla_ctx, False, lambda r: f"decode=0,tokens={r['batch_size'] * r['isl']},"
+                                           f"context={r['isl']},heads=16,kv_heads=16,qk=192,"
+                                           f"v=128")):
+            self.assertEqual(len(rows), 4)
+            for r in rows:
+                got = db.execute("SELECT median_s, dtype FROM points WHERE op='attention' AND "
+                                 "shape=?", (shape_of(r),)).fetchall()
+                self.assertEqual(len(got), 1, shape_of(r))
+                self.assertAlmostEqual(got[0][0], r["latency"] * 1e-3, delta=1e-15)
+                self.assertEqual(got[0][1], "bf16")
         # the bf16 proxy row carries the same time and says so
         t2, det = db.execute("SELECT median_s, detail FROM points WHERE op='all_reduce' AND "
                              "dtype='bf16' AND group_size=8 AND m=268435456").fetchone()
@@ -223,6 +254,7 @@ class ImportFixture(unittest.TestCase):
         n = dict(db.execute("SELECT op, count(*) FROM points GROUP BY op").fetchall())
         self.assertGreater(n["moe_fused"], 10000)
         self.assertGreater(n["gemm"], 10000)
+        self.assertGreater(n["attention"], 10000)  # GQA/MHA and MLA, context and generation
         self.assertIn("all_reduce", n)
 
 

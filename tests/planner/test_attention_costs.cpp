@@ -97,10 +97,11 @@ TEST(AttentionRoofline, MeasuredSourceFallsBackAndSaysSo) {
   EXPECT_EQ(mc.misses()[0], "attention decode dtype=bf16 heads=8 kv_heads=8 qk=64 v=64");
 }
 
-CostPoint attention_point(bool decode, int tokens, int context, double seconds) {
+CostPoint attention_point(bool decode, int tokens, int context, double seconds,
+                          const std::string& backend = "cpu") {
   CostPoint p;
   p.device = "cpu:test";
-  p.backend = "cpu";
+  p.backend = backend;
   p.op = "attention";
   p.dtype = "bf16";
   p.shape = std::string("decode=") + (decode ? "1" : "0") + ",tokens=" + std::to_string(tokens) +
@@ -186,6 +187,45 @@ TEST(AttentionMeasured, ExactInterpolatedAndExtrapolated) {
   r = mc.attention(q);
   EXPECT_EQ(r->source, kSourceMiss);
   EXPECT_EQ(mc.misses().size(), 1U);
+}
+
+// A GPU's decode points (imported tables, a CUDA profile) are not one curve in sequences ×
+// context: a few long sequences leave SMs idle that many short ones fill. They are curves in
+// sequences per context, log-log between contexts, as prefill's.
+TEST(AttentionMeasured, GpuDecodeByContext) {
+  const auto c = cluster("1x-hgx-h200");
+  const std::vector<CostPoint> pts = {attention_point(true, 1, 1024, 1e-5, "trtllm"),
+                                      attention_point(true, 8, 1024, 2e-5, "trtllm"),
+                                      attention_point(true, 1, 4096, 3e-5, "trtllm"),
+                                      attention_point(true, 8, 4096, 8e-5, "trtllm")};
+  MeasuredCosts mc(pts, c, "measured:test", CostStatistic::kMedian, nullptr);
+  AttentionQuery q;
+  q.decode = true;
+  q.heads = 8;
+  q.kv_heads = 2;
+  q.qk_dim = 64;
+  q.v_dim = 64;
+  q.kv_bytes_per_token = 2.0 * 2 * 64 * 2;
+  q.tokens = 8;
+  q.context = 1024;
+  auto r = mc.attention(q);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->source, kSourceExact);
+  EXPECT_DOUBLE_EQ(r->seconds, 2e-5);
+  // 2 sequences of 4096 are 8192 pairs, as 8 of 1024; but not the same time on a GPU: the
+  // 4096 curve at 2 sequences (log-log between 1 and 8), not the 1024 curve's 8.
+  q.tokens = 2;
+  q.context = 4096;
+  r = mc.attention(q);
+  EXPECT_EQ(r->source, kSourceInterp);
+  EXPECT_NEAR(r->seconds, 3e-5 * std::pow(8e-5 / 3e-5, std::log(2.0) / std::log(8.0)), 1e-15);
+  // Between contexts, log-log: 8 sequences of 2048 → √(2e-5 · 8e-5).
+  q.tokens = 8;
+  q.context = 2048;
+  r = mc.attention(q);
+  EXPECT_EQ(r->source, kSourceInterp);
+  EXPECT_NEAR(r->seconds, std::sqrt(2e-5 * 8e-5), 1e-15);
+  EXPECT_TRUE(mc.misses().empty());
 }
 
 // The queries per attention type: GQA splits the heads over TP and replicates KV heads past

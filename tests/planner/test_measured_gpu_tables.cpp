@@ -83,7 +83,7 @@ TEST(GpuTables, FixtureAnswersFromTheTables) {
   EXPECT_EQ((*db)->schema_version(), kCostDbSchemaVersion);
   auto all = (*db)->points();
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(all->size(), 132U);
+  EXPECT_EQ(all->size(), 148U);
   for (const auto& p : *all) {
     EXPECT_TRUE(is_imported(p.provenance)) << p.provenance;
     EXPECT_NE(p.detail.find("source=aiconfigurator-core 0.12.0"), std::string::npos);
@@ -135,6 +135,46 @@ TEST(GpuTables, FixtureAnswersFromTheTables) {
               1e-12);
   own.rows_in = 512;  // the same rows as measured: exact
   EXPECT_EQ(m.moe_fused(own)->source, kSourceExact);
+  // The attention core of Qwen3-30B-A3B on one GPU (32 heads over 4 K/V heads), from the
+  // generation table: exact on its rows; 8 sequences of 4096 keys between its batches 1 and 64
+  // at that context (log-log), not the pairs of another context.
+  const auto attn_time = [&](const std::string& shape) {
+    auto pts = (*db)->points_of("h200", {"attention"});
+    EXPECT_TRUE(pts.ok());
+    for (const auto& p : *pts) {
+      if (p.shape == shape) return p.median_s;
+    }
+    ADD_FAILURE() << "no fixture row " << shape;
+    return 0.0;
+  };
+  AttentionQuery aq;
+  aq.decode = true;
+  aq.heads = 32;
+  aq.kv_heads = 4;
+  aq.qk_dim = 128;
+  aq.v_dim = 128;
+  aq.kv_bytes_per_token = 2.0 * 4 * 128 * 2;
+  aq.dtype = DType::kBf16;
+  aq.tokens = 64;
+  aq.context = 4096;
+  auto a = m.attention(aq);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->source, kSourceExact);
+  const double g64 = attn_time("decode=1,tokens=64,context=4096,heads=32,kv_heads=4,qk=128,v=128");
+  const double g1 = attn_time("decode=1,tokens=1,context=4096,heads=32,kv_heads=4,qk=128,v=128");
+  EXPECT_DOUBLE_EQ(a->seconds, g64);
+  aq.tokens = 8;
+  a = m.attention(aq);
+  EXPECT_EQ(a->source, kSourceInterp);
+  EXPECT_NEAR(a->seconds, g1 * std::pow(g64 / g1, 0.5), 1e-15);  // 8 = √64: halfway in log
+  // Prefill of 8 prompts of 1024: the context table's row.
+  aq.decode = false;
+  aq.tokens = 8 * 1024;
+  aq.context = 1024;
+  a = m.attention(aq);
+  EXPECT_EQ(a->source, kSourceExact);
+  EXPECT_DOUBLE_EQ(a->seconds,
+                   attn_time("decode=0,tokens=8192,context=1024,heads=32,kv_heads=4,qk=128,v=128"));
   // A shape the tables lack: the calibrated roofline, said so.
   EXPECT_TRUE(m.misses().empty());
   MoeFusedQuery other = qwen3_30b(512, 2, 4);

@@ -234,6 +234,33 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   tokens_ = new QLineEdit(QStringLiteral("256,512,1024"), box);
   tokens_->setToolTip(tr("--tokens: global token counts, each divisible by the rank count"));
   addField(val, tr("&Global tokens:"), tokens_, 1);
+  auto* partRow = newRow();
+  part_ = new QComboBox(box);
+  part_->addItems({tr("MoE layer"), tr("attention core"), tr("attention block"),
+                   tr("decoder layer (attention block + MoE layer)")});
+  part_->setToolTip(
+      tr("What validate runs: the sharded MoE layer per layout (the fields above), or on one "
+         "rank at full width the attention core, the whole attention block (norms, "
+         "projections, RoPE, core) or the whole decoder layer (validate --attention --scope "
+         "core|block|layer)"));
+  addField(partRow, tr("Part:"), part_, 1);
+  contexts_ = new QLineEdit(QStringLiteral("512,2048"), box);
+  contexts_->setToolTip(tr("--contexts: context lengths, tokens (prefill one prompt each)"));
+  addField(partRow, tr("Contexts:"), contexts_, 1);
+  batches_ = new QLineEdit(QStringLiteral("3,12"), box);
+  batches_->setToolTip(tr("--batches: decode batch sizes, sequences over each context"));
+  addField(partRow, tr("Decode batches:"), batches_, 1);
+  const auto syncPart = [this] {
+    const bool layer = part_->currentIndex() == 0;
+    for (QWidget* w : {static_cast<QWidget*>(layouts_), static_cast<QWidget*>(dispatchers_),
+                       static_cast<QWidget*>(ranksPerNode_), static_cast<QWidget*>(tokens_)}) {
+      w->setEnabled(layer);
+    }
+    contexts_->setEnabled(!layer);
+    batches_->setEnabled(!layer);
+  };
+  connect(part_, &QComboBox::currentIndexChanged, this, syncPart);
+  syncPart();
   validateButton_ = new QPushButton(tr("Validate no&w"), box);
   validateButton_->setToolTip(
       tr("Run the real sharded layer per layout, dispatcher and token count and compare it with "
@@ -363,7 +390,7 @@ void ProfilingView::showError(const QString& t) {
 void ProfilingView::setRunning(bool on, int total) {
   running_ = on;
   for (QWidget* w : {static_cast<QWidget*>(profileButton_), static_cast<QWidget*>(validateButton_),
-                     static_cast<QWidget*>(useAsCosts_)}) {
+                     static_cast<QWidget*>(useAsCosts_), static_cast<QWidget*>(part_)}) {
     w->setEnabled(!on);
   }
   if (!on) useAsCosts_->setEnabled(!shownDb_.isEmpty());
@@ -467,6 +494,7 @@ bool ProfilingView::startProfile() {
 bool ProfilingView::startValidate() {
   if (running_) return false;
   showError({});
+  if (part_->currentIndex() > 0) return startAttentionValidate();
   profiler::ValidateOptions o;
   o.model = model_->currentText().toStdString();
   o.scale = scale_->value();
@@ -511,6 +539,65 @@ bool ProfilingView::startValidate() {
     });
     out.stopped = static_cast<int>(out.rows.size()) < out.cases;
     if (const Status s = profiler::add_predictions(request, *shared, out.rows, ranks); !s) {
+      out.error = errorText(s.error());
+    }
+    out.misses = shared->measured->misses();
+    return out;
+  });
+  watcher_.setFuture(future);
+  return true;
+}
+
+bool ProfilingView::startAttentionValidate() {
+  if (ranks_->value() != 1) {
+    showError(errorText(input_error(
+        "ranks", " " + std::to_string(ranks_->value()) +
+                     ": the attention core, block and decoder layer run on one rank (the "
+                     "profile of one rank predicts them); expected 1")));
+    return false;
+  }
+  profiler::AttentionValidateOptions a;
+  a.model = model_->currentText().toStdString();
+  a.costs = validateDb_->text().trimmed().toStdString();
+  a.contexts = contexts_->text().trimmed().toStdString();
+  a.batches = batches_->text().trimmed().toStdString();
+  a.max_seconds = maxSeconds_->value();
+  const int index = part_->currentIndex();
+  a.scope = index == 1 ? "core" : (index == 2 ? "block" : "layer");
+  if (a.scope == "layer") a.weights = weightsChoice();
+  auto req = profiler::make_attention_validate_request(a);
+  if (!req) {
+    showError(errorText(req.error()));
+    return false;
+  }
+  auto setup = planner::make_cost_setup(req->cluster, a.costs, req->statistic);
+  if (!setup) {
+    showError(errorText(setup.error()));
+    return false;
+  }
+  auto shared = std::make_shared<planner::CostSetup>(std::move(*setup));
+  stop_ = std::make_shared<std::atomic<bool>>(false);
+  const int total = static_cast<int>(req->cases.size());
+  setRunning(true, total);
+  status_->setText(
+      tr("Validating the %1 in %2 case(s) on one rank…").arg(part_->currentText()).arg(total));
+  auto future = QtConcurrent::run(&pool_, [this, request = *req, shared, stop = stop_]() {
+    ProfilingOutcome out;
+    out.validate = true;
+    out.attention = true;
+    out.scope = request.scope;
+    out.cases = static_cast<int>(request.cases.size());
+    out.attentionRows = profiler::run_attention_validate(
+        request,
+        [this](int done, int n, const std::string& what) {
+          QMetaObject::invokeMethod(
+              this, [this, done, n, w = text(what)] { onProgress(done, n, w); },
+              Qt::QueuedConnection);
+        },
+        [stop] { return stop->load(); });
+    out.stopped = static_cast<int>(out.attentionRows.size()) < out.cases;
+    if (const Status s = profiler::add_attention_predictions(request, *shared, out.attentionRows);
+        !s) {
       out.error = errorText(s.error());
     }
     out.misses = shared->measured->misses();
@@ -591,7 +678,9 @@ void ProfilingView::onDone() {
     emit finished();
     return;
   }
-  if (out.validate) {
+  if (out.validate && out.attention) {
+    showAttentionValidate(out);
+  } else if (out.validate) {
     showValidate(out);
   } else {
     const auto& s = out.profile;
@@ -626,8 +715,76 @@ void ProfilingView::onDone() {
   emit finished();
 }
 
+void ProfilingView::showAttentionValidate(const ProfilingOutcome& out) {
+  const auto& rows = out.attentionRows;
+  validateTable_->clearContents();
+  validateTable_->setHorizontalHeaderLabels(
+      {tr("phase"), tr("context"), tr("tokens / seqs"), tr("measured ms"), tr("predicted ms"),
+       tr("error"), tr("roofline ms"), tr("roofline err"), tr("sources (items)")});
+  validateTable_->setRowCount(static_cast<int>(rows.size()));
+  QStringList categories;
+  std::vector<std::vector<double>> values(3);
+  for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
+    const auto& r = rows[static_cast<std::size_t>(i)];
+    const QString phase = r.c.decode ? tr("decode") : tr("prefill");
+    const QStringList cells = {
+        phase,
+        QString::number(r.c.context),
+        QString::number(r.c.tokens),
+        ms(r.measured_s),
+        ms(r.predicted.seconds),
+        pct(profiler::relative_error(r.predicted.seconds, r.measured_s)),
+        ms(r.roofline.seconds),
+        pct(profiler::relative_error(r.roofline.seconds, r.measured_s)),
+        r.verified ? text(r.predicted.source) : tr("VERIFY FAILED: %1").arg(text(r.verify_detail))};
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      if (c >= 1 && c <= 7) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      validateTable_->setItem(i, c, item);
+    }
+    categories << (r.c.decode
+                       ? QStringLiteral("%1 %2×%3").arg(phase).arg(r.c.tokens).arg(r.c.context)
+                       : QStringLiteral("%1 %2").arg(phase).arg(r.c.context));
+    values[0].push_back(r.measured_s * 1e3);
+    values[1].push_back(r.predicted.seconds * 1e3);
+    values[2].push_back(r.roofline.seconds * 1e3);
+  }
+  const QString part = out.scope == profiler::AttentionScope::kCore
+                           ? tr("Attention core")
+                           : (out.scope == profiler::AttentionScope::kBlock ? tr("Attention block")
+                                                                            : tr("Decoder layer"));
+  chart_->setData(tr("%1 time per case: measured vs predicted").arg(part), categories,
+                  {tr("measured"), tr("predicted (cost DB)"), tr("roofline")}, values,
+                  tr("phase, sequences × context"), tr("ms"));
+  const auto sum = profiler::summarize(rows);
+  QString summary =
+      tr("%1, one rank. Cost DB: median |error| %2, worst %3; roofline: median |error| %4, "
+         "worst %5 (%6 cases%7).")
+          .arg(part, pct(sum.median_abs_error), pct(sum.worst_abs_error),
+               pct(sum.roofline_median_abs_error), pct(sum.roofline_worst_abs_error))
+          .arg(rows.size())
+          .arg(out.stopped ? tr(", cancelled after %1 of %2").arg(rows.size()).arg(out.cases)
+                           : QString());
+  if (!out.misses.empty()) {
+    summary += tr(" %1 kind(s) of query missed the cost database and used the roofline.")
+                   .arg(out.misses.size());
+  }
+  validateSummary_->setText(summary);
+  QString tip;
+  for (const auto& m : out.misses) tip += text(m) + QLatin1Char('\n');
+  validateSummary_->setToolTip(tip.trimmed());
+  status_->setText(out.stopped ? tr("Validate cancelled; the cases done are shown.")
+                               : tr("Validate finished: %1 case(s).").arg(rows.size()));
+  if (!sum.all_verified) {
+    showError(tr("An op did not match its reference (VERIFY FAILED rows)."));
+  }
+}
+
 void ProfilingView::showValidate(const ProfilingOutcome& out) {
   const auto& rows = out.rows;
+  validateTable_->setHorizontalHeaderLabels(
+      {tr("layout"), tr("dispatcher"), tr("tokens"), tr("measured ms"), tr("predicted ms"),
+       tr("error"), tr("roofline ms"), tr("roofline err"), tr("sources (items)")});
   validateTable_->setRowCount(static_cast<int>(rows.size()));
   QStringList categories;
   std::vector<std::vector<double>> values(3);

@@ -21,6 +21,7 @@
 #include "planner/costs/cost_db.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/validate.hpp"
+#include "profiler/validate_attention.hpp"
 
 class QCheckBox;
 class QComboBox;
@@ -75,6 +76,10 @@ class PointTableModel : public QAbstractTableModel {
 /// What a finished run hands back to the view.
 struct ProfilingOutcome {
   bool validate = false;
+  /// validate of the attention core, block or decoder layer (rows in attentionRows).
+  bool attention = false;
+  profiler::AttentionScope scope = profiler::AttentionScope::kCore;
+  std::vector<profiler::AttentionValidateRow> attentionRows;
   QString path;   ///< profile: the database written
   QString error;  ///< empty on success
   profiler::ProfileSummary profile;
@@ -108,6 +113,11 @@ class ProfilingView : public QWidget {
   QLineEdit* dispatchersEdit() const { return dispatchers_; }
   QSpinBox* ranksPerNodeSpin() const { return ranksPerNode_; }
   QLineEdit* tokensEdit() const { return tokens_; }
+  /// What validate runs: item 0 the MoE layer, 1 the attention core, 2 the attention block, 3
+  /// the decoder layer (validate --attention --scope core|block|layer).
+  QComboBox* partCombo() const { return part_; }
+  QLineEdit* contextsEdit() const { return contexts_; }
+  QLineEdit* batchesEdit() const { return batches_; }
   QLineEdit* validateDbEdit() const { return validateDb_; }
   QPushButton* profileButton() const { return profileButton_; }
   QPushButton* validateButton() const { return validateButton_; }
@@ -150,6 +160,8 @@ class ProfilingView : public QWidget {
   void onProgress(int done, int total, const QString& what);
   void showError(const QString& text);
   void showValidate(const ProfilingOutcome& out);
+  void showAttentionValidate(const ProfilingOutcome& out);
+  bool startAttentionValidate();
   void syncModel();
 
   Session* session_;
@@ -167,6 +179,9 @@ class ProfilingView : public QWidget {
   QLineEdit* dispatchers_ = nullptr;
   QSpinBox* ranksPerNode_ = nullptr;
   QLineEdit* tokens_ = nullptr;
+  QComboBox* part_ = nullptr;
+  QLineEdit* contexts_ = nullptr;
+  QLineEdit* batches_ = nullptr;
   QLineEdit* validateDb_ = nullptr;
   QPushButton* profileButton_ = nullptr;
   QPushButton* validateButton_ = nullptr;

@@ -18,7 +18,9 @@ QString errorText(const Error& error) {
   // The libraries' input names and the labels of the fields that hold them.
   static const std::map<std::string, std::string> kLabels = {
       {"backend", "Backend"},
+      {"batches", "Decode batches"},
       {"cluster", "Cluster"},
+      {"contexts", "Contexts"},
       {"costs", "Cost DB"},
       {"dispatcher", "Dispatchers"},
       {"dtype", "Dtype"},
@@ -42,9 +44,12 @@ QString errorText(const Error& error) {
       {"placement", "Placement"},
       {"redundant", "Redundant slots"},
       {"resume", "Resume"},
+      {"ranks", "Ranks"},
       {"scale", "Scale"},
+      {"scope", "Part"},
       {"statistic", "Statistic"},
       {"tokens", "Tokens"},
+      {"tp", "Part"},
       {"weights", "Weight dtype"}};
   return QString::fromStdString(render_error(error, [](const std::string& input) {
     const auto it = kLabels.find(input);

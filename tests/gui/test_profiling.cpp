@@ -34,6 +34,7 @@
 #include "planner/costs/cost_setup.hpp"
 #include "planner/placement/load_io.hpp"
 #include "profiler/validate.hpp"
+#include "profiler/validate_attention.hpp"
 #include "tests/gui/gui_app.hpp"
 #include "tests/gui/tiny_profile.hpp"
 
@@ -295,6 +296,89 @@ TEST(GuiProfiling, ValidateShowsTheLibrarysPredictionsAgainstTheMeasuredLayer) {
     EXPECT_DOUBLE_EQ(series->barSets()[1]->at(i), lib.predicted.total() * 1e3);
     EXPECT_DOUBLE_EQ(series->barSets()[2]->at(i), lib.roofline.total() * 1e3);
   }
+}
+
+// The attention block on one rank (validate --attention --scope block): the GUI's rows, table
+// and chart are the library's measurements and predictions; the Part's own errors show.
+TEST(GuiProfiling, ValidatesTheAttentionBlockOnOneRank) {
+  app();
+  const std::string dir = testDir("attnblock");
+  const std::string db = dir + "/one.db";
+  {
+    profiler::ProfileOptions po = tinyProfileOptions(db);
+    po.ops = "attention,gemm,norm,rope";
+    auto req = profiler::make_profile_request(po, 1);
+    ASSERT_TRUE(req.ok()) << req.error().message;
+    Result<profiler::ProfileSummary> sum = Error{"not run"};
+    kernels::run_in_process(1, [&](kernels::Communicator& world) {
+      auto r = profiler::run_profile(world, *req, {}, {});
+      if (world.rank() == 0) sum = std::move(r);
+    });
+    ASSERT_TRUE(sum.ok()) << sum.error().message;
+  }
+  Session session;
+  ProfilingView v(&session);
+  setTinyOptions(v, db);
+  v.validateDbEdit()->setText(QString::fromStdString(db));
+  v.partCombo()->setCurrentIndex(2);  // attention block
+  EXPECT_FALSE(v.tokensEdit()->isEnabled());
+  EXPECT_TRUE(v.contextsEdit()->isEnabled());
+  v.contextsEdit()->setText(QStringLiteral("64"));
+  v.batchesEdit()->setText(QStringLiteral("2"));
+  v.ranksSpin()->setValue(2);
+  EXPECT_FALSE(v.startValidate());
+  EXPECT_NE(v.errorLabel()->text().indexOf(QStringLiteral("Ranks 2: the attention core")), -1)
+      << v.errorLabel()->text().toStdString();
+  v.ranksSpin()->setValue(1);
+  ASSERT_TRUE(v.startValidate()) << v.errorLabel()->text().toStdString();
+  waitUntilIdle(v);
+  const auto& out = v.lastOutcome();
+  ASSERT_TRUE(out.error.isEmpty()) << out.error.toStdString();
+  ASSERT_TRUE(out.attention);
+  EXPECT_EQ(out.scope, profiler::AttentionScope::kBlock);
+  ASSERT_EQ(out.attentionRows.size(), 2U);  // prefill 64, decode 2 × 64
+
+  profiler::AttentionValidateOptions a;
+  a.model = kTinyModel;
+  a.costs = db;
+  a.contexts = "64";
+  a.batches = "2";
+  a.scope = "block";
+  auto req = profiler::make_attention_validate_request(a);
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  auto setup = planner::make_cost_setup(req->cluster, a.costs, req->statistic);
+  ASSERT_TRUE(setup.ok()) << setup.error().message;
+  auto rows = out.attentionRows;
+  for (auto& r : rows) r.predicted = r.roofline = {};
+  ASSERT_TRUE(profiler::add_attention_predictions(*req, *setup, rows).ok());
+  const QTableWidget* t = v.validateTable();
+  ASSERT_EQ(t->rowCount(), 2);
+  EXPECT_EQ(t->horizontalHeaderItem(0)->text(), QStringLiteral("phase"));
+  auto* series = qobject_cast<QBarSeries*>(v.validateChart()->chart()->series().value(0));
+  ASSERT_NE(series, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    const auto& gui = out.attentionRows[static_cast<std::size_t>(i)];
+    const auto& lib = rows[static_cast<std::size_t>(i)];
+    EXPECT_TRUE(gui.verified) << gui.verify_detail;
+    EXPECT_EQ(gui.predicted.seconds, lib.predicted.seconds);
+    EXPECT_EQ(gui.roofline.seconds, lib.roofline.seconds);
+    EXPECT_EQ(t->item(i, 0)->text(), i == 0 ? QStringLiteral("prefill") : QStringLiteral("decode"));
+    EXPECT_EQ(t->item(i, 4)->text(), QString::number(lib.predicted.seconds * 1e3, 'f', 3));
+    EXPECT_DOUBLE_EQ(series->barSets()[0]->at(i), gui.measured_s * 1e3);
+    EXPECT_DOUBLE_EQ(series->barSets()[1]->at(i), lib.predicted.seconds * 1e3);
+  }
+  // MLA's block is not run: the Part names it.
+  v.modelCombo()->setEditText(QStringLiteral("deepseek-v2-lite"));
+  v.partCombo()->setCurrentIndex(3);
+  EXPECT_FALSE(v.startValidate());
+  EXPECT_NE(v.errorLabel()->text().indexOf(QStringLiteral("Part layer: deepseek-v2-lite uses MLA")),
+            -1)
+      << v.errorLabel()->text().toStdString();
+  // Back to the MoE layer: its own fields again.
+  v.partCombo()->setCurrentIndex(0);
+  EXPECT_TRUE(v.tokensEdit()->isEnabled());
+  EXPECT_FALSE(v.contextsEdit()->isEnabled());
+  fs::remove_all(dir);
 }
 
 TEST(GuiProfiling, ValidatesTheDeepEpDispatchersOnRanksGroupedIntoNodes) {

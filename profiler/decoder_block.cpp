@@ -58,7 +58,6 @@ class DecoderCaseImpl final : public DecoderCase {
     qk_norm_ = a.qk_norm;
     eps_ = static_cast<float>(a.rms_norm_eps);
     n_qkv_ = (nh_ + 2 * nkv_) * hd_;
-    decode_ = sh.decode;
     batch_ = sh.decode ? sh.tokens : 1;
     q_len_ = sh.decode ? 1 : sh.tokens;
     kv_len_ = sh.context;
@@ -274,7 +273,7 @@ class DecoderCaseImpl final : public DecoderCase {
   DType dtype_;
   kernels::Backend& backend_;
   int h_ = 0, nh_ = 0, nkv_ = 0, hd_ = 0, n_qkv_ = 0;
-  bool qk_norm_ = false, decode_ = false, ran_ = false;
+  bool qk_norm_ = false, ran_ = false;
   float eps_ = 1e-6F;
   int batch_ = 1, q_len_ = 1, kv_len_ = 1, t_ = 1;
   kernels::AttentionShape shape_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/attention.hpp"
 #include "kernels/moe_layer.hpp"
@@ -138,18 +139,28 @@ class DecoderCaseImpl final : public DecoderCase {
   }
 
   Check verify() override {
+    for (const OpCheck& c : check_ops(8)) {
+      if (!c.passed) return {false, c.detail};
+    }
+    return {};
+  }
+
+  std::vector<OpCheck> check_ops(long rows) override {
     run();
-    Check c = check_norm(x_, h_, w_in_, xn_, "input norm");
-    if (c.passed) c = check_gemm(xn_, h_, w_qkv_, n_qkv_, qkv_, "q/k/v projection");
-    if (c.passed) c = check_rope(0, nh_, q_rot_, "RoPE q");
-    if (c.passed) c = check_rope(nh_ * hd_, nkv_, k_rot_, "RoPE k");
-    if (c.passed && qk_norm_) c = check_norm(q_rot_, hd_, w_qnorm_, q_, "q norm");
-    if (c.passed && qk_norm_) c = check_norm(k_rot_, hd_, w_knorm_, k_new_, "k norm");
-    if (c.passed) c = check_attention();
-    if (c.passed) c = check_gemm(attn_, nh_ * hd_, w_o_, h_, y_, "output projection");
-    if (c.passed) c = check_norm(y_, h_, w_post_, hn_, "post-attention norm");
-    if (c.passed && spec_) c = check_moe();
-    return c;
+    std::vector<OpCheck> out;
+    out.push_back(check_norm(x_, h_, w_in_, xn_, "input norm", rows));
+    out.push_back(check_gemm(xn_, h_, w_qkv_, n_qkv_, qkv_, "q/k/v projection", rows));
+    out.push_back(check_rope(0, nh_, q_rot_, "RoPE q", rows));
+    out.push_back(check_rope(nh_ * hd_, nkv_, k_rot_, "RoPE k", rows));
+    if (qk_norm_) {
+      out.push_back(check_norm(q_rot_, hd_, w_qnorm_, q_, "q norm", rows));
+      out.push_back(check_norm(k_rot_, hd_, w_knorm_, k_new_, "k norm", rows));
+    }
+    out.push_back(check_attention(rows));
+    out.push_back(check_gemm(attn_, nh_ * hd_, w_o_, h_, y_, "output projection", rows));
+    out.push_back(check_norm(y_, h_, w_post_, hn_, "post-attention norm", rows));
+    if (spec_) out.push_back(check_moe(rows));
+    return out;
   }
 
   std::vector<double> routed_counts() const override {
@@ -158,116 +169,138 @@ class DecoderCaseImpl final : public DecoderCase {
   }
 
  private:
-  Check check_norm(const std::vector<float>& in, int width, const std::vector<float>& w,
-                   const std::vector<float>& out, const char* what) const {
-    const long rows = static_cast<long>(in.size() / usz(width));
-    for (const long r : spread(rows, 8)) {
+  /// Adds one compared value to `c`; `where` names it when it is the first past its bound.
+  template <class Where>
+  static void note(OpCheck& c, double got, double ref, double bound, const Where& where) {
+    const double diff = std::abs(got - ref);
+    ++c.checked;
+    if (diff <= bound) {
+      c.max_abs_diff = std::max(c.max_abs_diff, diff);
+      c.max_bound_use = std::max(c.max_bound_use, bound > 0.0 ? diff / bound : 0.0);
+      return;
+    }
+    c.max_abs_diff = std::isfinite(diff) ? std::max(c.max_abs_diff, diff) : diff;
+    c.max_bound_use = bound > 0.0 && std::isfinite(diff) ? std::max(c.max_bound_use, diff / bound)
+                                                         : std::numeric_limits<double>::infinity();
+    if (c.passed) {
+      c.passed = false;
+      c.detail = c.op + " " + where() + " = " + std::to_string(got) + ", expected " +
+                 std::to_string(ref) + " ± " + std::to_string(bound);
+    }
+  }
+
+  static std::vector<long> pick(long count, long rows) {
+    return spread(count, rows > 0 ? rows : count);
+  }
+
+  OpCheck check_norm(const std::vector<float>& in, int width, const std::vector<float>& w,
+                     const std::vector<float>& out, const char* what, long rows) const {
+    OpCheck c;
+    c.op = what;
+    const long total = static_cast<long>(in.size() / usz(width));
+    for (const long r : pick(total, rows)) {
       const auto row = std::span<const float>(in).subspan(usz(r) * usz(width), usz(width));
       const auto ref = kernels::rms_norm_reference(row, 1, width, w, eps_, dtype_);
-      for (int c = 0; c < width; ++c) {
-        const double got = out[usz(r) * usz(width) + usz(c)];
-        if (!(std::abs(got - ref.out[usz(c)]) <= ref.bound[usz(c)])) {
-          return {false, std::string(what) + " row " + std::to_string(r) + " value " +
-                             std::to_string(c) + " = " + std::to_string(got) + ", expected " +
-                             std::to_string(ref.out[usz(c)]) + " ± " +
-                             std::to_string(ref.bound[usz(c)])};
+      for (int i = 0; i < width; ++i) {
+        note(c, out[usz(r) * usz(width) + usz(i)], ref.out[usz(i)], ref.bound[usz(i)],
+             [&] { return "row " + std::to_string(r) + " value " + std::to_string(i); });
+      }
+    }
+    return c;
+  }
+
+  OpCheck check_gemm(const std::vector<float>& a, int k, const std::vector<float>& b, int n,
+                     const std::vector<float>& out, const char* what, long rows) const {
+    OpCheck c;
+    c.op = what;
+    const long m = static_cast<long>(out.size() / usz(n));
+    std::vector<double> ref(usz(n)), abs_sum(usz(n));
+    for (const long i : pick(m, rows)) {
+      std::fill(ref.begin(), ref.end(), 0.0);
+      std::fill(abs_sum.begin(), abs_sum.end(), 0.0);
+      for (int p = 0; p < k; ++p) {
+        const double x = a[usz(i) * usz(k) + usz(p)];
+        const float* brow = b.data() + usz(p) * usz(n);
+        for (int j = 0; j < n; ++j) {
+          const double t = x * brow[j];
+          ref[usz(j)] += t;
+          abs_sum[usz(j)] += std::abs(t);
         }
       }
-    }
-    return {};
-  }
-
-  Check check_gemm(const std::vector<float>& a, int k, const std::vector<float>& b, int n,
-                   const std::vector<float>& c, const char* what) const {
-    const long size = static_cast<long>(c.size());
-    for (long s = 0; s < std::min<long>(65, size); ++s) {
-      const long idx = s == 0 ? size / 2 : (s * 7919L) % size;
-      const long i = idx / n, j = idx % n;
-      double ref = 0.0, abs_sum = 0.0;
-      for (int p = 0; p < k; ++p) {
-        const double t =
-            static_cast<double>(a[usz(i * k + p)]) * b[usz(static_cast<long>(p) * n + j)];
-        ref += t;
-        abs_sum += std::abs(t);
-      }
-      const double tol = sum_tolerance(dtype_, k, abs_sum, ref);
-      if (!(std::abs(c[usz(idx)] - ref) <= tol)) {
-        return {false, std::string(what) + " C[" + std::to_string(i) + "," + std::to_string(j) +
-                           "] = " + std::to_string(c[usz(idx)]) + ", expected " +
-                           std::to_string(ref) + " ± " + std::to_string(tol)};
+      for (int j = 0; j < n; ++j) {
+        note(c, out[usz(i) * usz(n) + usz(j)], ref[usz(j)],
+             sum_tolerance(dtype_, k, abs_sum[usz(j)], ref[usz(j)]),
+             [&] { return "C[" + std::to_string(i) + "," + std::to_string(j) + "]"; });
       }
     }
-    return {};
+    return c;
   }
 
-  Check check_rope(int offset, int heads, const std::vector<float>& out, const char* what) const {
+  OpCheck check_rope(int offset, int heads, const std::vector<float>& out, const char* what,
+                     long rows) const {
+    OpCheck c;
+    c.op = what;
     const std::size_t row_out = usz(heads) * usz(hd_);
-    for (const long r : spread(t_, 8)) {
+    for (const long r : pick(t_, rows)) {
       const auto in = std::span<const float>(qkv_).subspan(usz(r) * usz(n_qkv_) + usz(offset));
       const int pos = positions_[usz(r)];
       const auto ref = kernels::rope_reference(in, n_qkv_, 1, heads, hd_, hd_,
                                                std::span<const int>(&pos, 1), cache_, dtype_);
       for (std::size_t i = 0; i < row_out; ++i) {
-        const double got = out[usz(r) * row_out + i];
-        if (!(std::abs(got - ref.out[i]) <= ref.bound[i])) {
-          return {false, std::string(what) + " row " + std::to_string(r) + " value " +
-                             std::to_string(i) + " = " + std::to_string(got) + ", expected " +
-                             std::to_string(ref.out[i]) + " ± " + std::to_string(ref.bound[i])};
-        }
+        note(c, out[usz(r) * row_out + i], ref.out[i], ref.bound[i],
+             [&] { return "row " + std::to_string(r) + " value " + std::to_string(i); });
       }
     }
-    return {};
+    return c;
   }
 
-  Check check_attention() const {
+  OpCheck check_attention(long rows) const {
+    OpCheck c;
+    c.op = "attention core";
     const std::vector<float>& q = qk_norm_ ? q_ : q_rot_;
     std::vector<double> ref(usz(hd_)), bound(usz(hd_));
-    for (const long row : spread(shape_.q_rows(), 6)) {
+    for (const long row : pick(shape_.q_rows(), rows > 0 ? std::max(1L, rows * 3 / 4) : 0)) {
       const int b = static_cast<int>(row / q_len_), t = static_cast<int>(row % q_len_);
-      for (const long h : spread(nh_, 3)) {
+      for (const long h : pick(nh_, rows > 0 ? 3 : 0)) {
         kernels::attention_reference_row(shape_, q, k_, v_, dtype_, b, t, static_cast<int>(h), ref,
                                          bound);
-        for (int c = 0; c < hd_; ++c) {
-          const double got = attn_[(usz(row) * usz(nh_) + usz(h)) * usz(hd_) + usz(c)];
-          if (!(std::abs(got - ref[usz(c)]) <= bound[usz(c)])) {
-            return {false, "attention sequence " + std::to_string(b) + " token " +
-                               std::to_string(t) + " head " + std::to_string(h) + " value " +
-                               std::to_string(c) + " = " + std::to_string(got) + ", expected " +
-                               std::to_string(ref[usz(c)]) + " ± " + std::to_string(bound[usz(c)])};
-          }
+        for (int i = 0; i < hd_; ++i) {
+          note(c, attn_[(usz(row) * usz(nh_) + usz(h)) * usz(hd_) + usz(i)], ref[usz(i)],
+               bound[usz(i)], [&] {
+                 return "sequence " + std::to_string(b) + " token " + std::to_string(t) + " head " +
+                        std::to_string(h) + " value " + std::to_string(i);
+               });
         }
       }
     }
-    return {};
+    return c;
   }
 
-  Check check_moe() const {
-    // Tokens route and compute independently: the reference of sampled tokens' rows.
-    const auto tokens = spread(t_, 8);
-    std::vector<float> rows;
+  OpCheck check_moe(long rows) const {
+    OpCheck c;
+    c.op = "MoE layer";
+    // Tokens route and compute independently: the reference of the chosen tokens' rows.
+    const auto tokens = pick(t_, rows);
+    std::vector<float> in;
     for (const long t : tokens) {
-      rows.insert(rows.end(), hn_.begin() + static_cast<std::ptrdiff_t>(usz(t) * usz(h_)),
-                  hn_.begin() + static_cast<std::ptrdiff_t>(usz(t + 1) * usz(h_)));
+      in.insert(in.end(), hn_.begin() + static_cast<std::ptrdiff_t>(usz(t) * usz(h_)),
+                hn_.begin() + static_cast<std::ptrdiff_t>(usz(t + 1) * usz(h_)));
     }
     const int n = static_cast<int>(tokens.size());
     const kernels::ReferenceOutput ref = kernels::reference_forward(
-        *spec_, rows, n,
+        *spec_, in, n,
         {kernels::sends_fp8(*spec_, layout_.dispatcher), kernels::ref_tp_slices(*spec_, 1)});
     const std::vector<float>& expected = kernels::reference_of(ref, *spec_, layout_.dispatcher);
     const std::vector<float>& bound = kernels::bound_of(ref, *spec_, layout_.dispatcher);
     for (int i = 0; i < n; ++i) {
-      for (int c = 0; c < h_; ++c) {
-        const std::size_t e = usz(i) * usz(h_) + usz(c);
-        const double got = out_[usz(tokens[usz(i)]) * usz(h_) + usz(c)];
-        if (!(std::abs(got - expected[e]) <= bound[e])) {
-          return {false, "MoE layer token " + std::to_string(tokens[usz(i)]) + " value " +
-                             std::to_string(c) + " differs from the dense reference by " +
-                             std::to_string(std::abs(got - expected[e])) + " > bound " +
-                             std::to_string(bound[e])};
-        }
+      for (int j = 0; j < h_; ++j) {
+        const std::size_t e = usz(i) * usz(h_) + usz(j);
+        note(c, out_[usz(tokens[usz(i)]) * usz(h_) + usz(j)], expected[e], bound[e], [&] {
+          return "token " + std::to_string(tokens[usz(i)]) + " value " + std::to_string(j);
+        });
       }
     }
-    return {};
+    return c;
   }
 
   DType dtype_;

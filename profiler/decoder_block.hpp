@@ -32,13 +32,26 @@ struct DecoderCaseShape {
 /// the post-attention RMSNorm. With `moe` (the model's MoE layer, ep 1 × tp 1 on `world`, one
 /// rank) the normed output goes through the MoE layer: the whole decoder layer. Residual adds
 /// and the q/k/v bias are left out (the frameworks fuse them into the norms and the GEMM).
-/// verify() checks every op on the inputs it got against its reference and bound (norms, RoPE,
-/// sampled GEMM entries, sampled attention rows, the MoE layer on sampled tokens).
+/// verify() checks every op on the inputs it got against its reference and bound (check_ops of
+/// 8 rows each: norms, RoPE, GEMM rows, attention rows, the MoE layer's tokens).
+/// One op of a decoder case compared with its reference on the inputs it got.
+struct OpCheck {
+  std::string op;              ///< "input norm", "q/k/v projection", "RoPE q", … "MoE layer"
+  long checked = 0;            ///< values compared
+  double max_abs_diff = 0.0;   ///< largest |kernel − reference|
+  double max_bound_use = 0.0;  ///< largest |diff| / its derived bound (≤ 1: within the bound)
+  bool passed = true;
+  std::string detail;  ///< the first value past its bound
+};
+
 class DecoderCase : public OpCase {
  public:
   /// The MoE layer's routed (token, expert) pairs per expert on the block's output of the last
   /// run (empty before the first run or without the MoE layer).
   virtual std::vector<double> routed_counts() const = 0;
+  /// Runs the case once and compares every op with its reference: `rows` rows spread over
+  /// each op's output (0: every row; verify() checks 8). GEMM rows are checked whole.
+  virtual std::vector<OpCheck> check_ops(long rows) = 0;
 };
 
 /// `world` must outlive the case (used only with `moe`). Errors: decoder_block_problem, a shape

@@ -38,6 +38,9 @@ struct AttentionValidateOptions {
   /// whole decoder layer. block and layer run tp 1 on one rank.
   std::string scope = "core";
   std::string weights;  ///< layer: the MoE layer's weight format ("" = the model's)
+  /// false: the cases without a cost database (`verify --attention` compares with the
+  /// references only; costs is then not read).
+  bool need_costs = true;
 };
 
 enum class AttentionScope : std::uint8_t { kCore, kBlock, kLayer };

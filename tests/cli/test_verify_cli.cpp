@@ -27,6 +27,52 @@ TEST(CliVerify, JsonRowsForEveryLayoutAndDispatcher) {
   }
 }
 
+// verify --attention: the attention block of one rank at full width, every op against its
+// reference on every row, per dtype, context and decode batch; its own inputs refused in one
+// line before any work.
+TEST(CliVerify, AttentionBlockEveryOpOnEveryRow) {
+  const auto r = run_cli(
+      "verify --attention --model qwen3-30b-a3b --dtype fp32,fp16 --contexts 24 --batches 3 "
+      "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("passed").get<bool>());
+  EXPECT_EQ(j.at("scope"), "block");
+  ASSERT_EQ(j.at("rows").size(), 4U);  // 2 dtypes × (prefill 24, decode 3 × 24)
+  const std::vector<std::string> ops = {"input norm",
+                                        "q/k/v projection",
+                                        "RoPE q",
+                                        "RoPE k",
+                                        "q norm",
+                                        "k norm",
+                                        "attention core",
+                                        "output projection",
+                                        "post-attention norm"};
+  for (const auto& row : j.at("rows")) {
+    const int tokens = row.at("phase") == "prefill" ? 24 : 3;
+    ASSERT_EQ(row.at("ops").size(), ops.size()) << row.dump();
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const auto& op = row.at("ops")[i];
+      EXPECT_EQ(op.at("op"), ops[i]);
+      EXPECT_TRUE(op.at("passed").get<bool>()) << op.dump();
+      EXPECT_LE(op.at("max_bound_use").get<double>(), 1.0);
+    }
+    // Every row: the input norm's tokens × 2048, the attention core's tokens × 32 heads × 128.
+    EXPECT_EQ(row.at("ops")[0].at("checked").get<long>(), tokens * 2048L);
+    EXPECT_EQ(row.at("ops")[6].at("checked").get<long>(), tokens * 32L * 128L);
+  }
+  expect_one_line_error(run_cli("verify --attention --model qwen3-30b-a3b --tokens 5"),
+                        "--tokens applies to the MoE layer's cases, not to verify --attention");
+  expect_one_line_error(run_cli("verify --attention --model qwen3-30b-a3b --ranks 2"),
+                        "--ranks: verify --attention runs on one rank");
+  expect_one_line_error(run_cli("verify --attention --model qwen3-30b-a3b --scope core"),
+                        "--scope core: verify --attention checks the attention block");
+  expect_one_line_error(run_cli("verify --attention --model deepseek-v2-lite"),
+                        "--scope block: deepseek-v2-lite uses MLA");
+  expect_one_line_error(run_cli("verify --attention --model qwen3-30b-a3b --contexts 99999999"),
+                        "--contexts");
+}
+
 TEST(CliVerify, TableEndsWithPassCount) {
   const auto r = run_cli(
       "verify --model mixtral-8x7b --scale 128 --tokens 16 --dtype fp16 --ranks 2 "

@@ -5,6 +5,7 @@
 
 #include <numeric>
 
+#include "kernels/backend.hpp"
 #include "kernels/communicator.hpp"
 #include "kernels/layer_spec.hpp"
 #include "models/registry.hpp"
@@ -92,6 +93,44 @@ TEST(DecoderBlock, WholeLayerRunsTheMoeLayerOnTheBlocksOutput) {
       EXPECT_DOUBLE_EQ(std::accumulate(counts.begin(), counts.end(), 0.0), 24.0 * 2);
     });
   }
+}
+
+TEST(DecoderBlock, CheckOpsComparesEveryOpOnEveryRow) {
+  const auto m = tiny_qwen3();
+  auto spec = kernels::LayerSpec::from_model(m, 1, DType::kBf16, 5);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  kernels::run_in_process(1, [&](kernels::Communicator& world) {
+    auto backend = kernels::make_cpu_backend();
+    auto c = make_decoder_case(m, DType::kBf16, {true, 3, 20}, &*spec, &world, *backend);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    const auto ops = (*c)->check_ops(0);
+    // op, values compared on every row: 3 tokens of hidden 128; q/k/v 3 × (4 + 2·2) × 32; q
+    // heads 4 and K/V heads 2 of 32; the attention core's 3 × 4 heads × 32; the MoE layer's
+    // 3 tokens × 128.
+    const std::vector<std::pair<std::string, long>> expected = {
+        {"input norm", 3 * 128},          {"q/k/v projection", 3 * 8 * 32},
+        {"RoPE q", 3 * 4 * 32},           {"RoPE k", 3 * 2 * 32},
+        {"q norm", 3 * 4 * 32},           {"k norm", 3 * 2 * 32},
+        {"attention core", 3 * 4 * 32},   {"output projection", 3 * 128},
+        {"post-attention norm", 3 * 128}, {"MoE layer", 3 * 128}};
+    ASSERT_EQ(ops.size(), expected.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      EXPECT_EQ(ops[i].op, expected[i].first);
+      EXPECT_EQ(ops[i].checked, expected[i].second) << ops[i].op;
+      EXPECT_TRUE(ops[i].passed) << ops[i].detail;
+      EXPECT_GE(ops[i].max_bound_use, 0.0);
+      EXPECT_LE(ops[i].max_bound_use, 1.0) << ops[i].op;
+    }
+    // A wrong result: the op it entered fails, with the value named; the ops before pass.
+    (*c)->inject_fault();
+    const auto bad = (*c)->check_ops(0);
+    for (const auto& op : bad) {
+      EXPECT_EQ(op.passed, op.op != "post-attention norm") << op.op;
+    }
+    EXPECT_NE(bad[8].detail.find("post-attention norm row 0 value 64"), std::string::npos)
+        << bad[8].detail;
+    EXPECT_GT(bad[8].max_bound_use, 1.0);
+  });
 }
 
 TEST(DecoderBlock, RefusesWhatItCannotRun) {

@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 done
 MOEPLAN=${MOEPLAN:-$PWD/build/bin/moeplan}
 SEED=${SEED:-$(date +%s%N | cut -c10-18)}
-RANDOM=$((SEED % 32768))
+RANDOM=$((10#$SEED % 32768))  # 10#: digits with a leading 0 are not octal
 command -v sqlite3 >/dev/null || { echo "kill-loop: sqlite3 (the CLI) is required" >&2; exit 2; }
 [ -x "$MOEPLAN" ] || { echo "kill-loop: $MOEPLAN is not built" >&2; exit 2; }
 

@@ -757,27 +757,8 @@ void ProfilingView::showAttentionValidate(const ProfilingOutcome& out) {
                   {tr("measured"), tr("predicted (cost DB)"), tr("roofline")}, values,
                   tr("phase, sequences × context"), tr("ms"));
   const auto sum = profiler::summarize(rows);
-  QString summary =
-      tr("%1, one rank. Cost DB: median |error| %2, worst %3; roofline: median |error| %4, "
-         "worst %5 (%6 cases%7).")
-          .arg(part, pct(sum.median_abs_error), pct(sum.worst_abs_error),
-               pct(sum.roofline_median_abs_error), pct(sum.roofline_worst_abs_error))
-          .arg(rows.size())
-          .arg(out.stopped ? tr(", cancelled after %1 of %2").arg(rows.size()).arg(out.cases)
-                           : QString());
-  if (!out.misses.empty()) {
-    summary += tr(" %1 kind(s) of query missed the cost database and used the roofline.")
-                   .arg(out.misses.size());
-  }
-  validateSummary_->setText(summary);
-  QString tip;
-  for (const auto& m : out.misses) tip += text(m) + QLatin1Char('\n');
-  validateSummary_->setToolTip(tip.trimmed());
-  status_->setText(out.stopped ? tr("Validate cancelled; the cases done are shown.")
-                               : tr("Validate finished: %1 case(s).").arg(rows.size()));
-  if (!sum.all_verified) {
-    showError(tr("An op did not match its reference (VERIFY FAILED rows)."));
-  }
+  showValidateSummary(out, sum, rows.size(), tr("%1, one rank. ").arg(part),
+                      tr("An op did not match its reference (VERIFY FAILED rows)."));
 }
 
 void ProfilingView::showValidate(const ProfilingOutcome& out) {
@@ -824,14 +805,21 @@ void ProfilingView::showValidate(const ProfilingOutcome& out) {
                       : tr("layout, dispatcher, tokens"),
                   tr("ms"));
   const auto sum = profiler::summarize(rows);
+  showValidateSummary(out, sum, rows.size(), QString(),
+                      tr("A layer did not match the dense reference (VERIFY FAILED rows)."));
+}
+
+void ProfilingView::showValidateSummary(const ProfilingOutcome& out,
+                                        const profiler::ValidateSummary& sum, std::size_t rows,
+                                        const QString& prefix, const QString& verifyFailed) {
   QString summary =
+      prefix +
       tr("Cost DB: median |error| %1, worst %2; roofline: median |error| %3, worst "
          "%4 (%5 cases%6).")
           .arg(pct(sum.median_abs_error), pct(sum.worst_abs_error),
                pct(sum.roofline_median_abs_error), pct(sum.roofline_worst_abs_error))
-          .arg(rows.size())
-          .arg(out.stopped ? tr(", cancelled after %1 of %2").arg(rows.size()).arg(out.cases)
-                           : QString());
+          .arg(rows)
+          .arg(out.stopped ? tr(", cancelled after %1 of %2").arg(rows).arg(out.cases) : QString());
   if (!out.misses.empty()) {
     summary += tr(" %1 kind(s) of query missed the cost database and used the roofline.")
                    .arg(out.misses.size());
@@ -841,10 +829,8 @@ void ProfilingView::showValidate(const ProfilingOutcome& out) {
   for (const auto& m : out.misses) tip += text(m) + QLatin1Char('\n');
   validateSummary_->setToolTip(tip.trimmed());
   status_->setText(out.stopped ? tr("Validate cancelled; the cases done are shown.")
-                               : tr("Validate finished: %1 case(s).").arg(rows.size()));
-  if (!sum.all_verified) {
-    showError(tr("A layer did not match the dense reference (VERIFY FAILED rows)."));
-  }
+                               : tr("Validate finished: %1 case(s).").arg(rows));
+  if (!sum.all_verified) showError(verifyFailed);
 }
 
 }  // namespace moeplan::gui

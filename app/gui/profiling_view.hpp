@@ -161,6 +161,9 @@ class ProfilingView : public QWidget {
   void showError(const QString& text);
   void showValidate(const ProfilingOutcome& out);
   void showAttentionValidate(const ProfilingOutcome& out);
+  /// The summary line (errors, misses as tooltip), the status and the verify error of a run.
+  void showValidateSummary(const ProfilingOutcome& out, const profiler::ValidateSummary& sum,
+                           std::size_t rows, const QString& prefix, const QString& verifyFailed);
   bool startAttentionValidate();
   void syncModel();
 

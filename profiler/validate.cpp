@@ -42,9 +42,11 @@ Result<planner::LayerCost> predict(const ValidateRequest& req, const planner::Cl
 
 Result<planner::CostStatistic> check_validate_basics(const std::string& costs,
                                                      const std::string& statistic,
-                                                     double max_seconds,
-                                                     const std::string& backend) {
-  if (costs.empty()) return input_error("costs", ": expected the cost database written by profile");
+                                                     double max_seconds, const std::string& backend,
+                                                     bool need_costs) {
+  if (need_costs && costs.empty()) {
+    return input_error("costs", ": expected the cost database written by profile");
+  }
   const auto parsed = planner::parse_statistic(statistic);
   if (!parsed) {
     return input_error("statistic", ": expected median or p10, got '" + statistic + "'");

@@ -67,12 +67,13 @@ struct ValidateRequest {
 /// The most tokens (over all ranks) one validate case may have.
 inline constexpr long kMaxValidateTokens = 1L << 20;
 
-/// The checks every validate request starts with — a cost database given, the statistic, the
-/// time per case, the backend — and the statistic; errors name the input.
+/// The checks every validate request starts with — a cost database given (unless
+/// `need_costs` is false: verify's cases), the statistic, the time per case, the backend — and
+/// the statistic; errors name the input.
 Result<planner::CostStatistic> check_validate_basics(const std::string& costs,
                                                      const std::string& statistic,
-                                                     double max_seconds,
-                                                     const std::string& backend);
+                                                     double max_seconds, const std::string& backend,
+                                                     bool need_costs = true);
 /// validate's timing: one warm-up, 5 to 50 repetitions within `max_seconds` per case.
 HarnessOptions validate_harness(double max_seconds);
 

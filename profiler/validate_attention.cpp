@@ -86,9 +86,8 @@ std::string scope_name(AttentionScope s) {
 
 Result<AttentionValidateRequest> make_attention_validate_request(
     const AttentionValidateOptions& o) {
-  // verify's cases need no database: the same checks of the other inputs.
-  const auto statistic = check_validate_basics(o.need_costs ? o.costs : std::string("(none)"),
-                                               o.statistic, o.max_seconds, o.backend);
+  const auto statistic =
+      check_validate_basics(o.costs, o.statistic, o.max_seconds, o.backend, o.need_costs);
   if (!statistic) return statistic.error();
   AttentionValidateRequest r;
   if (o.scope == "core") {

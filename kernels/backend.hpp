@@ -197,10 +197,12 @@ class Backend {
                          std::span<const float> q, std::span<const float> k,
                          std::span<const float> v, DType dtype, std::span<float> out) = 0;
 
-  /// RMSNorm of `rows` rows of `width` values of `dtype`: out = x / √(mean(x²) + eps) · weight,
-  /// in fp32, stored in `dtype` (kernels/norm_rope.hpp).
+  /// RMSNorm of `rows` rows of `width` values of `dtype`, read with `in_ld` (≥ width) floats
+  /// between rows (MLA's latent is the first kv_lora_rank values of each kv_a row): out =
+  /// x / √(mean(x²) + eps) · weight in fp32, written contiguous [rows][width] in `dtype`
+  /// (kernels/norm_rope.hpp).
   virtual void rms_norm(const OpContext& ctx, std::span<const float> x, int rows, int width,
-                        std::span<const float> weight, float eps, DType dtype,
+                        int in_ld, std::span<const float> weight, float eps, DType dtype,
                         std::span<float> out) = 0;
 
   /// NeoX-style rotary embedding of `rows` tokens × `heads` heads of `head_dim`, read with

@@ -62,10 +62,10 @@ class CpuBackend final : public Backend {
     attention_cpu(shape, q, k, v, dtype, out);
   }
 
-  void rms_norm(const OpContext&, std::span<const float> x, int rows, int width,
+  void rms_norm(const OpContext&, std::span<const float> x, int rows, int width, int in_ld,
                 std::span<const float> weight, float eps, DType dtype,
                 std::span<float> out) override {
-    rms_norm_cpu(x, rows, width, weight, eps, dtype, out);
+    rms_norm_cpu(x, rows, width, in_ld, weight, eps, dtype, out);
   }
 
   void rope(const OpContext&, std::span<const float> in, int in_ld, int rows, int heads,

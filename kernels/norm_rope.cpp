@@ -11,7 +11,7 @@ namespace moeplan::kernels {
 namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstRows = Eigen::Map<const RowMat>;
+using ConstStridedRows = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using Rows = Eigen::Map<RowMat>;
 
 std::size_t zu(long v) { return static_cast<std::size_t>(v); }
@@ -29,10 +29,10 @@ double store_abs(DType d) { return d == DType::kFp16 ? std::ldexp(1.0, -25) : 0.
 
 }  // namespace
 
-void rms_norm_cpu(std::span<const float> x, int rows, int width, std::span<const float> weight,
-                  float eps, DType dtype, std::span<float> out) {
+void rms_norm_cpu(std::span<const float> x, int rows, int width, int in_ld,
+                  std::span<const float> weight, float eps, DType dtype, std::span<float> out) {
   if (rows <= 0) return;
-  const ConstRows xm(x.data(), rows, width);
+  const ConstStridedRows xm(x.data(), rows, width, Eigen::OuterStride<>(in_ld));
   Rows om(out.data(), rows, width);
   const Eigen::Map<const Eigen::RowVectorXf> w(weight.data(), width);
   const auto n = static_cast<float>(width);

@@ -10,10 +10,11 @@
 
 namespace moeplan::kernels {
 
-/// out[r][c] = x[r][c] / √(mean_c x[r][c]² + eps) · weight[c], the sum of squares and the
-/// scaling in fp32, stored in `dtype` (Backend::rms_norm).
-void rms_norm_cpu(std::span<const float> x, int rows, int width, std::span<const float> weight,
-                  float eps, DType dtype, std::span<float> out);
+/// out[r][c] = x[r·in_ld + c] / √(mean_c x[r·in_ld + c]² + eps) · weight[c], the sum of
+/// squares and the scaling in fp32, written contiguous [rows][width] in `dtype`
+/// (Backend::rms_norm; in_ld ≥ width).
+void rms_norm_cpu(std::span<const float> x, int rows, int width, int in_ld,
+                  std::span<const float> weight, float eps, DType dtype, std::span<float> out);
 
 /// The cos/sin cache of RoPE as the frameworks precompute it: row p holds cos(p·θ_i) for
 /// i < rot_dim/2, then sin(p·θ_i), θ_i = theta^(−2i/rot_dim), computed in double and stored in

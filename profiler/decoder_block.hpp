@@ -15,8 +15,8 @@
 
 namespace moeplan::profiler {
 
-/// Why `model`'s attention block cannot be run as a block ("" when it can): MLA's block (its
-/// LoRA projections and absorbed decode) is not built; a model without attention heads.
+/// Why `model`'s attention block cannot be run as a block ("" when it can): a model without
+/// attention heads, or without an even number of rope dims to rotate.
 std::string decoder_block_problem(const models::MoeModel& model);
 
 struct DecoderCaseShape {
@@ -25,8 +25,9 @@ struct DecoderCaseShape {
   int context = 0;  ///< keys the last token sees
 };
 
-/// The block on one rank of attention TP 1, in the order a GQA decoder layer runs it: input
-/// RMSNorm; the fused q/k/v projection (stored in the dtype); RoPE on q and k read from it
+/// The block on one rank of attention TP 1. MLA (DeepSeek-V2/V3): decoder_block.cpp's MlaCase,
+/// prefill expanded and decode absorbed as the cost model prices them. GQA/MHA, in the order a
+/// decoder layer runs it: input RMSNorm; the fused q/k/v projection (stored in the dtype); RoPE on q and k read from it
 /// (decode: the new key appended to each sequence's cache of context − 1 tokens); Qwen3's q/k
 /// RMSNorms (after RoPE here: the same two passes); the attention core; the output projection;
 /// the post-attention RMSNorm. With `moe` (the model's MoE layer, ep 1 × tp 1 on `world`, one

@@ -35,7 +35,7 @@ class NormCase final : public OpCase {
   }
 
   void run() override {
-    backend_.rms_norm(kernels::OpContext{}, x_, rows_, width_, w_, eps_, dtype_, out_);
+    backend_.rms_norm(kernels::OpContext{}, x_, rows_, width_, width_, w_, eps_, dtype_, out_);
     if (fault_) out_[out_.size() / 2] = 2.0F * out_[out_.size() / 2] + 1.0F;
   }
 

@@ -111,19 +111,20 @@ class CudaBackend final : public Backend {
     download(d32, out.first(no));
   }
 
-  void rms_norm(const OpContext&, std::span<const float> x, int rows, int width,
+  void rms_norm(const OpContext&, std::span<const float> x, int rows, int width, int in_ld,
                 std::span<const float> weight, float eps, DType dtype,
                 std::span<float> out) override {
     enter();
     if (rows == 0) return;
     const std::size_t n = sz(rows) * sz(width);
+    const std::size_t n_in = (sz(rows) - 1) * sz(in_ld) + sz(width);
     const std::size_t es = dtype_size(dtype);
-    void* dx = a_.reserve(n * es);
-    to_storage(x.first(n), dtype, dx);
+    void* dx = a_.reserve(n_in * es);
+    to_storage(x.first(n_in), dtype, dx);
     const float* dw = upload(b_, weight.first(sz(width)));
     void* dout = c_.reserve(n * es);
     begin_kernels();
-    launch_rms_norm(dtype, dx, rows, width, dw, eps, dout, stream_);
+    launch_rms_norm(dtype, dx, rows, width, in_ld, dw, eps, dout, stream_);
     end_kernels();
     float* d32 = d_.reserve_as<float>(n);
     launch_from_storage(dtype, dout, n, d32, stream_);

@@ -506,12 +506,13 @@ __global__ void shared_gate_kernel(const float* __restrict__ x, const float* __r
 
 /// RMSNorm: one warp per row, the sum of squares in fp32, out = x·w·inv stored in T.
 template <class T>
-__global__ void rms_norm_kernel(const T* __restrict__ x, int rows, int width,
+__global__ void rms_norm_kernel(const T* __restrict__ x, int rows, int width, int in_ld,
                                 const float* __restrict__ weight, float eps, T* __restrict__ out) {
   const int warp = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize);
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   if (warp >= rows) return;
-  const std::size_t base = static_cast<std::size_t>(warp) * static_cast<std::size_t>(width);
+  const std::size_t base = static_cast<std::size_t>(warp) * static_cast<std::size_t>(in_ld);
+  const std::size_t obase = static_cast<std::size_t>(warp) * static_cast<std::size_t>(width);
   float ss = 0.0F;
   for (int c = lane; c < width; c += kWarpSize) {
     const float v = to_f32(x[base + static_cast<std::size_t>(c)]);
@@ -521,8 +522,8 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, int rows, int width,
   const float inv =
       __fdiv_rn(1.0F, sqrtf(__fadd_rn(__fdiv_rn(ss, static_cast<float>(width)), eps)));
   for (int c = lane; c < width; c += kWarpSize) {
-    const std::size_t i = base + static_cast<std::size_t>(c);
-    out[i] = from_f32<T>(__fmul_rn(__fmul_rn(to_f32(x[i]), weight[c]), inv));
+    const auto col = static_cast<std::size_t>(c);
+    out[obase + col] = from_f32<T>(__fmul_rn(__fmul_rn(to_f32(x[base + col]), weight[c]), inv));
   }
 }
 
@@ -561,15 +562,15 @@ __global__ void rope_kernel(const T* __restrict__ in, int in_ld, int rows, int h
 
 }  // namespace
 
-void launch_rms_norm(DType dtype, const void* x, int rows, int width, const float* weight,
-                     float eps, void* out, cudaStream_t stream) {
+void launch_rms_norm(DType dtype, const void* x, int rows, int width, int in_ld,
+                     const float* weight, float eps, void* out, cudaStream_t stream) {
   if (rows == 0) return;
   constexpr int kBlock = 256;
   const int grid = ceil_div(static_cast<long long>(rows) * kWarpSize, kBlock);
   dispatch_storage(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rms_norm_kernel<T><<<grid, kBlock, 0, stream>>>(static_cast<const T*>(x), rows, width, weight,
-                                                    eps, static_cast<T*>(out));
+    rms_norm_kernel<T><<<grid, kBlock, 0, stream>>>(static_cast<const T*>(x), rows, width, in_ld,
+                                                    weight, eps, static_cast<T*>(out));
   });
   MOEPLAN_CUDA_CHECK(cudaGetLastError());
 }

@@ -55,9 +55,9 @@ void launch_combine(DType dtype, bool y_fp32, const void* y, const int* pair_row
                     int hidden, bool out_fp32, void* out, cudaStream_t stream);
 
 /// RMSNorm of `rows` rows of `width` (kernels/norm_rope.hpp's arithmetic, one warp per row):
-/// x and out in `dtype` storage, weight fp32.
-void launch_rms_norm(DType dtype, const void* x, int rows, int width, const float* weight,
-                     float eps, void* out, cudaStream_t stream);
+/// x (`in_ld` elements between rows) and out (contiguous) in `dtype` storage, weight fp32.
+void launch_rms_norm(DType dtype, const void* x, int rows, int width, int in_ld,
+                     const float* weight, float eps, void* out, cudaStream_t stream);
 
 /// NeoX RoPE (Backend::rope): in with `in_ld` elements between rows, out contiguous
 /// [rows][heads][head_dim], both in `dtype` storage; positions [rows], cos_sin fp32

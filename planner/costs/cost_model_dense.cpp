@@ -121,6 +121,12 @@ Status rope_pass(const CostSource& cs, double elements, DType dtype, CostItem& i
   return add(item, cs.elementwise({"rope", 2.0 * elements * dtype_bytes(dtype), dtype}));
 }
 
+/// MLA's copies between its ops over `values` activations, each read and written once: priced
+/// as the `stage` pass (a copy into a fresh buffer) of the same bytes.
+Status mla_copies(const CostSource& cs, double values, DType dtype, CostItem& item) {
+  return add(item, cs.elementwise({"stage", 2.0 * values * dtype_bytes(dtype), dtype}));
+}
+
 }  // namespace
 
 Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout) {
@@ -160,13 +166,14 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
       MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, heads * (nope + rope), h, all_heads * qk,
                                 m.hidden_size, at));
     }
-    // The compressed KV and rope key (replicated); the latent's norm and RoPE on the rope parts
-    // of the key and of this rank's query heads.
+    // The compressed KV and rope key (replicated); the latent's norm; RoPE on the rope key and
+    // on this rank's query heads, written whole (the frameworks' in-place rope of the rope
+    // part plus their copy of it into the attention's query move as much).
     MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, lora + rope, h,
                               std::int64_t{a.kv_lora_rank} + a.qk_rope_head_dim, m.hidden_size,
                               at));
     MOEPLAN_TRY_STATUS(norm(cs, tokens * lora, act, at));
-    MOEPLAN_TRY_STATUS(rope_pass(cs, tokens * (heads + 1.0) * rope, act, at));
+    MOEPLAN_TRY_STATUS(rope_pass(cs, tokens * (heads * (nope + rope) + rope), act, at));
     const std::int64_t kv_b_out = all_heads * (std::int64_t{a.qk_nope_head_dim} + a.v_head_dim);
     if (decode) {
       // Absorbed (FlashMLA, SGLang's and vLLM's decode): q_nope through W_UK into the latent,
@@ -176,11 +183,20 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
       MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
       MOEPLAN_TRY_STATUS(
           linear(cs, m, adt, aq, tokens, heads * v, lora, kv_b_out, a.kv_lora_rank, at));
+      // The copies around the per-head GEMMs: the nope queries in, the latent queries out
+      // beside the rope queries, the attention's latent rows in, the values out, and the new
+      // token's latent and rope key appended to the cache (K) and latent (V).
+      MOEPLAN_TRY_STATUS(mla_copies(
+          cs, tokens * (heads * (nope + 2.0 * lora + rope + v) + 2.0 * lora + rope), act, at));
     } else {
       // Prefill expands the latent into this rank's heads' keys and values (kv_b_proj), then
       // runs multi-head attention.
       MOEPLAN_TRY_STATUS(
           linear(cs, m, adt, aq, tokens, heads * (nope + v), lora, kv_b_out, a.kv_lora_rank, at));
+      // Every head's key assembled (rope key | nope key), its value gathered, and the latent
+      // and rope key stored as the KV cache.
+      MOEPLAN_TRY_STATUS(
+          mla_copies(cs, tokens * (heads * (nope + rope + v) + lora + rope), act, at));
       MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
     }
     MOEPLAN_TRY_STATUS(

@@ -254,9 +254,6 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
               db()),
       "--tp 2: --scope block runs one rank of attention TP 1");
   expect_bad_input(
-      run_cli("validate --attention --scope layer --model deepseek-v2-lite --costs " + db()),
-      "--scope layer: deepseek-v2-lite uses MLA");
-  expect_bad_input(
       run_cli("validate --attention --weights mxfp4 --model qwen1.5-moe-a2.7b --costs " + db()),
       "--weights applies to the MoE layer's cases, not to validate --attention (which takes "
       "--scope");

@@ -67,10 +67,36 @@ TEST(CliVerify, AttentionBlockEveryOpOnEveryRow) {
                         "--ranks: verify --attention runs on one rank");
   expect_one_line_error(run_cli("verify --attention --model qwen3-30b-a3b --scope core"),
                         "--scope core: verify --attention checks the attention block");
-  expect_one_line_error(run_cli("verify --attention --model deepseek-v2-lite"),
-                        "--scope block: deepseek-v2-lite uses MLA");
   expect_one_line_error(run_cli("verify --attention --model qwen3-30b-a3b --contexts 99999999"),
                         "--contexts");
+}
+
+// MLA's block (DeepSeek-V2-Lite: q straight up, no q LoRA) at full width: prefill expanded,
+// decode absorbed, every op named and within its bound.
+TEST(CliVerify, MlaAttentionBlockEveryOp) {
+  const auto r = run_cli(
+      "verify --attention --model deepseek-v2-lite --dtype bf16 --contexts 16 --batches 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("passed").get<bool>());
+  ASSERT_EQ(j.at("rows").size(), 2U);
+  const std::vector<std::string> shared = {"input norm",     "q projection", "kv down projection",
+                                           "kv latent norm", "RoPE k",       "RoPE q"};
+  const std::vector<std::string> prefill = {"kv up projection", "attention core",
+                                            "output projection", "post-attention norm"};
+  const std::vector<std::string> decode = {"q through W_UK", "attention core",
+                                           "latent through W_UV", "output projection",
+                                           "post-attention norm"};
+  for (const auto& row : j.at("rows")) {
+    auto ops = shared;
+    const auto& tail = row.at("phase") == "prefill" ? prefill : decode;
+    ops.insert(ops.end(), tail.begin(), tail.end());
+    ASSERT_EQ(row.at("ops").size(), ops.size()) << row.dump();
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      EXPECT_EQ(row.at("ops")[i].at("op"), ops[i]);
+      EXPECT_TRUE(row.at("ops")[i].at("passed").get<bool>()) << row.at("ops")[i].dump();
+    }
+  }
 }
 
 TEST(CliVerify, TableEndsWithPassCount) {

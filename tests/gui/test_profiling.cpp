@@ -367,12 +367,10 @@ TEST(GuiProfiling, ValidatesTheAttentionBlockOnOneRank) {
     EXPECT_DOUBLE_EQ(series->barSets()[0]->at(i), gui.measured_s * 1e3);
     EXPECT_DOUBLE_EQ(series->barSets()[1]->at(i), lib.predicted.seconds * 1e3);
   }
-  // MLA's block is not run: the Part names it.
-  v.modelCombo()->setEditText(QStringLiteral("deepseek-v2-lite"));
-  v.partCombo()->setCurrentIndex(3);
+  // A context past the model's maximum is refused before any work, the field named.
+  v.contextsEdit()->setText(QStringLiteral("99999999"));
   EXPECT_FALSE(v.startValidate());
-  EXPECT_NE(v.errorLabel()->text().indexOf(QStringLiteral("Part layer: deepseek-v2-lite uses MLA")),
-            -1)
+  EXPECT_EQ(v.errorLabel()->text().indexOf(QStringLiteral("Contexts")), 0)
       << v.errorLabel()->text().toStdString();
   // Back to the MoE layer: its own fields again.
   v.partCombo()->setCurrentIndex(0);

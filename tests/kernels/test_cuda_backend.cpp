@@ -365,10 +365,26 @@ TEST_F(CudaOps, RmsNormAndRopeWithinTheReferenceBound) {
       const auto x = random_values(sz(rows * width), -2.0F, 2.0F, 41, dt);
       const auto w = random_values(sz(width), 0.5F, 1.5F, 42, DType::kFp32);
       std::vector<float> out(x.size(), std::nanf(""));
-      grouped_->rms_norm(ctx_, x, rows, width, w, 1e-6F, dt, out);
+      grouped_->rms_norm(ctx_, x, rows, width, width, w, 1e-6F, dt, out);
       const auto ref = rms_norm_reference(x, rows, width, w, 1e-6F, dt);
       for (std::size_t i = 0; i < out.size(); ++i) {
         ASSERT_LE(std::abs(out[i] - ref.out[i]), ref.bound[i]) << "width " << width << " " << i;
+      }
+    }
+    {
+      // MLA's latent norm: the first 512 of each 576-wide kv_a row, written contiguous.
+      const int rows = 5, width = 512, ld = 576;
+      const auto x = random_values(sz(rows * ld), -2.0F, 2.0F, 44, dt);
+      const auto w = random_values(sz(width), 0.5F, 1.5F, 45, DType::kFp32);
+      std::vector<float> out(sz(rows * width), std::nanf(""));
+      grouped_->rms_norm(ctx_, x, rows, width, ld, w, 1e-6F, dt, out);
+      for (int r = 0; r < rows; ++r) {
+        const auto row = std::span<const float>(x).subspan(sz(r * ld), sz(width));
+        const auto ref = rms_norm_reference(row, 1, width, w, 1e-6F, dt);
+        for (int c = 0; c < width; ++c) {
+          ASSERT_LE(std::abs(out[sz(r * width + c)] - ref.out[sz(c)]), ref.bound[sz(c)])
+              << "strided row " << r << " value " << c;
+        }
       }
     }
     const auto cs = rope_cos_sin_cache(512, 64, 10000.0);

@@ -36,7 +36,7 @@ TEST(RmsNorm, WithinTheReferenceBound) {
       const auto x = values(zu(rows) * zu(width), 3, dt);
       const auto w = values(zu(width), 4, DType::kFp32, 0.5F, 1.5F);
       std::vector<float> out(x.size(), std::nanf(""));
-      cpu->rms_norm({}, x, rows, width, w, 1e-6F, dt, out);
+      cpu->rms_norm({}, x, rows, width, width, w, 1e-6F, dt, out);
       const auto ref = rms_norm_reference(x, rows, width, w, 1e-6F, dt);
       for (std::size_t i = 0; i < out.size(); ++i) {
         ASSERT_LE(std::abs(out[i] - ref.out[i]), ref.bound[i]) << "element " << i;
@@ -46,11 +46,36 @@ TEST(RmsNorm, WithinTheReferenceBound) {
   }
 }
 
+TEST(RmsNorm, ReadsStridedRowsAndWritesThemContiguous) {
+  // MLA's latent norm: the first kv_lora_rank = 512 values of each kv_a row of 512 + 64; the
+  // rope part after them must be neither read into the sum nor written.
+  const auto cpu = make_cpu_backend();
+  const int rows = 6, width = 512, ld = 576;
+  for (const DType dt : kDtypes) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    auto x = values(zu(rows) * zu(ld), 7, dt);
+    for (int r = 0; r < rows; ++r) {
+      for (int c = width; c < ld; ++c) x[zu(r) * zu(ld) + zu(c)] = 1e6F;  // poison the tail
+    }
+    const auto w = values(zu(width), 8, DType::kFp32, 0.5F, 1.5F);
+    std::vector<float> out(zu(rows) * zu(width), std::nanf(""));
+    cpu->rms_norm({}, x, rows, width, ld, w, 1e-6F, dt, out);
+    for (int r = 0; r < rows; ++r) {
+      const auto row = std::span<const float>(x).subspan(zu(r) * zu(ld), zu(width));
+      const auto ref = rms_norm_reference(row, 1, width, w, 1e-6F, dt);
+      for (int c = 0; c < width; ++c) {
+        ASSERT_LE(std::abs(out[zu(r) * zu(width) + zu(c)] - ref.out[zu(c)]), ref.bound[zu(c)])
+            << "row " << r << " value " << c;
+      }
+    }
+  }
+}
+
 TEST(RmsNorm, HandWorked) {
   // x = (3, 4): mean of squares 12.5, eps 0.5 → 1/√13; weights (1, 2).
   const std::vector<float> x = {3.0F, 4.0F}, w = {1.0F, 2.0F};
   std::vector<float> out(2);
-  rms_norm_cpu(x, 1, 2, w, 0.5F, DType::kFp32, out);
+  rms_norm_cpu(x, 1, 2, 2, w, 0.5F, DType::kFp32, out);
   EXPECT_NEAR(out[0], 3.0 / std::sqrt(13.0), 1e-6);
   EXPECT_NEAR(out[1], 8.0 / std::sqrt(13.0), 1e-6);
 }
@@ -69,8 +94,8 @@ TEST(RmsNorm, BoundCatchesAMissingWeightOrEpsilon) {
     return false;
   };
   std::vector<float> no_weight(x.size()), no_eps(x.size());
-  rms_norm_cpu(x, rows, width, ones, eps, DType::kBf16, no_weight);
-  rms_norm_cpu(x, rows, width, w, 0.0F, DType::kBf16, no_eps);
+  rms_norm_cpu(x, rows, width, width, ones, eps, DType::kBf16, no_weight);
+  rms_norm_cpu(x, rows, width, width, w, 0.0F, DType::kBf16, no_eps);
   EXPECT_TRUE(any_outside(no_weight));
   EXPECT_TRUE(any_outside(no_eps));
 }

@@ -69,10 +69,10 @@ class RecordingBackend final : public kernels::Backend {
     record(kernels::BackendOp::kAttention);
     cpu_->attention(c, s, q, k, v, d, out);
   }
-  void rms_norm(const kernels::OpContext& c, std::span<const float> x, int r, int w,
+  void rms_norm(const kernels::OpContext& c, std::span<const float> x, int r, int w, int ld,
                 std::span<const float> g, float eps, DType d, std::span<float> out) override {
     record(kernels::BackendOp::kRmsNorm);
-    cpu_->rms_norm(c, x, r, w, g, eps, d, out);
+    cpu_->rms_norm(c, x, r, w, ld, g, eps, d, out);
   }
   void rope(const kernels::OpContext& c, std::span<const float> in, int ld, int r, int h, int hd,
             int rd, std::span<const int> pos, std::span<const float> cs, DType d,

@@ -30,6 +30,31 @@ models::MoeModel tiny_qwen3() {
   return m;
 }
 
+/// DeepSeek's MLA at a test's size: 4 heads of nope 16 + rope 8 (v 16) over a latent of 32,
+/// hidden 128; q through a LoRA of 48 (DeepSeek-V3) or straight up (`q_lora` 0: V2-Lite); 8
+/// experts of 64, top-2, one shared expert of 64, no expert groups.
+models::MoeModel tiny_mla(int q_lora) {
+  auto m = models::load_model(q_lora > 0 ? "deepseek-v3" : "deepseek-v2-lite").value();
+  m.hidden_size = 128;
+  auto& a = m.attention;
+  a.num_heads = 4;
+  a.num_kv_heads = 4;
+  a.q_lora_rank = q_lora;
+  a.kv_lora_rank = 32;
+  a.qk_nope_head_dim = 16;
+  a.qk_rope_head_dim = 8;
+  a.v_head_dim = 16;
+  a.head_dim = 24;
+  m.num_experts = 8;
+  m.num_experts_per_tok = 2;
+  m.num_shared_experts = 1;
+  m.moe_intermediate_size = 64;
+  m.shared_expert_intermediate_size = 64;
+  m.router.num_groups = 1;
+  m.router.topk_groups = 1;
+  return m;
+}
+
 HarnessOptions fast() {
   HarnessOptions o;
   o.warmup = 1;
@@ -133,12 +158,104 @@ TEST(DecoderBlock, CheckOpsComparesEveryOpOnEveryRow) {
   });
 }
 
+TEST(DecoderBlock, MlaRunsItsOpsAndVerifiesEach) {
+  // Prefill expanded (kv up projection, multi-head attention), decode absorbed (a W_UK and a
+  // W_UV GEMM per head around the attention over the latent), with and without the q LoRA.
+  for (const int q_lora : {0, 48}) {
+    const auto m = tiny_mla(q_lora);
+    for (const DecoderCaseShape shape : {DecoderCaseShape{false, 40, 40}, {true, 3, 50}}) {
+      for (const DType dt : {DType::kBf16, DType::kFp32}) {
+        SCOPED_TRACE("q_lora " + std::to_string(q_lora) + " " +
+                     (shape.decode ? "decode " : "prefill ") + std::string(dtype_name(dt)));
+        for (const bool fault : {false, true}) {
+          RecordingBackend backend;
+          auto c = make_decoder_case(m, dt, shape, nullptr, nullptr, backend);
+          ASSERT_TRUE(c.ok()) << c.error().message;
+          if (fault) (*c)->inject_fault();
+          const Measurement meas = measure(**c, nullptr, fast());
+          EXPECT_EQ(meas.disposition,
+                    fault ? planner::Disposition::kIncorrect : planner::Disposition::kPassed)
+              << meas.detail;
+          if (fault) {
+            EXPECT_NE(meas.detail.find("post-attention norm"), std::string::npos) << meas.detail;
+            continue;
+          }
+          // Per run: the input, kv latent and post-attention norms (and the q latent norm);
+          // RoPE on the rope key and the query; the q projection (down and up with a LoRA),
+          // kv down, then kv up (prefill) or W_UK and W_UV per head (decode), and the output.
+          const int runs = backend.calls[kernels::BackendOp::kAttention];
+          ASSERT_GE(runs, 3);
+          const int lora = q_lora > 0 ? 1 : 0;
+          EXPECT_EQ(backend.calls[kernels::BackendOp::kRmsNorm], (3 + lora) * runs);
+          EXPECT_EQ(backend.calls[kernels::BackendOp::kRope], 2 * runs);
+          const int middle = shape.decode ? 2 * m.attention.num_heads : 1;
+          EXPECT_EQ(backend.calls[kernels::BackendOp::kGemm], (3 + lora + middle) * runs);
+        }
+      }
+    }
+  }
+}
+
+TEST(DecoderBlock, MlaCheckOpsComparesEveryOpOnEveryRow) {
+  const auto m = tiny_mla(48);
+  auto spec = kernels::LayerSpec::from_model(m, 1, DType::kBf16, 5);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  kernels::run_in_process(1, [&](kernels::Communicator& world) {
+    auto backend = kernels::make_cpu_backend();
+    // op, values compared on every row of 3 sequences (decode): hidden 128; the q LoRA 48; 4
+    // heads of 24; kv down 32 + 8; the latent 32; the rope key 8; per head the latent 32
+    // (W_UK) and the value 16 (W_UV); the attention over the latent, 3 × 4 heads × 32.
+    const std::vector<std::pair<std::string, long>> decode = {
+        {"input norm", 3 * 128},        {"q down projection", 3 * 48},
+        {"q latent norm", 3 * 48},      {"q up projection", 3 * 4 * 24},
+        {"kv down projection", 3 * 40}, {"kv latent norm", 3 * 32},
+        {"RoPE k", 3 * 8},              {"RoPE q", 3 * 4 * 24},
+        {"q through W_UK", 4 * 3 * 32}, {"attention core", 3 * 4 * 32},
+        {"latent through W_UV", 4 * 3 * 16}, {"output projection", 3 * 128},
+        {"post-attention norm", 3 * 128},    {"MoE layer", 3 * 128}};
+    // Prefill of 5 tokens: kv up to 4 heads of 16 + 16, multi-head attention 5 × 4 × 16.
+    const std::vector<std::pair<std::string, long>> prefill = {
+        {"input norm", 5 * 128},        {"q down projection", 5 * 48},
+        {"q latent norm", 5 * 48},      {"q up projection", 5 * 4 * 24},
+        {"kv down projection", 5 * 40}, {"kv latent norm", 5 * 32},
+        {"RoPE k", 5 * 8},              {"RoPE q", 5 * 4 * 24},
+        {"kv up projection", 5 * 4 * 32}, {"attention core", 5 * 4 * 16},
+        {"output projection", 5 * 128},  {"post-attention norm", 5 * 128},
+        {"MoE layer", 5 * 128}};
+    for (const auto& [shape, expected] :
+         {std::pair{DecoderCaseShape{true, 3, 20}, decode}, {DecoderCaseShape{false, 5, 5}, prefill}}) {
+      SCOPED_TRACE(shape.decode ? "decode" : "prefill");
+      auto c = make_decoder_case(m, DType::kBf16, shape, &*spec, &world, *backend);
+      ASSERT_TRUE(c.ok()) << c.error().message;
+      const auto ops = (*c)->check_ops(0);
+      ASSERT_EQ(ops.size(), expected.size());
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        EXPECT_EQ(ops[i].op, expected[i].first);
+        EXPECT_EQ(ops[i].checked, expected[i].second) << ops[i].op;
+        EXPECT_TRUE(ops[i].passed) << ops[i].detail;
+        EXPECT_LE(ops[i].max_bound_use, 1.0) << ops[i].op;
+      }
+      const auto counts = (*c)->routed_counts();
+      ASSERT_EQ(counts.size(), 8U);
+      EXPECT_DOUBLE_EQ(std::accumulate(counts.begin(), counts.end(), 0.0), shape.tokens * 2.0);
+      (*c)->inject_fault();
+      const auto bad = (*c)->check_ops(0);
+      for (const auto& op : bad) EXPECT_EQ(op.passed, op.op != "post-attention norm") << op.op;
+    }
+  });
+}
+
 TEST(DecoderBlock, RefusesWhatItCannotRun) {
   auto backend = kernels::make_cpu_backend();
-  const auto mla = models::load_model("deepseek-v2-lite").value();
-  auto c = make_decoder_case(mla, DType::kBf16, {false, 8, 8}, nullptr, nullptr, *backend);
+  EXPECT_TRUE(decoder_block_problem(tiny_mla(0)).empty());
+  auto odd = tiny_mla(0);
+  odd.attention.qk_rope_head_dim = 7;  // no whole pairs to rotate
+  auto c = make_decoder_case(odd, DType::kBf16, {false, 8, 8}, nullptr, nullptr, *backend);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("MLA"), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find("qk_rope_head_dim 7"), std::string::npos) << c.error().message;
+  auto odd_head = tiny_qwen3();
+  odd_head.attention.head_dim = 33;
+  EXPECT_NE(decoder_block_problem(odd_head).find("head_dim 33"), std::string::npos);
   EXPECT_FALSE(decoder_block_problem(tiny_qwen3()).size() > 0);
   // A prompt is as long as its context; decode needs sequences.
   EXPECT_FALSE(

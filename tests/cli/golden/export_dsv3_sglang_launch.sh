@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # moeplan export (sglang 0.5.23): deepseek-v3 on 16x-hgx-h200, 128 × h200
 # layout rank 1: ep128×tp1 deepep_normal tp_innermost; prefill, 4096 tokens per GPU
-# predicted (roofline-calibrated (aiconfigurator-core 0.12.0, trtllm 1.3.0rc20), placement contiguous): 2376.887 ms per step of the whole model, 1723 tokens/s/GPU, 24.75 GiB of 131.32 GiB per GPU
+# predicted (roofline-calibrated (aiconfigurator-core 0.12.0, trtllm 1.3.0rc20), placement contiguous): 2389.812 ms per step of the whole model, 1714 tokens/s/GPU, 24.75 GiB of 131.32 GiB per GPU
 # weights: fp8-block (fp8 e4m3, 128×128 blocks, fp32 scales), the checkpoint's fp8-block (quantization_config (fp8))
 # model fnv1a64:e8806ed9d47c6b01, cluster fnv1a64:c72cfef5d0a6d162
 # placement: eplb, 384 slots per MoE layer (128 redundant)

@@ -6,11 +6,12 @@
 # and 12: off the profile's grid). Mode `layer` profiles Qwen3-30B-A3B at full width on one rank
 # (every op) and runs validate --attention --scope block, then --scope layer (the whole decoder
 # layer: attention block + MoE layer) at the same contexts and batches; it prints a line for
-# each. Prints one line per run and mode (median and
+# each. Mode `mla` does the same for DeepSeek-V2-Lite (MLA: prefill expanded, decode absorbed).
+# Prints one line per run and mode (median and
 # worst |error| of the cost DB and of the roofline over layouts x dispatchers x 256/512/1024
 # tokens) and keeps every profile and validate JSON under OUT.
 #
-#   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--first K] [--modes inproc,np2,np4,attn,layer]
+#   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--first K] [--modes inproc,np2,np4,attn,layer,mla]
 #
 # Runs are numbered K..K+N-1 (default K = 1), so a series can be continued into the same DIR.
 #
@@ -50,8 +51,8 @@ launch() {  # mode, then the moeplan arguments
     inproc) "$moeplan" "$@" --ranks 2 ;;
     np2) mpirun --oversubscribe -np 2 "$moeplan" "$@" ;;
     np4) mpirun --oversubscribe -np 4 "$moeplan" "$@" ;;
-    attn | layer) "$moeplan" "$@" --ranks 1 ;;
-    *) echo "accuracy.sh: unknown mode '$mode' (expected inproc, np2, np4, attn or layer)" >&2; return 2 ;;
+    attn | layer | mla) "$moeplan" "$@" --ranks 1 ;;
+    *) echo "accuracy.sh: unknown mode '$mode' (expected inproc, np2, np4, attn, layer or mla)" >&2; return 2 ;;
   esac
 }
 
@@ -62,13 +63,16 @@ for run in $(seq "$first" "$((first + runs - 1))"); do
     json=$out/$mode-run$run.json
     rm -f "$db" "$db-wal" "$db-shm"
     t0=$(date +%s)
-    if [[ $mode == layer ]]; then
-      launch "$mode" profile --model qwen3-30b-a3b --max-seconds 0.4 --out "$db" \
+    if [[ $mode == layer || $mode == mla ]]; then
+      model=qwen3-30b-a3b
+      [[ $mode == mla ]] && model=deepseek-v2-lite
+      launch "$mode" profile --model "$model" --max-seconds 0.4 --out "$db" \
         >"$out/$mode-run$run.profile.log" 2>&1
       t1=$(date +%s)
-      launch "$mode" validate --attention --scope block --model qwen3-30b-a3b --costs "$db" \
-        --max-seconds 2 --json >"$out/block-run$run.json" 2>"$out/block-run$run.validate.log"
-      launch "$mode" validate --attention --scope layer --model qwen3-30b-a3b --costs "$db" \
+      launch "$mode" validate --attention --scope block --model "$model" --costs "$db" \
+        --max-seconds 2 --json >"$out/$mode-block-run$run.json" \
+        2>"$out/$mode-block-run$run.validate.log"
+      launch "$mode" validate --attention --scope layer --model "$model" --costs "$db" \
         --max-seconds 2 --json >"$json.tmp" 2>"$out/$mode-run$run.validate.log"
     elif [[ $mode == attn ]]; then
       launch "$mode" profile --ops attention --max-seconds 0.4 --out "$db" \
@@ -85,13 +89,13 @@ for run in $(seq "$first" "$((first + runs - 1))"); do
     fi
     mv "$json.tmp" "$json"
     t2=$(date +%s)
-    python3 - "$json" "$mode" "$run" "$((t1 - t0))" "$((t2 - t1))" "$out/block-run$run.json" <<'EOF'
+    python3 - "$json" "$mode" "$run" "$((t1 - t0))" "$((t2 - t1))" "$out/$mode-block-run$run.json" <<'EOF'
 import json, sys
 path, mode, run, tp, tv, block = sys.argv[1:]
-runs = [(mode, path)] + ([("block", block)] if mode == "layer" else [])
+runs = [(mode, path)] + ([(mode + "-block", block)] if mode in ("layer", "mla") else [])
 for name, p in runs:
     s = json.load(open(p))["summary"]
-    print(f"{name:6} run {run}: DB median {100*s['median_abs_error']:.1f}% worst "
+    print(f"{name:9} run {run}: DB median {100*s['median_abs_error']:.1f}% worst "
           f"{100*s['worst_abs_error']:.1f}%; roofline median {100*s['roofline_median_abs_error']:.1f}% "
           f"worst {100*s['roofline_worst_abs_error']:.1f}% (profile {tp} s, validate {tv} s)")
 EOF

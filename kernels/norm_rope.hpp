@@ -21,9 +21,10 @@ void rms_norm_cpu(std::span<const float> x, int rows, int width, int in_ld,
 /// fp32. rot_dim must be even.
 std::vector<float> rope_cos_sin_cache(int max_positions, int rot_dim, double theta);
 
-/// NeoX-style RoPE (Qwen, Mixtral, DeepSeek's rope dims): for every row r (a token at
-/// positions[r]) and head h, the first rot_dim values of the head rotate in pairs (i, i +
-/// rot_dim/2) by the cache's angle, the rest are copied. Reads `in` with `in_ld` floats between
+/// NeoX-style RoPE (Qwen, Mixtral; DeepSeek's rope dims pair neighbours instead, GPT-J style —
+/// the same arithmetic and bytes on other pairs): for every row r (a token at positions[r]) and
+/// head h, the first rot_dim values of the head rotate in pairs (i, i + rot_dim/2) by the
+/// cache's angle, the rest are copied. Reads `in` with `in_ld` floats between
 /// rows (the q or k part of a fused q/k/v projection), writes `out` contiguous [rows][heads]
 /// [head_dim], stored in `dtype` (Backend::rope).
 void rope_cpu(std::span<const float> in, int in_ld, int rows, int heads, int head_dim, int rot_dim,

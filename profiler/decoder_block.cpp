@@ -163,9 +163,8 @@ class BlockCase : public DecoderCase {
 
   /// out [m][n] = a [m][k] · b [k][n] (out stored in the dtype), `rows` of its rows whole.
   /// `c` accumulates across calls (MLA's per-head GEMMs are one op); `label` names a row.
-  void check_gemm_into(OpCheck& c, std::span<const float> a, int k, std::span<const float> b,
-                       int n, std::span<const float> out, long rows,
-                       const std::string& label = {}) const {
+  void check_gemm_into(OpCheck& c, std::span<const float> a, int k, std::span<const float> b, int n,
+                       std::span<const float> out, long rows, const std::string& label = {}) const {
     const long m = static_cast<long>(out.size() / usz(n));
     std::vector<double> ref(usz(n)), abs_sum(usz(n));
     for (const long i : pick(m, rows)) {
@@ -182,9 +181,8 @@ class BlockCase : public DecoderCase {
       }
       for (int j = 0; j < n; ++j) {
         note(c, out[usz(i) * usz(n) + usz(j)], ref[usz(j)],
-             sum_tolerance(dtype_, k, abs_sum[usz(j)], ref[usz(j)]), [&] {
-               return label + "C[" + std::to_string(i) + "," + std::to_string(j) + "]";
-             });
+             sum_tolerance(dtype_, k, abs_sum[usz(j)], ref[usz(j)]),
+             [&] { return label + "C[" + std::to_string(i) + "," + std::to_string(j) + "]"; });
       }
     }
   }
@@ -206,9 +204,9 @@ class BlockCase : public DecoderCase {
     const std::size_t row_out = usz(heads) * usz(head_dim);
     for (const long r : pick(t_, rows)) {
       const int pos = positions_[usz(r)];
-      const auto ref = kernels::rope_reference(in.subspan(usz(r) * usz(in_ld)), in_ld, 1, heads,
-                                               head_dim, rot_, std::span<const int>(&pos, 1),
-                                               cache_, dtype_);
+      const auto ref =
+          kernels::rope_reference(in.subspan(usz(r) * usz(in_ld)), in_ld, 1, heads, head_dim, rot_,
+                                  std::span<const int>(&pos, 1), cache_, dtype_);
       for (std::size_t i = 0; i < row_out; ++i) {
         note(c, out[usz(r) * row_out + i], ref.out[i], ref.bound[i],
              [&] { return "row " + std::to_string(r) + " value " + std::to_string(i); });
@@ -226,8 +224,7 @@ class BlockCase : public DecoderCase {
     for (const long row : pick(s.q_rows(), rows > 0 ? std::max(1L, rows * 3 / 4) : 0)) {
       const int b = static_cast<int>(row / s.q_len), t = static_cast<int>(row % s.q_len);
       for (const long h : pick(s.heads, rows > 0 ? 3 : 0)) {
-        kernels::attention_reference_row(s, q, k, v, dtype_, b, t, static_cast<int>(h), ref,
-                                         bound);
+        kernels::attention_reference_row(s, q, k, v, dtype_, b, t, static_cast<int>(h), ref, bound);
         for (int i = 0; i < s.v_dim; ++i) {
           note(c, out[(usz(row) * usz(s.heads) + usz(h)) * usz(s.v_dim) + usz(i)], ref[usz(i)],
                bound[usz(i)], [&] {
@@ -504,8 +501,8 @@ class MlaCase final : public BlockCase {
       out.push_back(check_attention(shape_, q_abs_, k_, vv_, attn_, rows));
       out.push_back(uv);
     } else {
-      out.push_back(check_gemm(c_, lora_, w_kvb_, nh_ * (nope_ + v_), kv_, "kv up projection",
-                               rows));
+      out.push_back(
+          check_gemm(c_, lora_, w_kvb_, nh_ * (nope_ + v_), kv_, "kv up projection", rows));
       out.push_back(check_attention(shape_, q_rot_, k_, vv_, o_in_, rows));
     }
     out.push_back(check_gemm(o_in_, nh_ * v_, w_o_, h_, y_, "output projection", rows));

@@ -27,15 +27,15 @@ struct DecoderCaseShape {
 
 /// The block on one rank of attention TP 1. MLA (DeepSeek-V2/V3): decoder_block.cpp's MlaCase,
 /// prefill expanded and decode absorbed as the cost model prices them. GQA/MHA, in the order a
-/// decoder layer runs it: input RMSNorm; the fused q/k/v projection (stored in the dtype); RoPE on q and k read from it
-/// (decode: the new key appended to each sequence's cache of context − 1 tokens); Qwen3's q/k
-/// RMSNorms (after RoPE here: the same two passes); the attention core; the output projection;
-/// the post-attention RMSNorm. With `moe` (the model's MoE layer, ep 1 × tp 1 on `world`, one
-/// rank) the normed output goes through the MoE layer: the whole decoder layer. Residual adds
-/// and the q/k/v bias are left out (the frameworks fuse them into the norms and the GEMM).
-/// verify() checks every op on the inputs it got against its reference and bound (check_ops of
-/// 8 rows each: norms, RoPE, GEMM rows, attention rows, the MoE layer's tokens).
-/// One op of a decoder case compared with its reference on the inputs it got.
+/// decoder layer runs it: input RMSNorm; the fused q/k/v projection (stored in the dtype); RoPE on
+/// q and k read from it (decode: the new key appended to each sequence's cache of context − 1
+/// tokens); Qwen3's q/k RMSNorms (after RoPE here: the same two passes); the attention core; the
+/// output projection; the post-attention RMSNorm. With `moe` (the model's MoE layer, ep 1 × tp 1 on
+/// `world`, one rank) the normed output goes through the MoE layer: the whole decoder layer.
+/// Residual adds and the q/k/v bias are left out (the frameworks fuse them into the norms and the
+/// GEMM). verify() checks every op on the inputs it got against its reference and bound (check_ops
+/// of 8 rows each: norms, RoPE, GEMM rows, attention rows, the MoE layer's tokens). One op of a
+/// decoder case compared with its reference on the inputs it got.
 struct OpCheck {
   std::string op;              ///< "input norm", "q/k/v projection", "RoPE q", … "MoE layer"
   long checked = 0;            ///< values compared

@@ -8,7 +8,6 @@
 
 #include "kernels/case_lists.hpp"
 #include "kernels/communicator.hpp"
-#include "kernels/moe_layer.hpp"
 #include "models/registry.hpp"
 #include "planner/costs/cost_model.hpp"
 #include "planner/topology/local_cluster.hpp"

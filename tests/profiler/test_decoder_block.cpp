@@ -205,25 +205,36 @@ TEST(DecoderBlock, MlaCheckOpsComparesEveryOpOnEveryRow) {
     // op, values compared on every row of 3 sequences (decode): hidden 128; the q LoRA 48; 4
     // heads of 24; kv down 32 + 8; the latent 32; the rope key 8; per head the latent 32
     // (W_UK) and the value 16 (W_UV); the attention over the latent, 3 × 4 heads × 32.
-    const std::vector<std::pair<std::string, long>> decode = {
-        {"input norm", 3 * 128},        {"q down projection", 3 * 48},
-        {"q latent norm", 3 * 48},      {"q up projection", 3 * 4 * 24},
-        {"kv down projection", 3 * 40}, {"kv latent norm", 3 * 32},
-        {"RoPE k", 3 * 8},              {"RoPE q", 3 * 4 * 24},
-        {"q through W_UK", 4 * 3 * 32}, {"attention core", 3 * 4 * 32},
-        {"latent through W_UV", 4 * 3 * 16}, {"output projection", 3 * 128},
-        {"post-attention norm", 3 * 128},    {"MoE layer", 3 * 128}};
+    const std::vector<std::pair<std::string, long>> decode = {{"input norm", 3 * 128},
+                                                              {"q down projection", 3 * 48},
+                                                              {"q latent norm", 3 * 48},
+                                                              {"q up projection", 3 * 4 * 24},
+                                                              {"kv down projection", 3 * 40},
+                                                              {"kv latent norm", 3 * 32},
+                                                              {"RoPE k", 3 * 8},
+                                                              {"RoPE q", 3 * 4 * 24},
+                                                              {"q through W_UK", 4 * 3 * 32},
+                                                              {"attention core", 3 * 4 * 32},
+                                                              {"latent through W_UV", 4 * 3 * 16},
+                                                              {"output projection", 3 * 128},
+                                                              {"post-attention norm", 3 * 128},
+                                                              {"MoE layer", 3 * 128}};
     // Prefill of 5 tokens: kv up to 4 heads of 16 + 16, multi-head attention 5 × 4 × 16.
-    const std::vector<std::pair<std::string, long>> prefill = {
-        {"input norm", 5 * 128},        {"q down projection", 5 * 48},
-        {"q latent norm", 5 * 48},      {"q up projection", 5 * 4 * 24},
-        {"kv down projection", 5 * 40}, {"kv latent norm", 5 * 32},
-        {"RoPE k", 5 * 8},              {"RoPE q", 5 * 4 * 24},
-        {"kv up projection", 5 * 4 * 32}, {"attention core", 5 * 4 * 16},
-        {"output projection", 5 * 128},  {"post-attention norm", 5 * 128},
-        {"MoE layer", 5 * 128}};
-    for (const auto& [shape, expected] :
-         {std::pair{DecoderCaseShape{true, 3, 20}, decode}, {DecoderCaseShape{false, 5, 5}, prefill}}) {
+    const std::vector<std::pair<std::string, long>> prefill = {{"input norm", 5 * 128},
+                                                               {"q down projection", 5 * 48},
+                                                               {"q latent norm", 5 * 48},
+                                                               {"q up projection", 5 * 4 * 24},
+                                                               {"kv down projection", 5 * 40},
+                                                               {"kv latent norm", 5 * 32},
+                                                               {"RoPE k", 5 * 8},
+                                                               {"RoPE q", 5 * 4 * 24},
+                                                               {"kv up projection", 5 * 4 * 32},
+                                                               {"attention core", 5 * 4 * 16},
+                                                               {"output projection", 5 * 128},
+                                                               {"post-attention norm", 5 * 128},
+                                                               {"MoE layer", 5 * 128}};
+    for (const auto& [shape, expected] : {std::pair{DecoderCaseShape{true, 3, 20}, decode},
+                                          {DecoderCaseShape{false, 5, 5}, prefill}}) {
       SCOPED_TRACE(shape.decode ? "decode" : "prefill");
       auto c = make_decoder_case(m, DType::kBf16, shape, &*spec, &world, *backend);
       ASSERT_TRUE(c.ok()) << c.error().message;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A walk through every view of moeplan-gui as a user meets it: in a real X server (Xvfb) with a
 # window manager (openbox) that frames and maximizes the window, at 1366×768 and at 1600×1000.
-# xdotool presses Alt+2 … Alt+6 through the X server as a user would; the app (--walk DIR)
+# xdotool presses Alt+2 … Alt+7 through the X server as a user would; the app (--walk DIR)
 # captures the whole screen each time a view is shown. Pictures: OUT/<W>x<H>/<view>.png, each
 # checked to be the screen's size. The README's pictures are docs/images/<W>x<H>/ made by this.
 # Inputs: qwen2-57b-a14b on 2 × HGX H200, a power-law expert load, EPLB with one redundant slot
-# per EP rank; the Profiling view shows a real profile and validate of this machine (1/8 widths,
+# per EP rank, requests of 4096 + 1024 tokens (the Serving view plans serving for them); the
+# Profiling view shows a real profile and validate of this machine (1/8 widths,
 # 2 in-process ranks, rows up to 256) that the app runs first (about a minute).
 # Usage: scripts/gui-walk.sh [--build DIR] [--out DIR]   (defaults: build, docs/images)
 set -euo pipefail
@@ -25,7 +26,7 @@ for tool in Xvfb openbox xdotool; do
 done
 ninja -C "$build" moeplan-gui >/dev/null
 app_bin="$build/bin/moeplan-gui"
-views=(model topology layouts load_balance traffic profiling)
+views=(model topology layouts load_balance traffic profiling serving)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -71,12 +72,12 @@ for size in 1366x768 1600x1000; do
   sleep 1
   DISPLAY="$display" QT_QPA_PLATFORM=xcb "$app_bin" --walk "$dir" \
     --model qwen2-57b-a14b --cluster 2x-hgx-h200 --load powerlaw:alpha=1.2,shuffle=1 \
-    --placement eplb --redundant 1 >"$log" 2>&1 &
+    --placement eplb --redundant 1 --context 4096,1024 >"$log" 2>&1 &
   app=$!
   pids+=("$app")
   # The first view is captured once the plan, the placement and the example profile are done.
   wait_for_line "$log" "walk: captured model" 600
-  for i in 2 3 4 5 6; do
+  for i in 2 3 4 5 6 7; do
     view="${views[$((i - 1))]}"
     DISPLAY="$display" xdotool key --clearmodifiers "alt+$i"
     wait_for_line "$log" "walk: captured $view" 120

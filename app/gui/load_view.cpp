@@ -68,7 +68,7 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   policy_->setCurrentIndex(1);
   policyLabel->setBuddy(policy_);
   row->addWidget(policy_);
-  sharedScale_ = new QCheckBox(tr("Same &scale for all policies"), this);
+  sharedScale_ = new QCheckBox(tr("Same scal&e for all policies"), this);
   sharedScale_->setToolTip(
       tr("Colour the heat maps on one scale spanning contiguous, eplb and best, so switching "
          "the policy compares like with like"));

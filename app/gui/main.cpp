@@ -9,6 +9,7 @@
 #include <QLabel>
 #include <QPixmap>
 #include <QScreen>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTimer>
@@ -18,6 +19,7 @@
 
 #include "app/gui/main_window.hpp"
 #include "app/gui/profiling_view.hpp"
+#include "app/gui/serving_view.hpp"
 #include "app/gui/topology_view.hpp"
 #include "kernels/host_memory.hpp"
 #include "planner/plan_request.hpp"
@@ -83,6 +85,13 @@ int main(int argc, char** argv) {
                                  QStringLiteral("prefill or decode (decode also draws the Pareto "
                                                 "sweep of the batch per GPU)."),
                                  QStringLiteral("PHASE"), QStringLiteral("prefill"));
+  const QCommandLineOption context(
+      QStringLiteral("context"),
+      QStringLiteral("Input and output tokens per request, as moeplan plan --isl and --osl (the "
+                     "KV cache is counted; with --screenshot or --walk the Serving view plans "
+                     "serving for them)."),
+      QStringLiteral("ISL,OSL"));
+  parser.addOption(context);
   parser.addOption(phase);
   parser.addOption(walk);
   parser.addOption(costs);
@@ -119,6 +128,19 @@ int main(int argc, char** argv) {
     }
     window.phaseCombo()->setCurrentIndex(index);
   }
+  if (parser.isSet(context)) {
+    const QStringList parts = parser.value(context).split(QLatin1Char(','));
+    bool ok_in = false, ok_out = false;
+    const int in = parts.size() == 2 ? parts[0].toInt(&ok_in) : 0;
+    const int out = parts.size() == 2 ? parts[1].toInt(&ok_out) : 0;
+    if (!ok_in || !ok_out || in < 1 || out < 1 || in > window.islSpin()->maximum() ||
+        out > window.oslSpin()->maximum()) {
+      return fail(QStringLiteral("--context: expected ISL,OSL, two positive token counts, got '%1'")
+                      .arg(parser.value(context)));
+    }
+    window.islSpin()->setValue(in);
+    window.oslSpin()->setValue(out);
+  }
   if (parser.isSet(placement) || parser.isSet(redundant)) {
     if (!window.setPlacement(parser.value(placement), parser.value(redundant))) {
       return fail(QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
@@ -147,6 +169,15 @@ int main(int argc, char** argv) {
       const QString err = window.profilingView()->runExample(
           QDir(tmp.path()).filePath(QStringLiteral("profile.db")), 2, 8, QStringLiteral("256"));
       if (!err.isEmpty()) return fail(QStringLiteral("profiling view: ") + err);
+    }
+    if (parser.isSet(context)) {
+      // The Serving view's picture: the serving plan of the same inputs, no targets.
+      window.waitForIdle();
+      window.servingView()->start();
+      window.waitForIdle();
+      if (!window.servingView()->errorLabel()->text().isEmpty()) {
+        return fail(QStringLiteral("serving view: ") + window.servingView()->errorLabel()->text());
+      }
     }
     if (walking) {
       const QString dir = parser.value(walk);

@@ -32,6 +32,7 @@
 #include "app/gui/layouts_view.hpp"
 #include "app/gui/load_view.hpp"
 #include "app/gui/profiling_view.hpp"
+#include "app/gui/serving_view.hpp"
 #include "app/gui/session.hpp"
 #include "app/gui/topology_view.hpp"
 #include "kernels/backends.hpp"
@@ -69,6 +70,8 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
   add(traffic_, QStringLiteral("traffic"), tr("T&raffic"));
   profiling_ = new ProfilingView(session_, tabs_);
   add(profiling_, QStringLiteral("profiling"), tr("&Profiling"));
+  serving_ = new ServingView(session_, tabs_);
+  add(serving_, QStringLiteral("serving"), tr("&Serving"));
   setCentralWidget(tabs_);
 
   auto* file = menuBar()->addMenu(tr("&File"));
@@ -274,7 +277,7 @@ QWidget* MainWindow::buildModelView() {
          "dispatch payload follow it."));
   form->addRow(tr("Weight dt&ype:"), weights_);
   form->addRow(tr("Ph&ase:"), phase_);
-  form->addRow(tr("Tok&ens per GPU:"), tokens_);
+  form->addRow(tr("To&kens per GPU:"), tokens_);
   target_ = new QDoubleSpinBox(box);
   target_->setRange(0.0, 1e6);
   target_->setDecimals(1);
@@ -362,7 +365,7 @@ QWidget* MainWindow::buildModelView() {
       tr("Roofline: figures from the device spec and topology. Profile DB: measured costs from a "
          "database written by `moeplan profile` or the Profiling view, as `moeplan plan --costs "
          "FILE` uses them (queries it lacks fall back to the roofline and say so)."));
-  form->addRow(tr("Cost &source:"), costSource_);
+  form->addRow(tr("Cost sourc&e:"), costSource_);
   auto* costRow = new QHBoxLayout();
   costFile_ = new QLabel(box);
   costFile_->setWordWrap(true);
@@ -641,6 +644,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 void MainWindow::waitForIdle() {
   profiling_->waitForIdle();
   session_->waitForIdle();
+  session_->waitForServing();
   loadView_->waitForIdle();
   QCoreApplication::processEvents();
 }

@@ -25,6 +25,7 @@ class ExportDialog;
 class LayoutsView;
 class LoadView;
 class ProfilingView;
+class ServingView;
 class Session;
 class TopologyView;
 class TrafficView;
@@ -78,6 +79,7 @@ class MainWindow : public QMainWindow {
   QSpinBox* redundantSpin() const { return redundant_; }
   QLabel* costErrorLabel() const { return costError_; }
   ProfilingView* profilingView() const { return profiling_; }
+  ServingView* servingView() const { return serving_; }
   /// The export dialog over the plan on screen and its selected layout (deleted on close; the
   /// format and folder persist with settings).
   ExportDialog* makeExportDialog();
@@ -134,6 +136,7 @@ class MainWindow : public QMainWindow {
   QLabel* costFile_ = nullptr;
   QLabel* costError_ = nullptr;
   ProfilingView* profiling_ = nullptr;
+  ServingView* serving_ = nullptr;
   TopologyView* topology_ = nullptr;
   LayoutsView* layouts_ = nullptr;
   LoadView* loadView_ = nullptr;

@@ -173,7 +173,7 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   maxSeconds_->setToolTip(
       tr("--max-seconds: timing budget per point (profile) or per case (validate)"));
   addField(common, tr("M&odel:"), model_, 2);
-  addField(common, tr("&Scale 1/"), scale_);
+  addField(common, tr("Scale 1/"), scale_);         // S is the Serving view's, c a l e taken here
   addField(common, tr("Weight dtype:"), weights_);  // every letter of it is taken
   addField(common, tr("Ran&ks:"), ranks_);
   addField(common, tr("Max seco&nds:"), maxSeconds_);

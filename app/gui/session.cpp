@@ -81,9 +81,14 @@ Session::Session(QObject* parent) : QObject(parent) {
   debounce_.setInterval(250);
   connect(&debounce_, &QTimer::timeout, this, &Session::replan);
   connect(&watcher_, &QFutureWatcher<PlanOutcome>::finished, this, &Session::onPlanDone);
+  connect(&servingWatcher_, &QFutureWatcher<ServingOutcome>::finished, this,
+          &Session::onServingDone);
 }
 
-Session::~Session() { watcher_.waitForFinished(); }
+Session::~Session() {
+  watcher_.waitForFinished();
+  servingWatcher_.waitForFinished();
+}
 
 planner::PolicyFit Session::policyFit() const {
   const auto policy = planner::is_placement_file(choices_.placement)
@@ -338,6 +343,109 @@ void Session::waitForIdle() {
     QCoreApplication::processEvents();
   }
   QCoreApplication::processEvents();
+}
+
+void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget) {
+  const int generation = ++servingGeneration_;
+  if (!model_ || !cluster_ || !load_) {
+    ServingOutcome out;
+    out.generation = generation;
+    out.error = !model_     ? tr("No model: choose one in the Model view.")
+                : !cluster_ ? tr("No cluster: choose one in the Topology view.")
+                            : tr("No expert load: the load in the Model view did not load.");
+    finishServing(std::move(out));
+    return;
+  }
+  // The request moeplan plan --disagg builds: the plan choices of the session, each pool's
+  // phase, tokens and GPU count set by the serving plan itself; the targets are the serving
+  // plan's own, not the phase's.
+  planner::PlanChoices choices = choices_;
+  if (choices.placement == planner::policy_name(planner::PlacementPolicy::kContiguous) ||
+      choices.placement == planner::policy_name(planner::PlacementPolicy::kRoundRobin)) {
+    choices.redundancy = {};
+  }
+  choices.phase = "decode";
+  choices.tokens_per_gpu.reset();
+  choices.num_gpus.reset();
+  choices.ttft_ms.reset();
+  choices.tpot_ms.reset();
+  ServingOutcome early;
+  early.generation = generation;
+  if (!choices.isl || !choices.osl || *choices.osl < 1) {
+    early.error =
+        tr("Context (input tokens): a serving plan needs the requests' input and output "
+           "tokens; expected both set in the Model & workload view");
+    finishServing(std::move(early));
+    return;
+  }
+  const int gpus = cluster_->num_gpus();
+  if (gpu_budget != 0 && (gpu_budget < 2 || gpu_budget > gpus)) {
+    early.error = tr("GPU budget %1: expected 0 (the cluster's %2 GPUs) or 2 to %2")
+                      .arg(gpu_budget)
+                      .arg(gpus);
+    finishServing(std::move(early));
+    return;
+  }
+  auto request = planner::make_plan_request(*model_, *cluster_, choices, load_->load, true);
+  if (!request) {
+    early.error = errorText(request.error());
+    finishServing(std::move(early));
+    return;
+  }
+  planner::ServingRequest sreq;
+  sreq.base = std::move(*request);
+  sreq.gpu_budget = gpu_budget;
+  sreq.ttft_target_s = ttft_ms * 1e-3;
+  sreq.tpot_target_s = tpot_ms * 1e-3;
+  auto future = QtConcurrent::run([model = std::make_shared<const models::MoeModel>(*model_),
+                                   cluster = std::make_shared<const planner::Cluster>(*cluster_),
+                                   sreq, generation, costs = costDb_.toStdString()]() {
+    ServingOutcome out;
+    out.generation = generation;
+    auto setup = planner::make_cost_setup(*cluster, costs);
+    if (!setup) {
+      out.error = errorText(setup.error());
+      return out;
+    }
+    auto plan = planner::plan_serving(*model, *cluster, setup->costs(), sreq);
+    if (!plan) {
+      out.error = errorText(plan.error());
+      return out;
+    }
+    out.plan = std::make_shared<const planner::ServingPlan>(std::move(*plan));
+    if (setup->measured) out.misses = setup->measured->misses();
+    return out;
+  });
+  servingWatcher_.setFuture(future);
+  servingRunning_ = true;
+  emit servingStarted();
+}
+
+void Session::finishServing(ServingOutcome outcome) {
+  servingRunning_ = false;
+  serving_ = std::move(outcome);
+  emit servingFinished();
+}
+
+void Session::cancelServing() {
+  if (!servingRunning_) return;
+  ++servingGeneration_;
+  servingRunning_ = false;
+  emit servingCancelled();
+}
+
+void Session::waitForServing() {
+  while (servingRunning_) {
+    servingWatcher_.waitForFinished();
+    QCoreApplication::processEvents();
+  }
+  QCoreApplication::processEvents();
+}
+
+void Session::onServingDone() {
+  ServingOutcome out = servingWatcher_.result();
+  if (out.generation != servingGeneration_) return;  // abandoned
+  finishServing(std::move(out));
 }
 
 void Session::onPlanDone() {

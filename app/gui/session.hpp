@@ -17,6 +17,7 @@
 #include "planner/placement/placement_file.hpp"
 #include "planner/plan.hpp"
 #include "planner/plan_request.hpp"
+#include "planner/serving.hpp"
 #include "planner/topology/cluster.hpp"
 
 namespace moeplan::gui {
@@ -49,6 +50,14 @@ struct PlanOutcome {
   QString error;
   int generation = 0;
   PlanInputs inputs;
+};
+
+/// One finished serving plan (planner::plan_serving, as `moeplan plan --disagg`).
+struct ServingOutcome {
+  std::shared_ptr<const planner::ServingPlan> plan;  ///< null on error
+  std::vector<std::string> misses;                   ///< queries the cost database could not answer
+  QString error;
+  int generation = 0;
 };
 
 class Session : public QObject {
@@ -117,6 +126,22 @@ class Session : public QObject {
   /// Blocks until no plan is running and its result has been applied (screenshots, tests).
   void waitForIdle();
 
+  /// Plans serving in a worker thread, as `moeplan plan --disagg`: aggregated instances against
+  /// disaggregated prefill and decode pools for requests of the workload's context (isl + osl,
+  /// both needed), with the current model, cluster, load, placement and cost source; latency
+  /// targets in ms (0: none) and a GPU budget (0: the cluster's). A running one is abandoned.
+  void planServing(double ttft_ms, double tpot_ms, int gpu_budget);
+  /// Abandons the running serving plan: its result is dropped when it arrives.
+  void cancelServing();
+  /// The last serving plan (null before one or after an error).
+  std::shared_ptr<const planner::ServingPlan> serving() const { return serving_.plan; }
+  /// The cost database's misses of the last serving plan (empty with the roofline).
+  const std::vector<std::string>& servingMisses() const { return serving_.misses; }
+  QString servingError() const { return serving_.error; }
+  bool servingBusy() const { return servingRunning_; }
+  /// Blocks until no serving plan is running and its result has been applied.
+  void waitForServing();
+
  signals:
   void modelChanged();
   void clusterChanged();
@@ -126,10 +151,15 @@ class Session : public QObject {
   void planFinished();  ///< plan() or planError() changed
   void planCancelled();
   void layoutSelected(int index);
+  void servingStarted();
+  void servingFinished();  ///< serving() or servingError() changed
+  void servingCancelled();
 
  private:
   void scheduleReplan();
   void onPlanDone();
+  void onServingDone();
+  void finishServing(ServingOutcome outcome);
   void updateCostWarning();
 
   std::optional<models::MoeModel> model_;
@@ -153,6 +183,10 @@ class Session : public QObject {
   bool running_ = false;  ///< a plan run whose result has not been handled yet
   QTimer debounce_;
   QFutureWatcher<PlanOutcome> watcher_;
+  ServingOutcome serving_;
+  int servingGeneration_ = 0;
+  bool servingRunning_ = false;
+  QFutureWatcher<ServingOutcome> servingWatcher_;
 };
 
 /// A library error as the GUI shows it: the inputs it names are called by the GUI's own labels

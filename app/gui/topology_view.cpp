@@ -82,7 +82,7 @@ TopologyView::TopologyView(Session* session, QWidget* parent) : QWidget(parent),
   bundled_->setToolTip(tr("Bundled clusters (resources/clusters)"));
   fileRow->addWidget(bundled_, 1);
   auto* open = new QPushButton(tr("&Open…"), panel);
-  auto* save = new QPushButton(tr("&Save…"), panel);
+  auto* save = new QPushButton(tr("Save…"), panel);
   open->setToolTip(tr("Open a cluster JSON"));
   save->setToolTip(tr("Save the edited cluster as JSON"));
   fileRow->addWidget(open);

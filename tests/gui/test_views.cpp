@@ -545,9 +545,9 @@ TEST(GuiViews, ScreenshotsOfEveryView) {
   w.resize(1366, 768);
   w.show();
   QTemporaryDir dir;
-  ASSERT_EQ(w.saveScreenshots(dir.path()), 6);
+  ASSERT_EQ(w.saveScreenshots(dir.path()), 7);
   for (const char* name :
-       {"model", "topology", "layouts", "load_balance", "traffic", "profiling"}) {
+       {"model", "topology", "layouts", "load_balance", "traffic", "profiling", "serving"}) {
     const QFileInfo png(QDir(dir.path()).filePath(QString::fromLatin1(name) + ".png"));
     EXPECT_TRUE(png.exists()) << name;
     EXPECT_GT(png.size(), 10000) << name;

@@ -321,6 +321,53 @@ TEST(AttentionCost, ProjectionShapesCoverTheBlocksGemms) {
   }
 }
 
+// MLA's RoPE and the copies between its ops are priced as its CPU block runs them
+// (profiler/decoder_block.cpp's MlaCase, validated by `validate --attention --scope block`):
+// RoPE writes the rank's query heads whole and the rope key; prefill assembles every head's key
+// and value and stores the latent cache; decode moves the per-head GEMMs' inputs and outputs and
+// appends to the cache. GQA has no such copies.
+TEST(AttentionCost, MlaRopeAndCopiesAreWhatItsBlockMoves) {
+  const auto c = cluster("1x-hgx-h200");
+  const auto m = model("deepseek-v3");
+  const auto& a = m.attention;
+  const double nope = a.qk_nope_head_dim, rope = a.qk_rope_head_dim, v = a.v_head_dim;
+  const double lora = a.kv_lora_rank;
+  const double b = dtype_bytes(m.dtype);
+  for (const int tp : {1, 8}) {
+    for (const Phase phase : {Phase::kPrefill, Phase::kDecode}) {
+      SCOPED_TRACE("tp " + std::to_string(tp) + " " + phase_name(phase));
+      Recorder rec(c);
+      const CostContext ctx{
+          m, c, rec, Workload{phase, 16}, ExpertLoad::uniform(1, m.num_experts), nullptr};
+      ASSERT_TRUE(cost_dense_parts(ctx, layout(8 / tp, tp)).ok());
+      const double t = 16.0 * tp;  // the TP group's tokens
+      const double heads = 128.0 / tp;
+      const double copied = phase == Phase::kDecode
+                                ? t * (heads * (nope + 2 * lora + rope + v) + 2 * lora + rope)
+                                : t * (heads * (nope + rope + v) + lora + rope);
+      int stages = 0, ropes = 0;
+      for (const auto& e : rec.elementwise_ops) {
+        if (e.op == "stage") {
+          ++stages;
+          EXPECT_DOUBLE_EQ(e.bytes, 2.0 * copied * b);
+        }
+        if (e.op == "rope") {
+          ++ropes;
+          EXPECT_DOUBLE_EQ(e.bytes, 2.0 * t * (heads * (nope + rope) + rope) * b);
+        }
+      }
+      EXPECT_EQ(stages, 1);
+      EXPECT_EQ(ropes, 1);
+    }
+  }
+  Recorder gqa(c);
+  const auto q = model("qwen3-30b-a3b");
+  const CostContext ctx{q,      c, gqa, Workload{Phase::kDecode, 16}, ExpertLoad::uniform(1, 128),
+                        nullptr};
+  ASSERT_TRUE(cost_dense_parts(ctx, layout(8, 1)).ok());
+  for (const auto& e : gqa.elementwise_ops) EXPECT_NE(e.op, "stage");
+}
+
 // Latency targets: checked against the phase, and a layout slower than its target cannot serve
 // it (with the reason); with none left, one reason says what to change.
 TEST(AttentionCost, LatencyTargetsRankAndExplain) {

@@ -249,20 +249,13 @@ void Session::selectLayout(int index) {
 
 void Session::scheduleReplan() { debounce_.start(); }
 
-void Session::replan() {
-  debounce_.stop();
-  if (!model_ || !cluster_ || !load_) {
-    plan_.reset();
-    pareto_.clear();
-    planInputs_ = PlanInputs{};
-    planError_ = !model_     ? tr("No model: choose one in the Model view.")
-                 : !cluster_ ? tr("No cluster: choose one in the Topology view.")
-                             : tr("No expert load: the load in the Model view did not load.");
-    selected_ = -1;
-    emit planFinished();
-    return;
-  }
-  // The request moeplan plan builds from the same choices (the load field always holds a load).
+QString Session::missingInput() const {
+  return !model_     ? tr("No model: choose one in the Model view.")
+         : !cluster_ ? tr("No cluster: choose one in the Topology view.")
+                     : tr("No expert load: the load in the Model view did not load.");
+}
+
+planner::PlanChoices Session::plannedChoices() const {
   // The redundant-slot field keeps its value for the Load balance view's eplb and best; a
   // contiguous or round_robin plan has no replicas, so it plans with none (the CLI asks the user
   // to drop them). With eplb or best the redundant slots also decide which EP sizes are legal.
@@ -271,6 +264,22 @@ void Session::replan() {
       choices.placement == planner::policy_name(planner::PlacementPolicy::kRoundRobin)) {
     choices.redundancy = {};
   }
+  return choices;
+}
+
+void Session::replan() {
+  debounce_.stop();
+  if (!model_ || !cluster_ || !load_) {
+    plan_.reset();
+    pareto_.clear();
+    planInputs_ = PlanInputs{};
+    planError_ = missingInput();
+    selected_ = -1;
+    emit planFinished();
+    return;
+  }
+  // The request moeplan plan builds from the same choices (the load field always holds a load).
+  const planner::PlanChoices choices = plannedChoices();
   auto request = planner::make_plan_request(*model_, *cluster_, choices, load_->load, true);
   if (!request) {
     plan_.reset();
@@ -350,20 +359,14 @@ void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget) {
   if (!model_ || !cluster_ || !load_) {
     ServingOutcome out;
     out.generation = generation;
-    out.error = !model_     ? tr("No model: choose one in the Model view.")
-                : !cluster_ ? tr("No cluster: choose one in the Topology view.")
-                            : tr("No expert load: the load in the Model view did not load.");
+    out.error = missingInput();
     finishServing(std::move(out));
     return;
   }
   // The request moeplan plan --disagg builds: the plan choices of the session, each pool's
   // phase, tokens and GPU count set by the serving plan itself; the targets are the serving
   // plan's own, not the phase's.
-  planner::PlanChoices choices = choices_;
-  if (choices.placement == planner::policy_name(planner::PlacementPolicy::kContiguous) ||
-      choices.placement == planner::policy_name(planner::PlacementPolicy::kRoundRobin)) {
-    choices.redundancy = {};
-  }
+  planner::PlanChoices choices = plannedChoices();
   choices.phase = "decode";
   choices.tokens_per_gpu.reset();
   choices.num_gpus.reset();

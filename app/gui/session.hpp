@@ -157,6 +157,10 @@ class Session : public QObject {
 
  private:
   void scheduleReplan();
+  /// Why there is nothing to plan: the first of model, cluster and load that is missing.
+  QString missingInput() const;
+  /// The plan choices as planned: without redundant slots for contiguous and round_robin.
+  planner::PlanChoices plannedChoices() const;
   void onPlanDone();
   void onServingDone();
   void finishServing(ServingOutcome outcome);

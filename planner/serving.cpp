@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 
 #include "models/units.hpp"
@@ -54,15 +56,47 @@ const LayoutCost* recommended(const Plan* p) {
   return &p->layouts[static_cast<std::size_t>(p->recommended)];
 }
 
-/// The KV cache of `prompts` requests sent from prefill instance GPUs [0, p) to the decode
-/// instance starting at GPU `decode_first` (d GPUs): prefill GPU i sends its 1/p share to decode
-/// GPU i mod d, routed on the cluster; the busiest link's time plus the longest path latency.
-double kv_transfer_seconds(const Cluster& cluster, double bytes, int p, int decode_first, int d) {
-  if (!(bytes > 0.0)) return 0.0;
+/// The KV cache of one request sent from prefill instance GPUs [0, p) to the decode instance
+/// starting at GPU `decode_first` (d GPUs): prefill GPU i sends its 1/p share to decode GPU
+/// i mod d, routed on the cluster. A step of n prompts sends n times the bytes on the same
+/// paths: n · (the busiest link's time) + the longest path latency.
+struct KvRoute {
+  double busiest_s_per_request = 0.0;
+  double latency_s = 0.0;
+  double seconds(int prompts) const {
+    return busiest_s_per_request > 0.0 ? prompts * busiest_s_per_request + latency_s : 0.0;
+  }
+};
+KvRoute kv_route(const Cluster& cluster, double bytes, int p, int decode_first, int d) {
+  if (!(bytes > 0.0)) return {};
   std::vector<Flow> flows;
   for (int i = 0; i < p; ++i) flows.push_back({i, decode_first + i % d, bytes / p});
   const LinkLoad load = cluster.route(flows);
-  return load.busiest_seconds + load.max_path_latency;
+  return {load.busiest_seconds, load.max_path_latency};
+}
+
+/// A request's mean latency: its TTFT and the osl − 1 tokens after the first.
+template <class Deployment>
+double request_seconds(const Deployment& s, int osl) {
+  return s.ttft_s + (osl - 1) * s.tpot_s;
+}
+
+/// Is `s` a better deployment than `cur`? For an offered rate: fewer GPUs, then the shorter
+/// request latency; otherwise: more requests/s, then fewer GPUs, then the shorter latency.
+template <class Deployment>
+bool better(bool offered, int osl, const Deployment& s, const std::optional<Deployment>& cur) {
+  if (!cur) return true;
+  if (!offered) {
+    if (s.requests_per_s > cur->requests_per_s * (1.0 + 1e-12)) return true;
+    if (s.requests_per_s < cur->requests_per_s * (1.0 - 1e-12)) return false;
+  }
+  if (s.gpus_used != cur->gpus_used) return s.gpus_used < cur->gpus_used;
+  return request_seconds(s, osl) < request_seconds(*cur, osl);
+}
+
+/// Milliseconds with `decimals`, or "unbounded".
+std::string ms_text(double seconds, int decimals) {
+  return std::isfinite(seconds) ? format_fixed(seconds * 1e3, decimals) + " ms" : "unbounded";
 }
 
 }  // namespace
@@ -88,6 +122,11 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   if (req.ttft_target_s < 0.0 || req.tpot_target_s < 0.0) {
     return input_error("ttft-ms", ": expected positive latency targets");
   }
+  if (!(req.arrival_rate >= 0.0) || !std::isfinite(req.arrival_rate)) {
+    return input_error("rate", ": expected a positive number of requests per second");
+  }
+  const bool offered = req.arrival_rate > 0.0;
+  const double rate = req.arrival_rate;
   std::vector<int> sizes = req.instance_gpus;
   if (sizes.empty()) {
     for (int s = 1; s <= budget; s *= 2) sizes.push_back(s);
@@ -107,6 +146,7 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   out.osl = w.osl;
   out.ttft_target_s = req.ttft_target_s;
   out.tpot_target_s = req.tpot_target_s;
+  out.arrival_rate = rate;
   PlanCache cache(model, cluster, costs, req.base);
   std::string first_error;
   const auto note = [&](const std::string& why) {
@@ -158,16 +198,37 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     }
   }
 
-  // The split: x prefill and y decode instances within the budget, the most requests/s.
+  // The split: x prefill and y decode instances within the budget. Per prompt count, the
+  // prefill pool is x M/D/1 queues (D = step / prompts, each instance a share λ/x of the
+  // requests): the mean TTFT is ρ·D / (2·(1 − ρ)) + the step + the KV transfer, ρ = λ·D/x. A
+  // TTFT target caps ρ at 2·slack / (D + 2·slack), slack = target − step − transfer.
   for (const auto& [p, candidates] : prefill) {
     for (const auto& [d, dec] : decode) {
-      for (int x = 1; x * p + d <= budget; ++x) {
-        const int y = (budget - x * p) / d;
+      const int y_offered = offered ? static_cast<int>(std::ceil(rate / dec.requests_per_s)) : 0;
+      for (int x = 1; x * p + std::max(1, y_offered) * d <= budget; ++x) {
+        const int y = offered ? y_offered : (budget - x * p) / d;
+        const KvRoute route = kv_route(cluster, kv_bytes_per_request, p, x * p, d);
         for (const PoolInstance& pre : candidates) {
-          const double kv =
-              kv_transfer_seconds(cluster, pre.batch * kv_bytes_per_request, p, x * p, d);
-          const double ttft = pre.step_s + kv;
-          if (req.ttft_target_s > 0.0 && ttft > req.ttft_target_s) continue;
+          const double kv = route.seconds(pre.batch);
+          const double service = pre.step_s + kv;
+          const double per_prompt = pre.step_s / pre.batch;
+          double rho_max = 1.0;
+          if (req.ttft_target_s > 0.0) {
+            const double slack = req.ttft_target_s - service;
+            if (slack < 0.0) continue;
+            rho_max = 2.0 * slack / (per_prompt + 2.0 * slack);
+          }
+          double lambda = rate, rho = 0.0;
+          if (offered) {
+            rho = rate * per_prompt / x;
+            if (rho >= 1.0 || rho > rho_max) continue;
+          } else {
+            const double prefill_rate = x * rho_max / per_prompt;
+            const double decode_rate = y * dec.requests_per_s;
+            lambda = std::min(prefill_rate, decode_rate);
+            if (!(lambda > 0.0)) continue;
+            rho = prefill_rate <= decode_rate ? rho_max : lambda * per_prompt / x;
+          }
           DisaggServing s;
           s.prefill = pre;
           s.decode = dec;
@@ -175,19 +236,15 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
           s.decode_instances = y;
           s.kv_transfer_s = kv;
           s.kv_bytes_per_request = kv_bytes_per_request;
-          s.ttft_s = ttft;
+          s.prefill_utilization = rho;
+          s.ttft_wait_s = md1_wait_seconds(rho, per_prompt);
+          s.ttft_s = service + s.ttft_wait_s;
           s.tpot_s = dec.step_s;
-          s.requests_per_s = std::min(x * pre.requests_per_s, y * dec.requests_per_s);
+          s.requests_per_s = lambda;
           s.gpus_used = x * p + y * d;
-          s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / budget;
+          s.tokens_per_s_per_gpu = lambda * w.osl / (offered ? s.gpus_used : budget);
           s.tokens_per_s_per_user = 1.0 / dec.step_s;
-          const auto& cur = out.disaggregated;
-          if (!cur || s.requests_per_s > cur->requests_per_s * (1.0 + 1e-12) ||
-              (s.requests_per_s >= cur->requests_per_s * (1.0 - 1e-12) &&
-               s.gpus_used < cur->gpus_used)) {
-            out.disaggregated = s;
-          }
-          break;  // candidates are by requests/s: the first within the target is the best
+          if (better(offered, w.osl, s, out.disaggregated)) out.disaggregated = s;
         }
       }
     }
@@ -224,25 +281,42 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
       }
       if (!(t_p > 0.0)) continue;
       // Steady state: rate λ per instance with a share f = λ·t_p of the time in prefill and
-      // decode steps stretched to TPOT / (1 − f): λ = A / (1 + A·t_p), A = g·b / (osl·TPOT).
-      const double a = g * static_cast<double>(inst.batch) / (w.osl * inst.step_s);
-      const double lambda = a / (1.0 + a * t_p);
-      const double f = lambda * t_p;
+      // decode steps stretched to TPOT / (1 − f); the decode batch fills at
+      // λ = A / (1 + A·t_p), A = g·b / (osl·TPOT). A prompt waits (M/G/1, Cobham) for the pass
+      // in flight and the prompts ahead: (f·t_p + (1 − f)·TPOT) / (2·(1 − f)). The targets cap
+      // f: TPOT / (1 − f) ≤ target, and t_p + wait ≤ target ⇔
+      // f ≤ (2·slack − TPOT) / (t_p − TPOT + 2·slack), slack = target − t_p.
+      const double tau = inst.step_s;
+      const double a = g * static_cast<double>(inst.batch) / (w.osl * tau);
+      double f_max = a * t_p / (1.0 + a * t_p);
+      if (req.tpot_target_s > 0.0) f_max = std::min(f_max, 1.0 - tau / req.tpot_target_s);
+      if (req.ttft_target_s > 0.0) {
+        const double slack = req.ttft_target_s - t_p;
+        if (2.0 * slack < tau) continue;
+        f_max = std::min(f_max, (2.0 * slack - tau) / (t_p - tau + 2.0 * slack));
+      }
+      if (!(f_max > 0.0)) continue;
+      const double lambda_max = f_max / t_p;  // per instance
       AggServing s;
       s.instance = inst;
       s.prefill_s = t_p;
+      if (offered) {
+        s.instances = static_cast<int>(std::ceil(rate / lambda_max));
+        if (s.instances * g > budget) continue;
+      } else {
+        s.instances = budget / g;
+      }
+      const double lambda = offered ? rate / s.instances : lambda_max;
+      const double f = offered ? lambda * t_p : f_max;
       s.prefill_share = f;
-      s.instances = budget / g;
-      s.ttft_s = t_p;
-      s.tpot_s = inst.step_s / (1.0 - f);
-      if (req.ttft_target_s > 0.0 && s.ttft_s > req.ttft_target_s) continue;
-      if (req.tpot_target_s > 0.0 && s.tpot_s > req.tpot_target_s) continue;
+      s.ttft_wait_s = (f * t_p + (1.0 - f) * tau) / (2.0 * (1.0 - f));
+      s.ttft_s = t_p + s.ttft_wait_s;
+      s.tpot_s = tau / (1.0 - f);
       s.requests_per_s = lambda * s.instances;
       s.gpus_used = s.instances * g;
-      s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / budget;
+      s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / (offered ? s.gpus_used : budget);
       s.tokens_per_s_per_user = 1.0 / s.tpot_s;
-      const auto& cur = out.aggregated;
-      if (!cur || s.requests_per_s > cur->requests_per_s * (1.0 + 1e-12)) out.aggregated = s;
+      if (better(offered, w.osl, s, out.aggregated)) out.aggregated = s;
     }
   }
   out.plans_costed = cache.made();
@@ -252,9 +326,11 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     return "disaggregated: " + std::to_string(s.prefill_instances) + " prefill × " +
            std::to_string(s.prefill.gpus) + " GPUs (" + s.prefill.layout.layout.shape_name() + " " +
            dispatcher_name(s.prefill.layout.layout.dispatcher) + ", " +
-           std::to_string(s.prefill.batch) + " prompts per step, TTFT " +
-           format_fixed(s.ttft_s * 1e3, 1) + " ms with " + format_fixed(s.kv_transfer_s * 1e3, 2) +
-           " ms of KV transfer) + " + std::to_string(s.decode_instances) + " decode × " +
+           std::to_string(s.prefill.batch) + " prompts per step at " +
+           format_fixed(100.0 * s.prefill_utilization, 1) + "% utilisation, mean TTFT " +
+           ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, " +
+           ms_text(s.prefill.step_s, 1) + " prefill step, " + ms_text(s.kv_transfer_s, 2) +
+           " KV transfer) + " + std::to_string(s.decode_instances) + " decode × " +
            std::to_string(s.decode.gpus) + " GPUs (" + s.decode.layout.layout.shape_name() + " " +
            dispatcher_name(s.decode.layout.layout.dispatcher) + ", " +
            std::to_string(s.decode.batch) + " sequences per GPU, TPOT " +
@@ -267,14 +343,29 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
            " GPUs (" + s.instance.layout.layout.shape_name() + " " +
            dispatcher_name(s.instance.layout.layout.dispatcher) + ", " +
            std::to_string(s.instance.batch) + " sequences per GPU, " +
-           format_fixed(100.0 * s.prefill_share, 1) + "% of the time in prefill, TTFT " +
-           format_fixed(s.ttft_s * 1e3, 1) + " ms, TPOT " + format_fixed(s.tpot_s * 1e3, 2) +
-           " ms): " + format_fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
+           format_fixed(100.0 * s.prefill_share, 1) + "% of the time in prefill, mean TTFT " +
+           ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, " +
+           ms_text(s.prefill_s, 1) + " prefill; TPOT " + ms_text(s.tpot_s, 2) +
+           "): " + format_fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
            format_fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user";
   };
   if (out.disaggregated) out.reasons.push_back(describe_disagg(*out.disaggregated));
   if (out.aggregated) out.reasons.push_back(describe_agg(*out.aggregated));
-  if (out.disaggregated && out.aggregated) {
+  if (out.disaggregated && out.aggregated && offered) {
+    const DisaggServing& d = *out.disaggregated;
+    const AggServing& a = *out.aggregated;
+    const double dl = request_seconds(d, w.osl), al = request_seconds(a, w.osl);
+    const bool disagg = d.gpus_used < a.gpus_used || (d.gpus_used == a.gpus_used && dl <= al);
+    out.recommended = disagg ? "disaggregated" : "aggregated";
+    const int fewer = std::abs(d.gpus_used - a.gpus_used);
+    out.reasons.push_back(
+        fewer > 0 ? out.recommended + " serves " + format_fixed(rate, 2) + " requests/s on " +
+                        std::to_string(fewer) + " fewer GPUs"
+                  : out.recommended + " serves " + format_fixed(rate, 2) +
+                        " requests/s on as many GPUs with a request latency (TTFT + (osl − 1) " +
+                        "× TPOT) of " + ms_text(std::min(dl, al), 0) + " against " +
+                        ms_text(std::max(dl, al), 0));
+  } else if (out.disaggregated && out.aggregated) {
     const double d = out.disaggregated->requests_per_s, a = out.aggregated->requests_per_s;
     out.recommended = d >= a ? "disaggregated" : "aggregated";
     out.reasons.push_back(out.recommended + " serves " +
@@ -287,12 +378,14 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
                           " deployment meets the targets");
   } else {
     std::string why = "no deployment of " + std::to_string(budget) + " GPUs";
+    if (offered) why += " serves " + format_fixed(rate, 2) + " requests/s";
     if (req.ttft_target_s > 0.0 || req.tpot_target_s > 0.0)
-      why += " meets the targets";
-    else
+      why += offered ? " within the targets" : " meets the targets";
+    else if (!offered)
       why += " fits";
     if (!first_error.empty()) why += " (" + first_error + ")";
-    why += "; relax --ttft-ms/--tpot-ms, shorten --isl/--osl, or add GPUs";
+    why += offered ? "; lower --rate, relax --ttft-ms/--tpot-ms, shorten --isl/--osl, or add GPUs"
+                   : "; relax --ttft-ms/--tpot-ms, shorten --isl/--osl, or add GPUs";
     out.reasons.push_back(why);
   }
   return out;
@@ -311,9 +404,13 @@ nlohmann::json instance_json(const PoolInstance& p, bool decode) {
           {"requests_per_s", p.requests_per_s}};
 }
 /// The figures both deployments report.
+nlohmann::json ms_or_null(double seconds) {
+  return std::isfinite(seconds) ? nlohmann::json(seconds * 1e3) : nlohmann::json(nullptr);
+}
 template <class Deployment>
 void add_figures(nlohmann::json& j, const Deployment& s) {
-  j["ttft_ms"] = s.ttft_s * 1e3;
+  j["ttft_ms"] = ms_or_null(s.ttft_s);
+  j["ttft_wait_ms"] = ms_or_null(s.ttft_wait_s);
   j["tpot_ms"] = s.tpot_s * 1e3;
   j["requests_per_s"] = s.requests_per_s;
   j["gpus_used"] = s.gpus_used;
@@ -321,6 +418,11 @@ void add_figures(nlohmann::json& j, const Deployment& s) {
   j["tokens_per_s_per_user"] = s.tokens_per_s_per_user;
 }
 }  // namespace
+
+double md1_wait_seconds(double rho, double d) {
+  if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
+  return rho > 0.0 ? rho * d / (2.0 * (1.0 - rho)) : 0.0;
+}
 
 nlohmann::json serving_to_json(const ServingPlan& plan) {
   nlohmann::json j = {
@@ -336,16 +438,17 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
                                                   : nlohmann::json(nullptr)},
       {"recommended",
        plan.recommended.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.recommended)},
+      {"arrival_rate",
+       plan.arrival_rate > 0.0 ? nlohmann::json(plan.arrival_rate) : nlohmann::json(nullptr)},
       {"reasons", plan.reasons},
       {"plans_costed", plan.plans_costed}};
   if (plan.disaggregated) {
     const auto& s = *plan.disaggregated;
-    j["disaggregated"] = {{"prefill", instance_json(s.prefill, false)},
-                          {"decode", instance_json(s.decode, true)},
-                          {"prefill_instances", s.prefill_instances},
-                          {"decode_instances", s.decode_instances},
-                          {"kv_bytes_per_request", s.kv_bytes_per_request},
-                          {"kv_transfer_ms", s.kv_transfer_s * 1e3}};
+    j["disaggregated"] = {
+        {"prefill", instance_json(s.prefill, false)},     {"decode", instance_json(s.decode, true)},
+        {"prefill_instances", s.prefill_instances},       {"decode_instances", s.decode_instances},
+        {"kv_bytes_per_request", s.kv_bytes_per_request}, {"kv_transfer_ms", s.kv_transfer_s * 1e3},
+        {"prefill_utilization", s.prefill_utilization}};
     add_figures(j["disaggregated"], s);
   } else {
     j["disaggregated"] = nullptr;

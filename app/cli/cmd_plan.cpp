@@ -1,5 +1,6 @@
 // `moeplan plan`: every legal layout of a model on a cluster, costed, ranked and recommended.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -49,6 +50,8 @@ struct PlanOptions {
   CLI::Option* ttft_opt = nullptr;
   double tpot_ms = 0.0;
   CLI::Option* tpot_opt = nullptr;
+  double rate = 0.0;
+  CLI::Option* rate_opt = nullptr;
   int top = 10;
   CLI::Option* top_opt = nullptr;
   bool json = false;
@@ -298,12 +301,18 @@ std::string source_legend() {
          " = not in the profile, roofline used";
 }
 
+/// A time in ms for a table cell, or "unbounded" (a queue at its capacity).
+std::string ms_cell(double seconds, int decimals) {
+  return std::isfinite(seconds) ? format_fixed(seconds * 1e3, decimals) : "unbounded";
+}
+
 std::string render_serving(const planner::ServingPlan& s) {
   std::string out = "serving plan: " + s.model + " on " + s.cluster + ", " +
                     std::to_string(s.gpu_budget) + " GPUs, " + std::to_string(s.isl) + " + " +
                     std::to_string(s.osl) + " tokens per request";
   if (s.ttft_target_s > 0.0) out += ", TTFT ≤ " + format_fixed(s.ttft_target_s * 1e3, 1) + " ms";
   if (s.tpot_target_s > 0.0) out += ", TPOT ≤ " + format_fixed(s.tpot_target_s * 1e3, 2) + " ms";
+  if (s.arrival_rate > 0.0) out += ", " + format_fixed(s.arrival_rate, 2) + " requests/s offered";
   out += "\ncost source: " + s.cost_source + "; " + std::to_string(s.plans_costed) +
          " instance plans costed (every legal layout of each)\n\n";
   Table t;
@@ -322,7 +331,7 @@ std::string render_serving(const planner::ServingPlan& s) {
     t.add_row({"disaggregated", "prefill", std::to_string(d.prefill_instances),
                std::to_string(d.prefill.gpus), d.prefill.layout.layout.shape_name(),
                planner::dispatcher_name(d.prefill.layout.layout.dispatcher),
-               std::to_string(d.prefill.batch) + " prompts", format_fixed(d.ttft_s * 1e3, 1), "",
+               std::to_string(d.prefill.batch) + " prompts", ms_cell(d.ttft_s, 1), "",
                format_fixed(d.prefill_instances * d.prefill.requests_per_s, 2), "", ""});
     t.add_row({"", "decode", std::to_string(d.decode_instances), std::to_string(d.decode.gpus),
                d.decode.layout.layout.shape_name(),
@@ -336,7 +345,7 @@ std::string render_serving(const planner::ServingPlan& s) {
     t.add_row({"aggregated", "both", std::to_string(a.instances), std::to_string(a.instance.gpus),
                a.instance.layout.layout.shape_name(),
                planner::dispatcher_name(a.instance.layout.layout.dispatcher),
-               std::to_string(a.instance.batch) + " seqs/GPU", format_fixed(a.ttft_s * 1e3, 1),
+               std::to_string(a.instance.batch) + " seqs/GPU", ms_cell(a.ttft_s, 1),
                format_fixed(a.tpot_s * 1e3, 2), format_fixed(a.requests_per_s, 2),
                format_fixed(a.tokens_per_s_per_gpu, 1), format_fixed(a.tokens_per_s_per_user, 1)});
   }
@@ -351,8 +360,15 @@ std::string render_serving(const planner::ServingPlan& s) {
            " ms per prefill step (on the cluster's links, counted in the TTFT)\n";
   }
   out +=
-      "tok/s/GPU: output tokens per second over the whole budget; req/s: requests completed "
-      "per second by the pool (the deployment runs at the slower pool's rate)\n";
+      "TTFT: the mean under Poisson arrivals at the deployment's rate — the wait for the "
+      "prefill work ahead (M/D/1 per prefill instance, M/G/1 behind the passes of an "
+      "aggregated one) + the prompt's prefill (+ the KV transfer)\n";
+  out += s.arrival_rate > 0.0
+             ? "tok/s/GPU: output tokens per second over the GPUs used; req/s: requests the "
+               "pool can complete per second (the deployment runs at the offered rate)\n"
+             : "tok/s/GPU: output tokens per second over the whole budget; req/s: requests "
+               "completed per second by the pool (the deployment runs at the slower pool's "
+               "rate, or below it where the TTFT target needs a shorter queue)\n";
   return out;
 }
 
@@ -384,6 +400,14 @@ int run_plan(const PlanOptions& o) {
             input_error(name, ": expected a positive time in ms, got " + format_fixed(value, 3)));
       }
     }
+    if (o.rate_opt->count() > 0 && !(o.rate > 0.0 && o.rate < 1e9)) {
+      return report_error(input_error(
+          "rate",
+          ": expected a positive number of requests per second, got " + format_fixed(o.rate, 3)));
+    }
+  } else if (o.rate_opt->count() > 0) {
+    return report_error(input_error(
+        "rate", ": an offered request rate is for serving plans; expected --disagg with it"));
   }
   std::optional<planner::ExportFormat> export_format;
   if (!o.export_format.empty()) {
@@ -457,6 +481,7 @@ int run_plan(const PlanOptions& o) {
     sreq.gpu_budget = o.gpus_opt->count() > 0 ? o.gpus : 0;
     if (o.ttft_opt->count() > 0) sreq.ttft_target_s = o.ttft_ms * 1e-3;
     if (o.tpot_opt->count() > 0) sreq.tpot_target_s = o.tpot_ms * 1e-3;
+    if (o.rate_opt->count() > 0) sreq.arrival_rate = o.rate;
     auto serving = planner::plan_serving(*model, *cluster, costs, sreq);
     if (!serving) return report_error(serving.error());
     std::string text;
@@ -645,6 +670,11 @@ void add_plan_command(CLI::App& app, Action& action) {
       "--tpot-ms", o->tpot_ms,
       "Decode: time-per-output-token target; layouts whose step takes longer are listed as not "
       "meeting it");
+  o->rate_opt = cmd->add_option(
+      "--rate", o->rate,
+      "With --disagg: requests per second offered (Poisson arrivals); the deployment with the "
+      "fewest GPUs that serves them within the targets (default: the most requests/s the GPUs "
+      "serve)");
   o->top_opt = cmd->add_option(
       "--top", o->top, "Show the best K layouts (0: all; default 10 in the table, all in JSON)");
   cmd->add_flag("--json", o->json, "Print the plan as JSON (docs/PLAN_SCHEMA.md)");

@@ -1,6 +1,8 @@
 // The serving view.
 #include "app/gui/serving_view.hpp"
 
+#include <cmath>
+
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -20,6 +22,11 @@ namespace moeplan::gui {
 namespace {
 
 QString fixed(double v, int digits) { return QString::fromStdString(format_fixed(v, digits)); }
+
+/// A time in ms, or "unbounded" (a queue at its capacity), as the CLI's table.
+QString msCell(double seconds, int digits) {
+  return std::isfinite(seconds) ? fixed(seconds * 1e3, digits) : QObject::tr("unbounded");
+}
 
 QString layoutText(const planner::PoolInstance& p) {
   return QString::fromStdString(p.layout.layout.shape_name() + " " +
@@ -181,7 +188,7 @@ void ServingView::showResult() {
     const auto& d = *s->disaggregated;
     addRow({tr("disaggregated"), tr("prefill"), QString::number(d.prefill_instances),
             QString::number(d.prefill.gpus), layoutText(d.prefill),
-            tr("%1 prompts").arg(d.prefill.batch), fixed(d.ttft_s * 1e3, 1), QString(),
+            tr("%1 prompts").arg(d.prefill.batch), msCell(d.ttft_s, 1), QString(),
             fixed(d.prefill_instances * d.prefill.requests_per_s, 2), QString(), QString(),
             fixed(d.prefill.step_s * 1e3, 2)});
     addRow({QString(), tr("decode"), QString::number(d.decode_instances),
@@ -195,8 +202,8 @@ void ServingView::showResult() {
     const auto& a = *s->aggregated;
     addRow({tr("aggregated"), tr("both"), QString::number(a.instances),
             QString::number(a.instance.gpus), layoutText(a.instance),
-            tr("%1 seqs/GPU").arg(a.instance.batch), fixed(a.ttft_s * 1e3, 1),
-            fixed(a.tpot_s * 1e3, 2), fixed(a.requests_per_s, 2), fixed(a.tokens_per_s_per_gpu, 1),
+            tr("%1 seqs/GPU").arg(a.instance.batch), msCell(a.ttft_s, 1), fixed(a.tpot_s * 1e3, 2),
+            fixed(a.requests_per_s, 2), fixed(a.tokens_per_s_per_gpu, 1),
             fixed(a.tokens_per_s_per_user, 1), fixed(a.instance.step_s * 1e3, 2)});
   }
   QString rec =
@@ -218,8 +225,13 @@ void ServingView::showResult() {
                     fixed(s->disaggregated->kv_transfer_s * 1e3, 2));
   }
   rec +=
-      tr("tok/s/GPU: output tokens per second over the whole budget; req/s: requests "
-         "completed per second by the pool (the deployment runs at the slower pool's rate); "
+      tr("TTFT: the mean under Poisson arrivals at the deployment's rate — the wait for the "
+         "prefill work ahead (M/D/1 per prefill instance, M/G/1 behind the passes of an "
+         "aggregated one) + the prompt's prefill (+ the KV transfer); unbounded where the "
+         "prefill pool runs at its capacity.<br>"
+         "tok/s/GPU: output tokens per second over the whole budget; req/s: requests "
+         "completed per second by the pool (the deployment runs at the slower pool's rate, or "
+         "below it where the TTFT target needs a shorter queue); "
          "step ms: one prefill step of the pool's prompts, one decode step (TPOT before "
          "prefill interleaving, aggregated).");
   recommendation_->setText(rec);

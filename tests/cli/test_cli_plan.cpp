@@ -307,6 +307,26 @@ TEST(CliPlan, DisaggregatedServing) {
   expect_one_line_error(run_cli(base + "--tokens 64"), "drop --tokens");
   expect_one_line_error(run_cli(base + "--tpot-ms -1"), "--tpot-ms: expected a positive time");
   expect_one_line_error(run_cli(base + "--gpus 1"), "--gpus: a disaggregated deployment needs 2");
+  // An offered rate: the fewest GPUs that serve it, at that rate, the queue stable.
+  const auto offered = run_cli(base + "--rate 40 --ttft-ms 300 --json");
+  ASSERT_EQ(offered.exit_code, 0) << offered.err;
+  const auto o = nlohmann::json::parse(offered.out);
+  EXPECT_DOUBLE_EQ(o.at("arrival_rate").get<double>(), 40.0);
+  ASSERT_FALSE(o.at("recommended").is_null()) << o.at("reasons");
+  const auto& rec = o.at(o.at("recommended").get<std::string>());
+  EXPECT_NEAR(rec.at("requests_per_s").get<double>(), 40.0, 40.0 * 1e-12);
+  EXPECT_LT(rec.at("gpus_used").get<int>(), 8);
+  EXPECT_LE(rec.at("ttft_ms").get<double>(), 300.0 * (1.0 + 1e-12));
+  const auto text = run_cli(base + "--rate 40");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("40.00 requests/s offered"), std::string::npos) << text.out;
+  const auto too_many = run_cli(base + "--rate 100000");
+  ASSERT_EQ(too_many.exit_code, 0) << too_many.err;
+  EXPECT_NE(too_many.out.find("lower --rate"), std::string::npos) << too_many.out;
+  expect_one_line_error(run_cli(base + "--rate 0"),
+                        "--rate: expected a positive number of requests per second, got 0.000");
+  expect_one_line_error(run_cli("plan --rate 5"),
+                        "--rate: an offered request rate is for serving plans; expected --disagg");
 }
 
 TEST(CliPlan, BadInputIsOneLineAndExit2) {

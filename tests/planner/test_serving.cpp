@@ -3,7 +3,11 @@
 // targets bind; impossible ones and bad requests say what to change.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <random>
+#include <vector>
 
 #include "models/registry.hpp"
 #include "planner/costs/roofline_costs.hpp"
@@ -45,9 +49,16 @@ TEST(Serving, FiguresFollowTheirDefinitionsAndTheInstancePlans) {
   EXPECT_LE(d.gpus_used, 8);
   EXPECT_GE(d.prefill_instances, 1);
   EXPECT_GE(d.decode_instances, 1);
-  EXPECT_DOUBLE_EQ(d.requests_per_s, std::min(d.prefill_instances * d.prefill.requests_per_s,
-                                              d.decode_instances * d.decode.requests_per_s));
-  EXPECT_DOUBLE_EQ(d.ttft_s, d.prefill.step_s + d.kv_transfer_s);
+  // No target and no offered rate: the deployment runs at the slower pool's rate.
+  const double saturation = std::min(d.prefill_instances * d.prefill.requests_per_s,
+                                     d.decode_instances * d.decode.requests_per_s);
+  EXPECT_NEAR(d.requests_per_s, saturation, 1e-12 * saturation);
+  // The prefill queue: each instance an M/D/1 queue of D = step / prompts at ρ = λ·D / x.
+  const double per_prompt = d.prefill.step_s / d.prefill.batch;
+  EXPECT_NEAR(d.prefill_utilization, d.requests_per_s * per_prompt / d.prefill_instances, 1e-12);
+  EXPECT_LE(d.prefill_utilization, 1.0);
+  EXPECT_DOUBLE_EQ(d.ttft_wait_s, md1_wait_seconds(d.prefill_utilization, per_prompt));
+  EXPECT_DOUBLE_EQ(d.ttft_s, d.ttft_wait_s + d.prefill.step_s + d.kv_transfer_s);
   EXPECT_DOUBLE_EQ(d.tpot_s, d.decode.step_s);
   EXPECT_DOUBLE_EQ(d.tokens_per_s_per_gpu, d.requests_per_s * 256 / 8);
   EXPECT_DOUBLE_EQ(d.tokens_per_s_per_user, 1.0 / d.tpot_s);
@@ -81,6 +92,12 @@ TEST(Serving, FiguresFollowTheirDefinitionsAndTheInstancePlans) {
   EXPECT_NEAR(a.requests_per_s, lambda * a.instances, 1e-9 * a.requests_per_s);
   EXPECT_NEAR(a.prefill_share, lambda * a.prefill_s, 1e-12);
   EXPECT_DOUBLE_EQ(a.tpot_s, a.instance.step_s / (1.0 - a.prefill_share));
+  // The prompt's wait: M/D/1 over the prompts plus the decode pass in flight (vacations).
+  const double f_share = a.prefill_share;
+  EXPECT_NEAR(a.ttft_wait_s,
+              f_share * a.prefill_s / (2.0 * (1.0 - f_share)) + a.instance.step_s / 2.0,
+              1e-12 * a.ttft_wait_s);
+  EXPECT_DOUBLE_EQ(a.ttft_s, a.prefill_s + a.ttft_wait_s);
   EXPECT_EQ(a.instances, 8 / a.instance.gpus);
   EXPECT_DOUBLE_EQ(a.tokens_per_s_per_gpu, a.requests_per_s * 256 / 8);
 
@@ -89,6 +106,10 @@ TEST(Serving, FiguresFollowTheirDefinitionsAndTheInstancePlans) {
   const auto j = serving_to_json(*s);
   EXPECT_EQ(j.at("recommended"), s->recommended);
   EXPECT_DOUBLE_EQ(j.at("disaggregated").at("ttft_ms").get<double>(), d.ttft_s * 1e3);
+  EXPECT_DOUBLE_EQ(j.at("disaggregated").at("ttft_wait_ms").get<double>(), d.ttft_wait_s * 1e3);
+  EXPECT_DOUBLE_EQ(j.at("disaggregated").at("prefill_utilization").get<double>(),
+                   d.prefill_utilization);
+  EXPECT_TRUE(j.at("arrival_rate").is_null());
   EXPECT_EQ(j.at("aggregated").at("instance").at("sequences_per_gpu"), a.instance.batch);
 }
 
@@ -106,12 +127,16 @@ TEST(Serving, TargetsBindBothDeployments) {
   ASSERT_TRUE(s.ok());
   if (s->disaggregated) {
     EXPECT_LE(s->disaggregated->tpot_s, req.tpot_target_s);
-    EXPECT_LE(s->disaggregated->ttft_s, req.ttft_target_s);
     EXPECT_LE(s->disaggregated->requests_per_s, free_plan->disaggregated->requests_per_s);
   }
+  // At the boundary the mean TTFT is the target itself: a few ulps of rounding apart.
+  constexpr double kUlps = 1e-12;
+  if (s->disaggregated) {
+    EXPECT_LE(s->disaggregated->ttft_s, req.ttft_target_s * (1.0 + kUlps));
+  }
   if (s->aggregated) {
-    EXPECT_LE(s->aggregated->tpot_s, req.tpot_target_s);
-    EXPECT_LE(s->aggregated->ttft_s, req.ttft_target_s);
+    EXPECT_LE(s->aggregated->tpot_s, req.tpot_target_s * (1.0 + kUlps));
+    EXPECT_LE(s->aggregated->ttft_s, req.ttft_target_s * (1.0 + kUlps));
   }
   // Impossible targets: nothing recommended, and the reason says what to change.
   req.tpot_target_s = 1e-6;
@@ -123,6 +148,186 @@ TEST(Serving, TargetsBindBothDeployments) {
   ASSERT_EQ(none->reasons.size(), 1U);
   EXPECT_NE(none->reasons[0].find("meets the targets"), std::string::npos) << none->reasons[0];
   EXPECT_NE(none->reasons[0].find("relax --ttft-ms/--tpot-ms"), std::string::npos);
+}
+
+// A TTFT target bounds the queue: the prefill pool runs below its capacity, at the utilisation
+// whose M/D/1 wait fills the slack the step and the transfer leave.
+TEST(Serving, TtftTargetHoldsThePrefillQueueBelowCapacity) {
+  const Fixture f;
+  ServingRequest req = f.request();
+  req.instance_gpus = {1, 2, 4};
+  req.prefill_prompts = {8};  // one prompt count: the pool's step is fixed
+  auto free_plan = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_TRUE(free_plan.ok() && free_plan->disaggregated);
+  const DisaggServing& fd = *free_plan->disaggregated;
+  // A target halfway between the bare service (step + transfer) and the free plan's mean.
+  const double service = fd.prefill.step_s + fd.kv_transfer_s;
+  req.ttft_target_s = service + 0.25 * fd.prefill.step_s / fd.prefill.batch;
+  auto s = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_TRUE(s.ok() && s->disaggregated) << (s.ok() ? s->reasons[0] : s.error().message);
+  const DisaggServing& d = *s->disaggregated;
+  const double per_prompt = d.prefill.step_s / d.prefill.batch;
+  const double slack = req.ttft_target_s - d.prefill.step_s - d.kv_transfer_s;
+  ASSERT_GE(slack, 0.0);
+  EXPECT_LE(d.prefill_utilization, 2.0 * slack / (per_prompt + 2.0 * slack) * (1.0 + 1e-12));
+  EXPECT_LT(d.prefill_utilization, 1.0);
+  EXPECT_LE(d.ttft_s, req.ttft_target_s * (1.0 + 1e-12));
+  EXPECT_LE(d.requests_per_s,
+            d.prefill_instances * d.prefill_utilization / per_prompt * (1.0 + 1e-12));
+  // A target under every size's bare step of 8 prompts: no disaggregated deployment.
+  double fastest = fd.prefill.step_s;
+  for (const int p : req.instance_gpus) {
+    PlanRequest pre = req.base;
+    pre.workload.phase = Phase::kPrefill;
+    pre.workload.tokens_per_gpu = (8 * 1024 + p - 1) / p;
+    pre.num_gpus = p;
+    auto pp = make_plan(f.model, f.cluster, f.costs, pre);
+    ASSERT_TRUE(pp.ok());
+    if (pp->recommended >= 0) fastest = std::min(fastest, recommended_of(*pp).step_seconds);
+  }
+  req.ttft_target_s = 0.99 * fastest;
+  auto none = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->disaggregated.has_value());
+}
+
+// An offered rate: the fewest GPUs that serve it. Every pool has the capacity, the prefill queue
+// is stable, and a higher rate never needs fewer GPUs.
+TEST(Serving, OfferedRateIsServedOnTheFewestGpus) {
+  const Fixture f;
+  auto free_plan = plan_serving(f.model, f.cluster, f.costs, f.request());
+  ASSERT_TRUE(free_plan.ok() && free_plan->disaggregated && free_plan->aggregated);
+  const double most =
+      std::max(free_plan->disaggregated->requests_per_s, free_plan->aggregated->requests_per_s);
+  int last_gpus = 0;
+  for (const double share : {0.05, 0.25, 0.6}) {
+    ServingRequest req = f.request();
+    req.arrival_rate = share * most;
+    auto s = plan_serving(f.model, f.cluster, f.costs, req);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_FALSE(s->recommended.empty()) << s->reasons[0];
+    int gpus = 8;
+    if (s->disaggregated) {
+      const DisaggServing& d = *s->disaggregated;
+      EXPECT_DOUBLE_EQ(d.requests_per_s, req.arrival_rate);
+      EXPECT_LT(d.prefill_utilization, 1.0);
+      EXPECT_GE(d.decode_instances * d.decode.requests_per_s, req.arrival_rate);
+      EXPECT_LT((d.decode_instances - 1) * d.decode.requests_per_s, req.arrival_rate);
+      EXPECT_DOUBLE_EQ(d.tokens_per_s_per_gpu, req.arrival_rate * 256 / d.gpus_used);
+      EXPECT_TRUE(std::isfinite(d.ttft_s));
+      gpus = std::min(gpus, d.gpus_used);
+    }
+    if (s->aggregated) {
+      const AggServing& a = *s->aggregated;
+      EXPECT_NEAR(a.requests_per_s, req.arrival_rate, 1e-12 * req.arrival_rate);
+      EXPECT_NEAR(a.prefill_share, req.arrival_rate / a.instances * a.prefill_s, 1e-12);
+      gpus = std::min(gpus, a.gpus_used);
+    }
+    const int rec =
+        s->recommended == "disaggregated" ? s->disaggregated->gpus_used : s->aggregated->gpus_used;
+    EXPECT_EQ(rec, gpus);
+    EXPECT_GE(gpus, last_gpus) << req.arrival_rate << " requests/s";
+    last_gpus = gpus;
+    EXPECT_NEAR(serving_to_json(*s).at("arrival_rate").get<double>(), req.arrival_rate, 0.0);
+  }
+  // More than the budget serves: nothing, and the reason says what to change.
+  ServingRequest req = f.request();
+  req.arrival_rate = 2.0 * most;
+  auto none = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->recommended, "");
+  ASSERT_EQ(none->reasons.size(), 1U);
+  EXPECT_NE(none->reasons[0].find("lower --rate"), std::string::npos) << none->reasons[0];
+  req.arrival_rate = -1.0;
+  auto bad = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().input, "rate");
+}
+
+// The queueing formulas against simulations of the queues they stand for. Poisson arrivals,
+// mean of the simulated TTFT with its standard error from 40 batch means; the check is 5
+// standard errors wide (a fixed seed: the run is the same every time).
+struct Sim {
+  double mean = 0.0;
+  double standard_error = 0.0;
+};
+Sim batch_means(std::vector<double> v) {
+  v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 20));  // warm-up
+  constexpr std::size_t kBatches = 40;
+  const std::size_t per = v.size() / kBatches;
+  std::vector<double> means;
+  for (std::size_t b = 0; b < kBatches; ++b) {
+    double sum = 0.0;
+    for (std::size_t i = b * per; i < (b + 1) * per; ++i) sum += v[i];
+    means.push_back(sum / static_cast<double>(per));
+  }
+  double mean = 0.0, var = 0.0;
+  for (const double m : means) mean += m / kBatches;
+  for (const double m : means) var += (m - mean) * (m - mean) / (kBatches - 1);
+  return {mean, std::sqrt(var / kBatches)};
+}
+
+/// Poisson arrival times at `rate`, from a fixed seed.
+std::vector<double> poisson_arrivals(double rate, std::size_t count) {
+  std::mt19937_64 rng(20261205);
+  std::exponential_distribution<double> gap(rate);
+  std::vector<double> t(count);
+  double now = 0.0;
+  for (double& x : t) x = now += gap(rng);
+  return t;
+}
+
+TEST(ServingQueue, Md1WaitIsThePollaczekKhinchineMean) {
+  EXPECT_DOUBLE_EQ(md1_wait_seconds(0.0, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(md1_wait_seconds(0.5, 2.0), 1.0);  // 0.5·2 / (2·0.5)
+  EXPECT_TRUE(std::isinf(md1_wait_seconds(1.0, 1.0)));
+}
+
+// A prefill instance: it runs what waits, up to n prompts a step, the step's time D per prompt
+// (work-conserving: the work in it moves as an M/D/1 queue's). A prompt's TTFT is the work ahead
+// (the M/D/1 wait) + its step: between W + D and W + n·D — the plan prices the upper end.
+TEST(ServingQueue, PrefillInstanceLiesBetweenItsBounds) {
+  constexpr double kD = 1.0;
+  constexpr int kN = 8;
+  for (const double rho : {0.3, 0.7, 0.9}) {
+    const std::vector<double> arrival = poisson_arrivals(rho / kD, 400000);
+    std::vector<double> ttft;
+    double free_at = 0.0;
+    for (std::size_t i = 0; i < arrival.size();) {
+      const double start = std::max(free_at, arrival[i]);
+      std::size_t j = i;  // the step: the prompts waiting at its start, up to n
+      while (j < arrival.size() && j - i < kN && arrival[j] <= start) ++j;
+      free_at = start + static_cast<double>(j - i) * kD;
+      for (; i < j; ++i) ttft.push_back(free_at - arrival[i]);
+    }
+    const Sim sim = batch_means(ttft);
+    const double w = md1_wait_seconds(rho, kD);
+    EXPECT_GE(sim.mean, w + kD - 5.0 * sim.standard_error) << "ρ " << rho;
+    EXPECT_LE(sim.mean, w + kN * kD + 5.0 * sim.standard_error) << "ρ " << rho;
+  }
+}
+
+// An aggregated instance: prompts first (each t_p), decode passes (τ each) whenever none waits.
+// A prompt's wait is the M/D/1 wait over the prompts + the residual decode pass, τ/2 (an M/D/1
+// queue with vacations: Fuhrmann–Cooper) — the plan's (f·t_p + (1 − f)·τ) / (2·(1 − f)).
+TEST(ServingQueue, AggregatedWaitIsTheQueueWithDecodeVacations) {
+  constexpr double kTp = 1.0;
+  for (const auto& [f, tau] : {std::pair{0.3, 0.2}, std::pair{0.6, 1.3}, std::pair{0.85, 0.5}}) {
+    const std::vector<double> arrival = poisson_arrivals(f / kTp, 400000);
+    std::vector<double> wait;
+    double clock = 0.0;
+    for (std::size_t i = 0; i < arrival.size();) {
+      if (arrival[i] > clock) {
+        clock += tau;  // no prompt waits: a decode pass
+        continue;
+      }
+      wait.push_back(clock - arrival[i++]);
+      clock += kTp;
+    }
+    const Sim sim = batch_means(wait);
+    const double plan = (f * kTp + (1.0 - f) * tau) / (2.0 * (1.0 - f));
+    EXPECT_NEAR(sim.mean, plan, 5.0 * sim.standard_error) << "f " << f << ", τ " << tau;
+  }
 }
 
 TEST(Serving, BadRequestsNameTheInput) {

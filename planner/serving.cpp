@@ -328,7 +328,10 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
            dispatcher_name(s.prefill.layout.layout.dispatcher) + ", " +
            std::to_string(s.prefill.batch) + " prompts per step at " +
            format_fixed(100.0 * s.prefill_utilization, 1) + "% utilisation, mean TTFT " +
-           ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, " +
+           (std::isfinite(s.ttft_s)
+                ? ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, "
+                : std::string("unbounded — the prefill pool runs at its capacity and its queue "
+                              "grows without bound; set --ttft-ms or --rate — ")) +
            ms_text(s.prefill.step_s, 1) + " prefill step, " + ms_text(s.kv_transfer_s, 2) +
            " KV transfer) + " + std::to_string(s.decode_instances) + " decode × " +
            std::to_string(s.decode.gpus) + " GPUs (" + s.decode.layout.layout.shape_name() + " " +

@@ -323,6 +323,21 @@ TEST(CliPlan, DisaggregatedServing) {
   const auto too_many = run_cli(base + "--rate 100000");
   ASSERT_EQ(too_many.exit_code, 0) << too_many.err;
   EXPECT_NE(too_many.out.find("lower --rate"), std::string::npos) << too_many.out;
+  // Long prompts, short answers: the prefill pool is the bottleneck and, at its capacity, its
+  // queue is unbounded — said so (null in JSON), with what to set.
+  const std::string long_prompts =
+      "plan --disagg --model qwen3-30b-a3b --cluster 1x-hgx-h200 --isl 8192 --osl 16 ";
+  const auto sat = run_cli(long_prompts + "--json");
+  ASSERT_EQ(sat.exit_code, 0) << sat.err;
+  const auto sj = nlohmann::json::parse(sat.out).at("disaggregated");
+  ASSERT_FALSE(sj.is_null());
+  EXPECT_DOUBLE_EQ(sj.at("prefill_utilization").get<double>(), 1.0);
+  EXPECT_TRUE(sj.at("ttft_ms").is_null());
+  EXPECT_TRUE(sj.at("ttft_wait_ms").is_null());
+  const auto sat_text = run_cli(long_prompts);
+  EXPECT_NE(sat_text.out.find("unbounded — the prefill pool runs at its capacity"),
+            std::string::npos)
+      << sat_text.out;
   expect_one_line_error(run_cli(base + "--rate 0"),
                         "--rate: expected a positive number of requests per second, got 0.000");
   expect_one_line_error(run_cli("plan --rate 5"),

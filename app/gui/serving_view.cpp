@@ -74,6 +74,18 @@ ServingView::ServingView(Session* session, QWidget* parent) : QWidget(parent), s
   budget_->setToolTip(
       tr("GPUs for the whole deployment, split into the pools (moeplan plan --disagg --gpus); "
          "0: every GPU of the cluster"));
+  auto* rateLabel = new QLabel(tr("Offered rat&e:"), this);
+  rate_ = new QDoubleSpinBox(this);
+  rateLabel->setBuddy(rate_);
+  rate_->setRange(0.0, 1e6);
+  rate_->setDecimals(2);
+  rate_->setSingleStep(1.0);
+  rate_->setSpecialValueText(tr("the most"));
+  rate_->setSuffix(tr(" req/s"));
+  rate_->setToolTip(
+      tr("Requests per second offered, Poisson arrivals (moeplan plan --disagg --rate): the "
+         "deployment with the fewest GPUs that serves them within the targets; 0: the most "
+         "requests/s the budget serves"));
   plan_ = new QPushButton(tr("Pla&n serving"), this);
   plan_->setToolTip(tr("Plan both deployments in the background"));
   cancel_ = new QPushButton(tr("Cancel"), this);
@@ -83,8 +95,9 @@ ServingView::ServingView(Session* session, QWidget* parent) : QWidget(parent), s
   progress_->setRange(0, 0);
   progress_->setMaximumWidth(140);
   progress_->hide();
-  for (QWidget* w : std::initializer_list<QWidget*>{ttftLabel, ttft_, tpotLabel, tpot_, budgetLabel,
-                                                    budget_, plan_, cancel_, progress_}) {
+  for (QWidget* w :
+       std::initializer_list<QWidget*>{ttftLabel, ttft_, tpotLabel, tpot_, budgetLabel, budget_,
+                                       rateLabel, rate_, plan_, cancel_, progress_}) {
     row->addWidget(w);
   }
   row->addStretch(1);
@@ -140,7 +153,7 @@ ServingView::ServingView(Session* session, QWidget* parent) : QWidget(parent), s
 }
 
 bool ServingView::start() {
-  session_->planServing(ttft_->value(), tpot_->value(), budget_->value());
+  session_->planServing(ttft_->value(), tpot_->value(), budget_->value(), rate_->value());
   return session_->servingBusy() || session_->serving() != nullptr;
 }
 
@@ -167,6 +180,7 @@ void ServingView::showResult() {
                      .arg(s->osl);
   if (s->ttft_target_s > 0.0) head += tr(", TTFT ≤ %1 ms").arg(fixed(s->ttft_target_s * 1e3, 1));
   if (s->tpot_target_s > 0.0) head += tr(", TPOT ≤ %1 ms").arg(fixed(s->tpot_target_s * 1e3, 2));
+  if (s->arrival_rate > 0.0) head += tr(", %1 requests/s offered").arg(fixed(s->arrival_rate, 2));
   head += tr("; cost source: %1; %2 instance plans costed (every legal layout of each)")
               .arg(QString::fromStdString(s->cost_source))
               .arg(s->plans_costed);
@@ -224,16 +238,21 @@ void ServingView::showResult() {
                .arg(fixed(s->disaggregated->kv_bytes_per_request / 1048576.0, 1),
                     fixed(s->disaggregated->kv_transfer_s * 1e3, 2));
   }
-  rec +=
-      tr("TTFT: the mean under Poisson arrivals at the deployment's rate — the wait for the "
-         "prefill work ahead (M/D/1 per prefill instance, M/G/1 behind the passes of an "
-         "aggregated one) + the prompt's prefill (+ the KV transfer); unbounded where the "
-         "prefill pool runs at its capacity.<br>"
-         "tok/s/GPU: output tokens per second over the whole budget; req/s: requests "
-         "completed per second by the pool (the deployment runs at the slower pool's rate, or "
-         "below it where the TTFT target needs a shorter queue); "
-         "step ms: one prefill step of the pool's prompts, one decode step (TPOT before "
-         "prefill interleaving, aggregated).");
+  rec += tr("TTFT: the mean under Poisson arrivals at the deployment's rate — the wait for the "
+            "prefill work ahead (M/D/1 per prefill instance, M/G/1 behind the passes of an "
+            "aggregated one) + the prompt's prefill (+ the KV transfer); unbounded where the "
+            "prefill pool runs at its capacity.<br>"
+            "%1; "
+            "step ms: one prefill step of the pool's prompts, one decode step (TPOT before "
+            "prefill interleaving, aggregated).")
+             .arg(s->arrival_rate > 0.0
+                      ? tr("tok/s/GPU: output tokens per second over the GPUs used; req/s: "
+                           "requests the pool can complete per second (the deployment runs at the "
+                           "offered rate)")
+                      : tr("tok/s/GPU: output tokens per second over the whole budget; req/s: "
+                           "requests completed per second by the pool (the deployment runs at the "
+                           "slower pool's rate, or below it where the TTFT target needs a shorter "
+                           "queue)"));
   recommendation_->setText(rec);
   recommendation_->show();
 }

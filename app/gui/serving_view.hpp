@@ -31,6 +31,8 @@ class ServingView : public QWidget {
   QDoubleSpinBox* tpotSpin() const { return tpot_; }
   /// GPUs for the whole deployment; 0: the cluster's.
   QSpinBox* budgetSpin() const { return budget_; }
+  /// Requests/s offered (Poisson arrivals); 0: the most the budget serves.
+  QDoubleSpinBox* rateSpin() const { return rate_; }
   QPushButton* planButton() const { return plan_; }
   QPushButton* cancelButton() const { return cancel_; }
   QProgressBar* progress() const { return progress_; }
@@ -49,6 +51,7 @@ class ServingView : public QWidget {
   QDoubleSpinBox* ttft_ = nullptr;
   QDoubleSpinBox* tpot_ = nullptr;
   QSpinBox* budget_ = nullptr;
+  QDoubleSpinBox* rate_ = nullptr;
   QPushButton* plan_ = nullptr;
   QPushButton* cancel_ = nullptr;
   QProgressBar* progress_ = nullptr;

@@ -354,7 +354,7 @@ void Session::waitForIdle() {
   QCoreApplication::processEvents();
 }
 
-void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget) {
+void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget, double rate) {
   const int generation = ++servingGeneration_;
   if (!model_ || !cluster_ || !load_) {
     ServingOutcome out;
@@ -400,6 +400,7 @@ void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget) {
   sreq.gpu_budget = gpu_budget;
   sreq.ttft_target_s = ttft_ms * 1e-3;
   sreq.tpot_target_s = tpot_ms * 1e-3;
+  sreq.arrival_rate = rate;
   auto future = QtConcurrent::run([model = std::make_shared<const models::MoeModel>(*model_),
                                    cluster = std::make_shared<const planner::Cluster>(*cluster_),
                                    sreq, generation, costs = costDb_.toStdString()]() {

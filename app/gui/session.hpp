@@ -129,8 +129,9 @@ class Session : public QObject {
   /// Plans serving in a worker thread, as `moeplan plan --disagg`: aggregated instances against
   /// disaggregated prefill and decode pools for requests of the workload's context (isl + osl,
   /// both needed), with the current model, cluster, load, placement and cost source; latency
-  /// targets in ms (0: none) and a GPU budget (0: the cluster's). A running one is abandoned.
-  void planServing(double ttft_ms, double tpot_ms, int gpu_budget);
+  /// targets in ms (0: none), a GPU budget (0: the cluster's) and an offered rate in requests/s
+  /// (0: the most the budget serves; `--rate`). A running one is abandoned.
+  void planServing(double ttft_ms, double tpot_ms, int gpu_budget, double rate = 0.0);
   /// Abandons the running serving plan: its result is dropped when it arrives.
   void cancelServing();
   /// The last serving plan (null before one or after an error).

@@ -26,7 +26,7 @@ namespace {
 
 /// The serving plan the library makes for the window's inputs: Qwen3-30B-A3B on one HGX H200,
 /// the uniform load, contiguous placement, requests of 1024 + 256 tokens.
-planner::ServingPlan libraryServing(double ttft_ms, double tpot_ms, int budget) {
+planner::ServingPlan libraryServing(double ttft_ms, double tpot_ms, int budget, double rate = 0.0) {
   auto model = models::load_model("qwen3-30b-a3b");
   auto cluster = planner::load_cluster("1x-hgx-h200");
   auto load = planner::synthetic_load("uniform", &*model);
@@ -42,6 +42,7 @@ planner::ServingPlan libraryServing(double ttft_ms, double tpot_ms, int budget) 
   sreq.gpu_budget = budget;
   sreq.ttft_target_s = ttft_ms * 1e-3;
   sreq.tpot_target_s = tpot_ms * 1e-3;
+  sreq.arrival_rate = rate;
   auto setup = planner::make_cost_setup(*cluster, "");
   EXPECT_TRUE(setup) << setup.error().message;
   auto plan = planner::plan_serving(*model, *cluster, setup->costs(), sreq);
@@ -108,14 +109,28 @@ TEST(GuiServing, TableAndRecommendationAreTheLibrarysServingPlan) {
   EXPECT_NE(v->header()->text().indexOf(QStringLiteral("TPOT ≤ 30.00 ms")), -1)
       << v->header()->text().toStdString();
 
+  // An offered rate: the library's fewest-GPU plan, named in the header.
+  v->rateSpin()->setValue(40.0);
+  ASSERT_TRUE(v->start()) << v->errorLabel()->text().toStdString();
+  w.waitForIdle();
+  const auto offered = w.session()->serving();
+  ASSERT_NE(offered, nullptr);
+  EXPECT_EQ(planner::serving_to_json(*offered),
+            planner::serving_to_json(libraryServing(0.0, 30.0, 0, 40.0)));
+  EXPECT_NE(v->header()->text().indexOf(QStringLiteral("40.00 requests/s offered")), -1)
+      << v->header()->text().toStdString();
+  EXPECT_NE(v->recommendation()->text().indexOf(QStringLiteral("over the GPUs used")), -1);
+  const auto gui_offered = offered;
+
   // A cancelled plan is dropped: the last one stays, and the view says so.
+  v->rateSpin()->setValue(0.0);
   v->tpotSpin()->setValue(0.0);
   QSignalSpy cancelled(w.session(), &Session::servingCancelled);
   ASSERT_TRUE(v->start());
   v->cancelButton()->click();
   EXPECT_EQ(cancelled.count(), 1);
   w.waitForIdle();
-  EXPECT_EQ(w.session()->serving(), gui);
+  EXPECT_EQ(w.session()->serving(), gui_offered);
   EXPECT_EQ(v->errorLabel()->text(), QStringLiteral("Serving plan cancelled."));
   EXPECT_TRUE(v->planButton()->isEnabled());
 }

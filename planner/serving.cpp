@@ -8,6 +8,7 @@
 #include <map>
 
 #include "models/units.hpp"
+#include "planner/costs/cost_model.hpp"
 
 namespace moeplan::planner {
 
@@ -119,7 +120,8 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
                                    std::to_string(cluster.num_gpus()) + " GPUs of " +
                                    cluster.name() + ", got " + std::to_string(budget));
   }
-  if (req.ttft_target_s < 0.0 || req.tpot_target_s < 0.0) {
+  if (!(req.ttft_target_s >= 0.0) || !(req.tpot_target_s >= 0.0) ||
+      !std::isfinite(req.ttft_target_s) || !std::isfinite(req.tpot_target_s)) {
     return input_error("ttft-ms", ": expected positive latency targets");
   }
   if (!(req.arrival_rate >= 0.0) || !std::isfinite(req.arrival_rate)) {
@@ -250,76 +252,150 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     }
   }
 
-  // Aggregated: every instance size and batch on the decode plan's layout, its prompts'
-  // prefill on the same (dp, ep, tp, mapping) with that phase's best dispatcher.
-  for (const int g : sizes) {
-    if (g < 1 || g > budget) continue;
-    if (g == budget && decode_all.find(g) == decode_all.end()) {
-      for (const int b : batches) {
-        std::string why;
-        const LayoutCost* best = recommended(cache.get(Phase::kDecode, g, b, &why));
-        if (best == nullptr) continue;
-        decode_all[g].push_back({g, *best, b, best->step_seconds,
-                                 g * static_cast<double>(b) / (w.osl * best->step_seconds)});
-      }
+  // Aggregated: every instance size and decode batch b per GPU on the decode plan's layout
+  // shape, chunked prefill as SGLang, vLLM and TensorRT-LLM run it: a pass is either a decode
+  // pass (the b sequences' rows, t_d: the decode plan's step) or a mixed pass (those rows and a
+  // chunk of c prompt tokens per GPU, t_m: the MoE blocks, dense MLPs and head over c + b rows
+  // with the shape's fastest dispatcher there, plus each layer's attention blocks for the chunk
+  // — prefill at the prompt's context — and for the decode rows). With the batch full, a share
+  // x = c_bal / c of the passes is mixed, c_bal = b·isl/osl; the mean pass t̄ = x·t_m +
+  // (1 − x)·t_d is the TPOT and λ_sat = g·b / (osl·t̄). Prompt tokens queue for the chunks: a
+  // prompt's work D = t_m·isl / (g·c), ρ = λ·D; while none waits the instance runs decode passes
+  // (vacations), so the mean wait is ρ·D / (2·(1 − ρ)) + t_d / 2 (M/D/1 with vacations,
+  // Fuhrmann–Cooper) and the mean TTFT that + max(D, t_m). Chunks c = c_bal·2^k, k = 0..3
+  // (c_bal itself: every pass mixed, ρ = 1 at saturation).
+  const ExpertLoad load = req.base.load.num_layers() > 0
+                              ? req.base.load
+                              : ExpertLoad::uniform(model.num_moe_layers(), model.num_experts);
+  int mixed_costed = 0;
+  const double layers = model.num_hidden_layers;
+  if (std::find(sizes.begin(), sizes.end(), budget) != sizes.end() &&
+      decode_all.find(budget) == decode_all.end()) {
+    for (const int b : batches) {
+      std::string why;
+      const LayoutCost* best = recommended(cache.get(Phase::kDecode, budget, b, &why));
+      if (best == nullptr) continue;
+      decode_all[budget].push_back(
+          {budget, *best, b, best->step_seconds,
+           budget * static_cast<double>(b) / (w.osl * best->step_seconds)});
     }
-    const auto dit = decode_all.find(g);
-    if (dit == decode_all.end()) continue;
-    std::string why;
-    const Plan* pre = cache.get(Phase::kPrefill, g, (w.isl + g - 1) / g, &why);
-    if (pre == nullptr) continue;
-    for (const PoolInstance& inst : dit->second) {
-      double t_p = 0.0;
-      for (const auto& l : pre->layouts) {
-        if (!l.feasible || l.layout.dp_size != inst.layout.layout.dp_size ||
-            l.layout.ep_size != inst.layout.layout.ep_size ||
-            l.layout.tp_size != inst.layout.layout.tp_size ||
-            l.layout.mapping != inst.layout.layout.mapping) {
-          continue;
+  }
+  // Every instance's rate is at most g·b / (osl·t_d) (t̄ ≥ t_d): the candidates in the order of
+  // that bound, and none costed once it cannot beat the best found (most requests/s; with an
+  // offered rate, fewest GPUs).
+  struct AggCandidate {
+    double bound = 0.0;  ///< requests/s over the budget, or GPUs needed (offered)
+    const PoolInstance* inst = nullptr;
+  };
+  std::vector<AggCandidate> agg_candidates;
+  for (const auto& [g, list] : decode_all) {
+    if (g < 1 || g > budget) continue;
+    for (const PoolInstance& inst : list) {
+      if (req.tpot_target_s > 0.0 && inst.step_s > req.tpot_target_s) continue;  // t̄ ≥ t_d
+      const double lambda_ub = inst.requests_per_s;  // g·b / (osl·t_d)
+      agg_candidates.push_back(
+          {offered ? g * std::ceil(rate / lambda_ub) : (budget / g) * lambda_ub, &inst});
+    }
+  }
+  std::stable_sort(agg_candidates.begin(), agg_candidates.end(),
+                   [&](const AggCandidate& a, const AggCandidate& b) {
+                     return offered ? a.bound < b.bound : a.bound > b.bound;
+                   });
+  for (const AggCandidate& cand : agg_candidates) {
+    {
+      const auto& cur = out.aggregated;
+      if (cur && (offered ? cand.bound > cur->gpus_used
+                          : cand.bound < cur->requests_per_s * (1.0 - 1e-12))) {
+        break;
+      }
+      const PoolInstance& inst = *cand.inst;
+      const int g = inst.gpus;
+      const double t_d = inst.step_s;
+      const Layout& shape = inst.layout.layout;
+      const int b = inst.batch;
+      const Plan* dec_plan = cache.get(Phase::kDecode, g, b, nullptr);
+      const double c_bal = std::ceil(static_cast<double>(b) * w.isl / w.osl);
+      for (int k = 0; k < 4; ++k) {
+        const double chunk = c_bal * (1 << k);
+        if (k > 0 && chunk > 16384.0) break;
+        Workload mixed_w = w;
+        mixed_w.phase = Phase::kPrefill;
+        mixed_w.tokens_per_gpu = static_cast<int>(chunk) + b;
+        Workload chunk_w = mixed_w;
+        chunk_w.tokens_per_gpu = static_cast<int>(chunk);
+        const CostContext mixed_ctx{model, cluster, costs, mixed_w, load, req.base.placement};
+        const CostContext chunk_ctx{model, cluster, costs, chunk_w, load, req.base.placement};
+        auto chunk_dense = cost_dense_parts(chunk_ctx, shape);
+        if (!chunk_dense) continue;
+        double t_m = 0.0;
+        Layout pass_layout = shape;
+        for (const LayoutCost& l : dec_plan->layouts) {  // the shape's dispatchers
+          if (l.layout.dp_size != shape.dp_size || l.layout.ep_size != shape.ep_size ||
+              l.layout.tp_size != shape.tp_size || l.layout.mapping != shape.mapping) {
+            continue;
+          }
+          ++mixed_costed;
+          auto rows = cost_layout(mixed_ctx, l.layout);
+          if (!rows || !rows->infeasible_reason.empty()) continue;
+          const double t =
+              rows->step_seconds - layers * rows->dense.attention.seconds +
+              layers * (chunk_dense->attention.seconds + inst.layout.dense.attention.seconds);
+          if (t_m == 0.0 || t < t_m) {
+            t_m = t;
+            pass_layout = l.layout;
+          }
         }
-        if (t_p == 0.0 || l.step_seconds < t_p) t_p = l.step_seconds;
+        if (!(t_m > 0.0)) continue;
+        const double x = c_bal / chunk;
+        const double pass = x * t_m + (1.0 - x) * t_d;
+        if (req.tpot_target_s > 0.0 && pass > req.tpot_target_s) continue;
+        const double lambda_sat = g * static_cast<double>(b) / (w.osl * pass);  // per instance
+        const double per_prompt = t_m * w.isl / (g * chunk);
+        const double service = 0.5 * t_d + std::max(per_prompt, t_m);
+        // The most utilisation: the batch's (x·t_m / t̄ at saturation) and the TTFT target's.
+        double rho_max = std::min(1.0, lambda_sat * per_prompt);
+        if (req.ttft_target_s > 0.0) {
+          const double slack = req.ttft_target_s - service;
+          if (slack < 0.0) continue;
+          rho_max = std::min(rho_max, 2.0 * slack / (per_prompt + 2.0 * slack));
+        }
+        if (!(rho_max > 0.0)) continue;
+        AggServing s;
+        s.instance = inst;
+        s.instance.layout.layout = pass_layout;
+        s.instance.step_s = pass;
+        s.instance.requests_per_s = lambda_sat;
+        s.chunk_tokens_per_gpu = chunk;
+        s.mixed_pass_s = t_m;
+        s.decode_pass_s = t_d;
+        s.mixed_share = x;
+        s.prefill_s = per_prompt;
+        double rho = rho_max;
+        if (offered) {
+          s.instances = static_cast<int>(std::ceil(rate * per_prompt / rho_max));
+          rho = rate * per_prompt / s.instances;
+          while (rho >= 1.0 || rho > rho_max) {  // rounding at the boundary
+            ++s.instances;
+            rho = rate * per_prompt / s.instances;
+          }
+          if (s.instances * g > budget) continue;
+        } else {
+          s.instances = budget / g;
+        }
+        s.prefill_utilization = rho;
+        s.ttft_wait_s = md1_wait_seconds(rho, per_prompt) + 0.5 * t_d;
+        s.ttft_s = std::max(per_prompt, t_m) + s.ttft_wait_s;
+        s.tpot_s = pass;
+        s.requests_per_s = rho / per_prompt * s.instances;
+        s.gpus_used = s.instances * g;
+        s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / (offered ? s.gpus_used : budget);
+        s.tokens_per_s_per_user = 1.0 / s.tpot_s;
+        if (better(offered, w.osl, s, out.aggregated)) out.aggregated = s;
       }
-      if (!(t_p > 0.0)) continue;
-      // Steady state: rate λ per instance with a share f = λ·t_p of the time in prefill and
-      // decode steps stretched to TPOT / (1 − f); the decode batch fills at
-      // λ = A / (1 + A·t_p), A = g·b / (osl·TPOT). A prompt waits (M/G/1, Cobham) for the pass
-      // in flight and the prompts ahead: (f·t_p + (1 − f)·TPOT) / (2·(1 − f)). The targets cap
-      // f: TPOT / (1 − f) ≤ target, and t_p + wait ≤ target ⇔
-      // f ≤ (2·slack − TPOT) / (t_p − TPOT + 2·slack), slack = target − t_p.
-      const double tau = inst.step_s;
-      const double a = g * static_cast<double>(inst.batch) / (w.osl * tau);
-      double f_max = a * t_p / (1.0 + a * t_p);
-      if (req.tpot_target_s > 0.0) f_max = std::min(f_max, 1.0 - tau / req.tpot_target_s);
-      if (req.ttft_target_s > 0.0) {
-        const double slack = req.ttft_target_s - t_p;
-        if (2.0 * slack < tau) continue;
-        f_max = std::min(f_max, (2.0 * slack - tau) / (t_p - tau + 2.0 * slack));
-      }
-      if (!(f_max > 0.0)) continue;
-      const double lambda_max = f_max / t_p;  // per instance
-      AggServing s;
-      s.instance = inst;
-      s.prefill_s = t_p;
-      if (offered) {
-        s.instances = static_cast<int>(std::ceil(rate / lambda_max));
-        if (s.instances * g > budget) continue;
-      } else {
-        s.instances = budget / g;
-      }
-      const double lambda = offered ? rate / s.instances : lambda_max;
-      const double f = offered ? lambda * t_p : f_max;
-      s.prefill_share = f;
-      s.ttft_wait_s = (f * t_p + (1.0 - f) * tau) / (2.0 * (1.0 - f));
-      s.ttft_s = t_p + s.ttft_wait_s;
-      s.tpot_s = tau / (1.0 - f);
-      s.requests_per_s = lambda * s.instances;
-      s.gpus_used = s.instances * g;
-      s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / (offered ? s.gpus_used : budget);
-      s.tokens_per_s_per_user = 1.0 / s.tpot_s;
-      if (better(offered, w.osl, s, out.aggregated)) out.aggregated = s;
     }
   }
   out.plans_costed = cache.made();
+  out.mixed_passes_costed = mixed_costed;
 
   // The recommendation.
   const auto describe_disagg = [&](const DisaggServing& s) {
@@ -345,13 +421,21 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     return "aggregated: " + std::to_string(s.instances) + " × " + std::to_string(s.instance.gpus) +
            " GPUs (" + s.instance.layout.layout.shape_name() + " " +
            dispatcher_name(s.instance.layout.layout.dispatcher) + ", " +
-           std::to_string(s.instance.batch) + " sequences per GPU, " +
-           format_fixed(100.0 * s.prefill_share, 1) + "% of the time in prefill, mean TTFT " +
-           ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, " +
-           ms_text(s.prefill_s, 1) + " prefill; TPOT " + ms_text(s.tpot_s, 2) +
+           std::to_string(s.instance.batch) + " sequences per GPU; " +
+           format_fixed(100.0 * s.mixed_share, 1) + "% of the passes mixed with " +
+           format_fixed(s.chunk_tokens_per_gpu, 0) + " prompt tokens per GPU (" +
+           ms_text(s.mixed_pass_s, 2) + " against " + ms_text(s.decode_pass_s, 2) +
+           " decode), prefill at " + format_fixed(100.0 * s.prefill_utilization, 1) +
+           "% utilisation, mean TTFT " +
+           (std::isfinite(s.ttft_s)
+                ? ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, "
+                : std::string("unbounded — the chunks run at their capacity and the prompts' "
+                              "queue grows without bound; set --ttft-ms or --rate — ")) +
+           ms_text(s.prefill_s, 1) + " per prompt's tokens; TPOT " + ms_text(s.tpot_s, 2) +
            "): " + format_fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
            format_fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user";
   };
+
   if (out.disaggregated) out.reasons.push_back(describe_disagg(*out.disaggregated));
   if (out.aggregated) out.reasons.push_back(describe_agg(*out.aggregated));
   if (out.disaggregated && out.aggregated && offered) {
@@ -444,7 +528,8 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
       {"arrival_rate",
        plan.arrival_rate > 0.0 ? nlohmann::json(plan.arrival_rate) : nlohmann::json(nullptr)},
       {"reasons", plan.reasons},
-      {"plans_costed", plan.plans_costed}};
+      {"plans_costed", plan.plans_costed},
+      {"mixed_passes_costed", plan.mixed_passes_costed}};
   if (plan.disaggregated) {
     const auto& s = *plan.disaggregated;
     j["disaggregated"] = {
@@ -460,8 +545,12 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
     const auto& s = *plan.aggregated;
     j["aggregated"] = {{"instance", instance_json(s.instance, true)},
                        {"instances", s.instances},
+                       {"chunk_tokens_per_gpu", s.chunk_tokens_per_gpu},
+                       {"mixed_pass_ms", s.mixed_pass_s * 1e3},
+                       {"decode_pass_ms", s.decode_pass_s * 1e3},
+                       {"mixed_share", s.mixed_share},
                        {"prefill_ms_per_prompt", s.prefill_s * 1e3},
-                       {"prefill_share", s.prefill_share}};
+                       {"prefill_utilization", s.prefill_utilization}};
     add_figures(j["aggregated"], s);
   } else {
     j["aggregated"] = nullptr;

@@ -7,10 +7,10 @@
 //
 // Queueing: requests arrive as a Poisson stream. A prompt waits for the prefill work ahead of it
 // — a prefill instance is an M/D/1 queue (DistServe's prefill model, the batch of n prompts
-// served at its rate), an aggregated instance an M/G/1 queue whose prefill passes wait for the
-// pass in flight, a decode step or another prompt (Cobham's non-preemptive formula) — and the
-// mean TTFT is that wait plus its own prefill (and the KV transfer). The wait for a free decode
-// slot is not modelled: a decode pool runs at or below its saturation rate.
+// served at its rate); an aggregated instance's prompt tokens queue for the chunks of its mixed
+// passes, an M/D/1 queue with its decode passes as vacations — and the mean TTFT is that wait
+// plus its own prefill (and the KV transfer). The wait for a free decode slot is not modelled: a
+// decode pool runs at or below its saturation rate.
 #pragma once
 
 #include <optional>
@@ -75,20 +75,27 @@ struct DisaggServing {
   double tokens_per_s_per_user = 0.0;  ///< 1 / TPOT
 };
 
-/// Aggregated serving: instances that run both phases on one layout, prefill interleaved with
-/// the decode steps, in steady state: a share f of the time goes to prompts (f = request rate ×
-/// one prompt's prefill), so the decode steps stretch to TPOT / (1 − f). At most the rate that
-/// fills the decode batch: λ = A / (1 + A·t_p), A = g·b / (osl·TPOT).
+/// Aggregated serving: instances that run both phases on one layout with chunked prefill:
+/// decode passes (the b sequences per GPU) and mixed passes (those rows and a chunk of c prompt
+/// tokens per GPU), a share x = c_bal / c of them mixed, c_bal = b·isl/osl.
 struct AggServing {
-  PoolInstance instance;       ///< the decode plan's layout and batch
-  double prefill_s = 0.0;      ///< one prompt's prefill on the same layout shape
-  double prefill_share = 0.0;  ///< f
+  /// The decode plan's layout shape and batch, with the dispatcher fastest for a mixed pass;
+  /// step_s the mean pass (= TPOT), requests_per_s one instance's saturation rate g·b/(osl·t̄).
+  PoolInstance instance;
+  double chunk_tokens_per_gpu = 0.0;  ///< c
+  double mixed_pass_s = 0.0;          ///< t_m
+  double decode_pass_s = 0.0;         ///< t_d (the decode plan's step)
+  double mixed_share = 0.0;           ///< x
+  /// D: one prompt's tokens at the chunks' rate, t_m·isl / (g·c).
+  double prefill_s = 0.0;
+  /// ρ = the instance's request rate × D: the prompt-token queue's utilisation.
+  double prefill_utilization = 0.0;
   int instances = 0;
-  /// The mean wait for the pass in flight and the prompts ahead, M/G/1 (Cobham):
-  /// (f·t_p + (1 − f)·TPOT) / (2·(1 − f)).
+  /// The mean wait of a prompt, M/D/1 with decode passes as vacations:
+  /// ρ·D / (2·(1 − ρ)) + t_d / 2; +∞ at ρ = 1.
   double ttft_wait_s = 0.0;
-  double ttft_s = 0.0;          ///< mean: the wait + one prompt's prefill
-  double tpot_s = 0.0;          ///< TPOT / (1 − f)
+  double ttft_s = 0.0;          ///< mean: the wait + max(D, t_m)
+  double tpot_s = 0.0;          ///< the mean pass x·t_m + (1 − x)·t_d
   double requests_per_s = 0.0;  ///< every instance's
   int gpus_used = 0;
   double tokens_per_s_per_gpu = 0.0;
@@ -110,7 +117,8 @@ struct ServingPlan {
   std::optional<AggServing> aggregated;  ///< the best aggregated instance
   std::string recommended;  ///< "disaggregated", "aggregated" or "" (nothing meets the targets)
   std::vector<std::string> reasons;
-  int plans_costed = 0;  ///< make_plan calls (each ranks every legal layout)
+  int plans_costed = 0;         ///< make_plan calls (each ranks every legal layout)
+  int mixed_passes_costed = 0;  ///< aggregated mixed passes costed (one layout each)
 };
 
 /// Plans both ways. Errors: no isl/osl, a budget the cluster lacks, targets or a rate that are

@@ -361,8 +361,9 @@ std::string render_serving(const planner::ServingPlan& s) {
   }
   out +=
       "TTFT: the mean under Poisson arrivals at the deployment's rate — the wait for the "
-      "prefill work ahead (M/D/1 per prefill instance, M/G/1 behind the passes of an "
-      "aggregated one) + the prompt's prefill (+ the KV transfer)\n";
+      "prefill work ahead (M/D/1 per prefill instance; in an aggregated one, M/D/1 for the "
+      "chunks of its mixed passes, its decode passes as vacations) + the prompt's prefill (+ "
+      "the KV transfer); unbounded where the prefill runs at its capacity\n";
   out += s.arrival_rate > 0.0
              ? "tok/s/GPU: output tokens per second over the GPUs used; req/s: requests the "
                "pool can complete per second (the deployment runs at the offered rate)\n"

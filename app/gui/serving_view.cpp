@@ -239,12 +239,12 @@ void ServingView::showResult() {
                     fixed(s->disaggregated->kv_transfer_s * 1e3, 2));
   }
   rec += tr("TTFT: the mean under Poisson arrivals at the deployment's rate — the wait for the "
-            "prefill work ahead (M/D/1 per prefill instance, M/G/1 behind the passes of an "
-            "aggregated one) + the prompt's prefill (+ the KV transfer); unbounded where the "
-            "prefill pool runs at its capacity.<br>"
+            "prefill work ahead (M/D/1 per prefill instance; in an aggregated one, M/D/1 for the "
+            "chunks of its mixed passes, its decode passes as vacations) + the prompt's prefill "
+            "(+ the KV transfer); unbounded where the prefill runs at its capacity.<br>"
             "%1; "
-            "step ms: one prefill step of the pool's prompts, one decode step (TPOT before "
-            "prefill interleaving, aggregated).")
+            "step ms: one prefill step of the pool's prompts, one decode step; aggregated: the "
+            "mean pass (decode and mixed).")
              .arg(s->arrival_rate > 0.0
                       ? tr("tok/s/GPU: output tokens per second over the GPUs used; req/s: "
                            "requests the pool can complete per second (the deployment runs at the "

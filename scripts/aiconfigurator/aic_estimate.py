@@ -42,6 +42,13 @@ Meaning of the numbers (all latencies in milliseconds)
 * ``static_batch``: the SDK's plain ``run_static(mode="static")`` of batch ``B``
   (prefill of the whole batch, then decode): ttft, tpot, tokens/s/gpu,
   tokens/s/user as the SDK reports them.
+* ``agg_sweep`` (``--agg-sweep TTFT_MS TPOT_MS``): the best row of the SDK's
+  aggregated in-flight-batching sweep of this split,
+  ``BaseBackend.find_best_agg_result_under_constraints`` (batches up to 512 per DP
+  rank, context tokens per step in strides of 512), ranked by ``seq/s`` as the SDK
+  ranks it: ``bs``, ``ctx_tokens``, ``ttft`` (one request's prefill times the
+  backend's ``_ttft_queuing_factor``), ``tpot``, ``tokens/s/gpu``, ``tokens/s/user``,
+  ``request_rate``; null when nothing meets the targets.
 * ``memory_gib`` / ``oom``: the SDK's per-GPU memory estimate for that run and
   its OOM verdict against the system's GPU memory.
 * ``--per-op``: the SDK's per-op latency dicts (``InferenceSummary``
@@ -140,6 +147,15 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--osl", type=int, required=True, help="output sequence length (tokens, >= 2)")
     p.add_argument("--stride", type=int, default=32, help="decode-step sampling stride of run_static (SDK default 32)")
     p.add_argument("--per-op", action="store_true", help="include the SDK per-op breakdown")
+    p.add_argument(
+        "--agg-sweep",
+        nargs=2,
+        type=float,
+        metavar=("TTFT_MS", "TPOT_MS"),
+        default=None,
+        help="also run the SDK's aggregated (in-flight batching) sweep of this parallel split "
+        "under these targets (find_best_agg_result_under_constraints) and report its best row",
+    )
     p.add_argument("--no-static-batch", action="store_true", help="skip the plain mode='static' run")
     p.add_argument("--systems-path", default=None, help="alternative systems directory (default: bundled)")
     p.add_argument("--quiet", action="store_true", help="do not echo SDK warnings to stderr")
@@ -153,6 +169,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         v = getattr(args, name)
         if v is not None and v < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.agg_sweep is not None and not all(v > 0 for v in args.agg_sweep):
+        p.error("--agg-sweep targets must be > 0 ms")
     if args.prefill_batch is None:
         args.prefill_batch = [args.batch]
     if any(b < 1 for b in args.prefill_batch):
@@ -415,6 +433,33 @@ def run(args: argparse.Namespace) -> dict:
             "sdk_tokens_per_s_per_user": r["tokens/s/user"],
             "memory_gib": mem,
             "oom": oom,
+        }
+
+    if args.agg_sweep is not None:
+        ttft_ms, tpot_ms = args.agg_sweep
+        rc = RuntimeConfig(batch_size=1, isl=args.isl, osl=args.osl, ttft=ttft_ms, tpot=tpot_ms)
+        try:
+            s = be.find_best_agg_result_under_constraints(
+                model, database, rc, top_k=1, max_batch_size=512, ctx_stride=512
+            )
+        except PerfDataNotAvailableError as exc:
+            raise _SdkError(f"aiconfigurator has no perf data for the aggregated sweep: {exc}") from None
+        df = s.get_summary_df()
+        best = None
+        if df is not None and len(df) > 0:
+            row = df.iloc[0].to_dict()
+            keys = ("bs", "global_bs", "concurrency", "request_rate", "ctx_tokens", "ttft", "tpot",
+                    "request_latency", "seq/s", "tokens/s/gpu", "tokens/s/user", "num_total_gpus")
+            best = {k: (row[k].item() if hasattr(row[k], "item") else row[k]) for k in keys if k in row}
+        result["agg_sweep"] = {
+            "ttft_target_ms": ttft_ms,
+            "tpot_target_ms": tpot_ms,
+            "best": best,
+            "semantics": (
+                "the SDK's in-flight batching sweep over bs (per DP rank) and ctx_tokens per step; "
+                "ttft = per-request prefill x the backend's _ttft_queuing_factor; "
+                "tokens/s/gpu over this split's GPUs; best by seq/s"
+            ),
         }
 
     result["sdk_warnings"] = list(collector.messages)

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "models/registry.hpp"
+#include "planner/costs/cost_model.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/serving.hpp"
 #include "planner/topology/local_cluster.hpp"
@@ -84,20 +86,55 @@ TEST(Serving, FiguresFollowTheirDefinitionsAndTheInstancePlans) {
   EXPECT_DOUBLE_EQ(d.decode.requests_per_s,
                    d.decode.gpus * static_cast<double>(d.decode.batch) / (256 * d.decode.step_s));
 
-  // Aggregated: the steady state λ = A / (1 + A·t_p) per instance, decode stretched by 1 − f.
+  // Aggregated, chunked prefill: decode passes (the decode plan's step at the batch) and mixed
+  // passes carrying c = c_bal·2^k prompt tokens per GPU, c_bal = b·isl/osl, a share
+  // x = c_bal / c of them; the mean pass is the TPOT.
   const AggServing& a = *s->aggregated;
-  const double big_a =
-      a.instance.gpus * static_cast<double>(a.instance.batch) / (256 * a.instance.step_s);
-  const double lambda = big_a / (1.0 + big_a * a.prefill_s);
-  EXPECT_NEAR(a.requests_per_s, lambda * a.instances, 1e-9 * a.requests_per_s);
-  EXPECT_NEAR(a.prefill_share, lambda * a.prefill_s, 1e-12);
-  EXPECT_DOUBLE_EQ(a.tpot_s, a.instance.step_s / (1.0 - a.prefill_share));
-  // The prompt's wait: M/D/1 over the prompts plus the decode pass in flight (vacations).
-  const double f_share = a.prefill_share;
-  EXPECT_NEAR(a.ttft_wait_s,
-              f_share * a.prefill_s / (2.0 * (1.0 - f_share)) + a.instance.step_s / 2.0,
-              1e-12 * a.ttft_wait_s);
-  EXPECT_DOUBLE_EQ(a.ttft_s, a.prefill_s + a.ttft_wait_s);
+  const int g = a.instance.gpus, b = a.instance.batch;
+  PlanRequest agg_dec = req.base;
+  agg_dec.workload.tokens_per_gpu = b;
+  agg_dec.num_gpus = g;
+  auto adp = make_plan(f.model, f.cluster, f.costs, agg_dec);
+  ASSERT_TRUE(adp.ok());
+  EXPECT_DOUBLE_EQ(a.decode_pass_s, recommended_of(*adp).step_seconds);
+  const double c_bal = 4.0 * b;  // 1024 / 256 prompt tokens per decoded token
+  EXPECT_DOUBLE_EQ(a.mixed_share, c_bal / a.chunk_tokens_per_gpu);
+  const double k = std::log2(a.chunk_tokens_per_gpu / c_bal);
+  EXPECT_DOUBLE_EQ(k, std::round(k));
+  EXPECT_GE(k, 0.0);
+  EXPECT_LE(k, 3.0);
+  // The mixed pass: the MoE blocks, dense MLPs and head over c + b rows, each layer's attention
+  // for the chunk and for the decode rows.
+  Workload mixed = req.base.workload;
+  mixed.phase = Phase::kPrefill;
+  mixed.tokens_per_gpu = static_cast<int>(a.chunk_tokens_per_gpu) + b;
+  Workload chunk = mixed;
+  chunk.tokens_per_gpu = static_cast<int>(a.chunk_tokens_per_gpu);
+  const ExpertLoad uniform = ExpertLoad::uniform(f.model.num_moe_layers(), f.model.num_experts);
+  auto rows =
+      cost_layout({f.model, f.cluster, f.costs, mixed, uniform, nullptr}, a.instance.layout.layout);
+  auto chunk_attn = cost_dense_parts({f.model, f.cluster, f.costs, chunk, uniform, nullptr},
+                                     a.instance.layout.layout);
+  ASSERT_TRUE(rows.ok() && chunk_attn.ok());
+  const double layers = f.model.num_hidden_layers;
+  EXPECT_NEAR(a.mixed_pass_s,
+              rows->step_seconds + layers * (chunk_attn->attention.seconds +
+                                             recommended_of(*adp).dense.attention.seconds -
+                                             rows->dense.attention.seconds),
+              1e-12 * a.mixed_pass_s);
+  EXPECT_GT(a.mixed_pass_s, a.decode_pass_s);  // the chunk adds work to the decode rows
+  EXPECT_DOUBLE_EQ(a.tpot_s,
+                   a.mixed_share * a.mixed_pass_s + (1.0 - a.mixed_share) * a.decode_pass_s);
+  // The prompt-token queue: D = t_m·isl / (g·c); no target: ρ is the batch's, min(1, λ_sat·D).
+  const double d_prompt = a.mixed_pass_s * 1024 / (g * a.chunk_tokens_per_gpu);
+  EXPECT_DOUBLE_EQ(a.prefill_s, d_prompt);
+  const double lambda_sat = g * static_cast<double>(b) / (256 * a.tpot_s);
+  EXPECT_NEAR(a.prefill_utilization, std::min(1.0, lambda_sat * d_prompt), 1e-12);
+  EXPECT_NEAR(a.requests_per_s, a.prefill_utilization / d_prompt * a.instances,
+              1e-12 * a.requests_per_s);
+  EXPECT_DOUBLE_EQ(a.ttft_wait_s,
+                   md1_wait_seconds(a.prefill_utilization, d_prompt) + a.decode_pass_s / 2);
+  EXPECT_DOUBLE_EQ(a.ttft_s, std::max(d_prompt, a.mixed_pass_s) + a.ttft_wait_s);
   EXPECT_EQ(a.instances, 8 / a.instance.gpus);
   EXPECT_DOUBLE_EQ(a.tokens_per_s_per_gpu, a.requests_per_s * 256 / 8);
 
@@ -121,8 +158,13 @@ TEST(Serving, TargetsBindBothDeployments) {
   // Targets tighter than the unconstrained answers: the new answers meet them.
   ServingRequest req = f.request();
   req.tpot_target_s = 0.8 * free_plan->disaggregated->tpot_s;
-  req.ttft_target_s =
-      0.8 * std::max(free_plan->disaggregated->ttft_s, free_plan->aggregated->ttft_s);
+  // (0.8 of the larger finite mean TTFT: a deployment at its capacity has none.)
+  double finite_ttft = 0.0;
+  for (const double t : {free_plan->disaggregated->ttft_s, free_plan->aggregated->ttft_s}) {
+    if (std::isfinite(t)) finite_ttft = std::max(finite_ttft, t);
+  }
+  ASSERT_GT(finite_ttft, 0.0);
+  req.ttft_target_s = 0.8 * finite_ttft;
   auto s = plan_serving(f.model, f.cluster, f.costs, req);
   ASSERT_TRUE(s.ok());
   if (s->disaggregated) {
@@ -220,7 +262,8 @@ TEST(Serving, OfferedRateIsServedOnTheFewestGpus) {
     if (s->aggregated) {
       const AggServing& a = *s->aggregated;
       EXPECT_NEAR(a.requests_per_s, req.arrival_rate, 1e-12 * req.arrival_rate);
-      EXPECT_NEAR(a.prefill_share, req.arrival_rate / a.instances * a.prefill_s, 1e-12);
+      EXPECT_NEAR(a.prefill_utilization, req.arrival_rate / a.instances * a.prefill_s, 1e-12);
+      EXPECT_LT(a.prefill_utilization, 1.0);
       gpus = std::min(gpus, a.gpus_used);
     }
     const int rec =
@@ -242,6 +285,11 @@ TEST(Serving, OfferedRateIsServedOnTheFewestGpus) {
   auto bad = plan_serving(f.model, f.cluster, f.costs, req);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().input, "rate");
+  req.arrival_rate = 0.0;
+  req.ttft_target_s = std::numeric_limits<double>::infinity();
+  bad = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().input, "ttft-ms");
 }
 
 // The queueing formulas against simulations of the queues they stand for. Poisson arrivals,
@@ -307,9 +355,9 @@ TEST(ServingQueue, PrefillInstanceLiesBetweenItsBounds) {
   }
 }
 
-// An aggregated instance: prompts first (each t_p), decode passes (τ each) whenever none waits.
-// A prompt's wait is the M/D/1 wait over the prompts + the residual decode pass, τ/2 (an M/D/1
-// queue with vacations: Fuhrmann–Cooper) — the plan's (f·t_p + (1 − f)·τ) / (2·(1 − f)).
+// An aggregated instance: prompts first (each D of chunk work), decode passes (τ each) whenever
+// none waits. A prompt's wait is the M/D/1 wait over the prompts + the residual decode pass,
+// τ/2 (an M/D/1 queue with vacations: Fuhrmann–Cooper): the plan's ρ·D / (2·(1 − ρ)) + τ/2.
 TEST(ServingQueue, AggregatedWaitIsTheQueueWithDecodeVacations) {
   constexpr double kTp = 1.0;
   for (const auto& [f, tau] : {std::pair{0.3, 0.2}, std::pair{0.6, 1.3}, std::pair{0.85, 0.5}}) {
@@ -325,7 +373,7 @@ TEST(ServingQueue, AggregatedWaitIsTheQueueWithDecodeVacations) {
       clock += kTp;
     }
     const Sim sim = batch_means(wait);
-    const double plan = (f * kTp + (1.0 - f) * tau) / (2.0 * (1.0 - f));
+    const double plan = md1_wait_seconds(f, kTp) + tau / 2.0;
     EXPECT_NEAR(sim.mean, plan, 5.0 * sim.standard_error) << "f " << f << ", τ " << tau;
   }
 }

@@ -52,6 +52,8 @@ struct PlanOptions {
   CLI::Option* tpot_opt = nullptr;
   double rate = 0.0;
   CLI::Option* rate_opt = nullptr;
+  std::vector<int> batches;  // --batches: decode batches per GPU (--pareto, --disagg)
+  CLI::Option* batches_opt = nullptr;
   int top = 10;
   CLI::Option* top_opt = nullptr;
   bool json = false;
@@ -373,8 +375,31 @@ std::string render_serving(const planner::ServingPlan& s) {
   return out;
 }
 
+/// --batches: the decode batches per GPU to sweep, ascending and each once; an error names a
+/// value that is not a positive count.
+Result<std::vector<int>> sweep_batches(const PlanOptions& o) {
+  if (o.batches_opt->count() == 0) return planner::default_pareto_batches();
+  std::vector<int> out;
+  for (const int b : o.batches) {
+    if (b < 1 || b > (1 << 20)) {
+      return input_error(
+          "batches", ": expected sequences per GPU from 1 to 1048576, got " + std::to_string(b));
+    }
+    out.push_back(b);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 int run_plan(const PlanOptions& o) {
   if (!o.layout_file.empty()) return run_layout_file(o);
+  if (o.batches_opt->count() > 0 && !o.disagg && !o.pareto) {
+    return report_error(input_error(
+        "batches", ": the decode batches to sweep are for --pareto or --disagg; expected one"));
+  }
+  auto batches = sweep_batches(o);
+  if (!batches) return report_error(batches.error());
   if (o.disagg) {
     const char* clash = o.phase_opt->count() > 0    ? "--phase"
                         : o.tokens_opt->count() > 0 ? "--tokens"
@@ -483,6 +508,7 @@ int run_plan(const PlanOptions& o) {
     if (o.ttft_opt->count() > 0) sreq.ttft_target_s = o.ttft_ms * 1e-3;
     if (o.tpot_opt->count() > 0) sreq.tpot_target_s = o.tpot_ms * 1e-3;
     if (o.rate_opt->count() > 0) sreq.arrival_rate = o.rate;
+    sreq.decode_batches = *batches;
     auto serving = planner::plan_serving(*model, *cluster, costs, sreq);
     if (!serving) return report_error(serving.error());
     std::string text;
@@ -527,8 +553,7 @@ int run_plan(const PlanOptions& o) {
            (o.per_layer ? render_per_layer(*plan) : std::string());
   }
   if (o.pareto) {
-    auto points =
-        planner::decode_pareto(*model, *cluster, costs, req, planner::default_pareto_batches());
+    auto points = planner::decode_pareto(*model, *cluster, costs, req, *batches);
     if (!points) return report_error(points.error());
     if (o.json) {
       j["pareto"] = planner::pareto_to_json(*points);
@@ -676,6 +701,10 @@ void add_plan_command(CLI::App& app, Action& action) {
       "With --disagg: requests per second offered (Poisson arrivals); the deployment with the "
       "fewest GPUs that serves them within the targets (default: the most requests/s the GPUs "
       "serve)");
+  o->batches_opt = cmd->add_option("--batches", o->batches,
+                                   "With --pareto or --disagg: the decode batches per GPU to "
+                                   "sweep (comma-separated; default 1, 2, 4, …, 1024)")
+                       ->delimiter(',');
   o->top_opt = cmd->add_option(
       "--top", o->top, "Show the best K layouts (0: all; default 10 in the table, all in JSON)");
   cmd->add_flag("--json", o->json, "Print the plan as JSON (docs/PLAN_SCHEMA.md)");

@@ -340,6 +340,22 @@ TEST(CliPlan, DisaggregatedServing) {
       << sat_text.out;
   expect_one_line_error(run_cli(base + "--rate 0"),
                         "--rate: expected a positive number of requests per second, got 0.000");
+  // --batches: the decode batches the serving plan sweeps (the aggregated and decode pools'
+  // batch is one of them).
+  const auto finer = run_cli(base + "--ttft-ms 1000 --tpot-ms 50 --batches 384,64,384 --json");
+  ASSERT_EQ(finer.exit_code, 0) << finer.err;
+  const auto fj = nlohmann::json::parse(finer.out);
+  for (const char* d : {"aggregated"}) {
+    ASSERT_FALSE(fj.at(d).is_null()) << d;
+    const int b = fj.at(d).at("instance").at("sequences_per_gpu").get<int>();
+    EXPECT_TRUE(b == 64 || b == 384) << b;
+  }
+  const int db = fj.at("disaggregated").at("decode").at("sequences_per_gpu").get<int>();
+  EXPECT_TRUE(db == 64 || db == 384) << db;
+  expect_one_line_error(run_cli(base + "--batches 0"),
+                        "--batches: expected sequences per GPU from 1 to 1048576, got 0");
+  expect_one_line_error(run_cli("plan --batches 8"),
+                        "--batches: the decode batches to sweep are for --pareto or --disagg");
   expect_one_line_error(run_cli("plan --rate 5"),
                         "--rate: an offered request rate is for serving plans; expected --disagg");
 }

@@ -267,6 +267,13 @@ TEST(CliPlan, ParetoSweep) {
                 p.at("batch_per_gpu").get<int>() * p.at("tokens_per_s_per_user").get<double>(),
                 1e-9 * p.at("tokens_per_s_per_gpu").get<double>());
   }
+  // --batches: those batches, ascending, each once.
+  const auto given = run_cli(base + "--pareto --batches 24,3,24 --json");
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  const auto& gp = nlohmann::json::parse(given.out).at("pareto");
+  ASSERT_EQ(gp.size(), 2U);
+  EXPECT_EQ(gp[0].at("batch_per_gpu").get<int>(), 3);
+  EXPECT_EQ(gp[1].at("batch_per_gpu").get<int>(), 24);
   const auto t = run_cli(base + "--pareto --top 1");
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_NE(t.out.find("Pareto sweep over the decode batch per GPU"), std::string::npos);

@@ -270,7 +270,8 @@ TEST(CliPlan, ParetoSweep) {
   // --batches: those batches, ascending, each once.
   const auto given = run_cli(base + "--pareto --batches 24,3,24 --json");
   ASSERT_EQ(given.exit_code, 0) << given.err;
-  const auto& gp = nlohmann::json::parse(given.out).at("pareto");
+  const auto gj = nlohmann::json::parse(given.out);
+  const auto& gp = gj.at("pareto");
   ASSERT_EQ(gp.size(), 2U);
   EXPECT_EQ(gp[0].at("batch_per_gpu").get<int>(), 3);
   EXPECT_EQ(gp[1].at("batch_per_gpu").get<int>(), 24);

@@ -95,6 +95,50 @@ bool better(bool offered, int osl, const Deployment& s, const std::optional<Depl
   return request_seconds(s, osl) < request_seconds(*cur, osl);
 }
 
+/// The most utilisation in [0, cap] whose wait(ρ) is within `slack` (wait increasing in ρ),
+/// by bisection; 0 when even an idle queue's wait exceeds it.
+template <class Wait>
+double max_utilization(const Wait& wait, double slack, double cap) {
+  if (wait(cap) <= slack) return cap;
+  if (wait(0.0) > slack) return 0.0;
+  double lo = 0.0, hi = cap;
+  for (int i = 0; i < 80; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (wait(mid) <= slack ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+/// The most utilisation whose M/D/1 wait's p-quantile is within `slack` per unit of D (the wait
+/// scales with D): a table of the quantile over ρ = 1 − e^(−z), z uniform in [0, 20], made once
+/// per plan, read by binary search and linear interpolation (kept only when the quantile there
+/// is within the slack; else the table point below: never above the target).
+class Md1QuantileTable {
+ public:
+  explicit Md1QuantileTable(double p) : p_(p) {
+    if (!(p > 0.0)) return;
+    for (int i = 0; i < kPoints; ++i) {
+      rho_.push_back(-std::expm1(-20.0 * i / (kPoints - 1)));
+      wait_.push_back(md1_wait_quantile(rho_.back(), 1.0, p));
+    }
+  }
+  double max_rho(double slack_per_d) const {
+    if (!(slack_per_d >= 0.0)) return 0.0;
+    const auto it = std::upper_bound(wait_.begin(), wait_.end(), slack_per_d);
+    if (it == wait_.begin()) return 0.0;
+    const auto i = static_cast<std::size_t>(it - wait_.begin()) - 1;
+    if (i + 1 == wait_.size()) return rho_[i];
+    const double f = (slack_per_d - wait_[i]) / (wait_[i + 1] - wait_[i]);
+    const double r = rho_[i] + f * (rho_[i + 1] - rho_[i]);
+    return md1_wait_quantile(r, 1.0, p_) <= slack_per_d ? r : rho_[i];
+  }
+
+ private:
+  static constexpr int kPoints = 4096;
+  double p_ = 0.0;
+  std::vector<double> rho_, wait_;
+};
+
 /// Milliseconds with `decimals`, or "unbounded".
 std::string ms_text(double seconds, int decimals) {
   return std::isfinite(seconds) ? format_fixed(seconds * 1e3, decimals) + " ms" : "unbounded";
@@ -127,8 +171,13 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   if (!(req.arrival_rate >= 0.0) || !std::isfinite(req.arrival_rate)) {
     return input_error("rate", ": expected a positive number of requests per second");
   }
+  if (!(req.ttft_percentile >= 0.0 && req.ttft_percentile < 1.0)) {
+    return input_error("ttft-percentile",
+                       ": expected a percentile between 0 and 100 (exclusive), e.g. 90 or 99");
+  }
   const bool offered = req.arrival_rate > 0.0;
   const double rate = req.arrival_rate;
+  const double pct = req.ttft_percentile;
   std::vector<int> sizes = req.instance_gpus;
   if (sizes.empty()) {
     for (int s = 1; s <= budget; s *= 2) sizes.push_back(s);
@@ -149,7 +198,9 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   out.ttft_target_s = req.ttft_target_s;
   out.tpot_target_s = req.tpot_target_s;
   out.arrival_rate = rate;
+  out.ttft_percentile = pct;
   PlanCache cache(model, cluster, costs, req.base);
+  const Md1QuantileTable quantile_table(pct);
   std::string first_error;
   const auto note = [&](const std::string& why) {
     if (first_error.empty()) first_error = why;
@@ -214,11 +265,18 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
           const double kv = route.seconds(pre.batch);
           const double service = pre.step_s + kv;
           const double per_prompt = pre.step_s / pre.batch;
+          // The wait the target judges: the mean, or the requested percentile.
+          const auto wait = [&](double r) {
+            return pct > 0.0 ? md1_wait_quantile(r, per_prompt, pct)
+                             : md1_wait_seconds(r, per_prompt);
+          };
           double rho_max = 1.0;
           if (req.ttft_target_s > 0.0) {
             const double slack = req.ttft_target_s - service;
             if (slack < 0.0) continue;
-            rho_max = 2.0 * slack / (per_prompt + 2.0 * slack);
+            rho_max = pct > 0.0 ? quantile_table.max_rho(slack / per_prompt)
+                                : 2.0 * slack / (per_prompt + 2.0 * slack);
+            if (!(rho_max > 0.0)) continue;
           }
           double lambda = rate, rho = 0.0;
           if (offered) {
@@ -241,6 +299,7 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
           s.prefill_utilization = rho;
           s.ttft_wait_s = md1_wait_seconds(rho, per_prompt);
           s.ttft_s = service + s.ttft_wait_s;
+          if (pct > 0.0) s.ttft_quantile_s = service + wait(rho);
           s.tpot_s = dec.step_s;
           s.requests_per_s = lambda;
           s.gpus_used = x * p + y * d;
@@ -351,13 +410,24 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
         if (req.tpot_target_s > 0.0 && pass > req.tpot_target_s) continue;
         const double lambda_sat = g * static_cast<double>(b) / (w.osl * pass);  // per instance
         const double per_prompt = t_m * w.isl / (g * chunk);
-        const double service = 0.5 * t_d + std::max(per_prompt, t_m);
+        const double service = std::max(per_prompt, t_m);
+        // The wait the target judges: the mean, or the requested percentile.
+        const auto wait = [&](double r) {
+          return pct > 0.0 ? md1_vacation_wait_quantile(r, per_prompt, t_d, pct)
+                           : md1_wait_seconds(r, per_prompt) + 0.5 * t_d;
+        };
         // The most utilisation: the batch's (x·t_m / t̄ at saturation) and the TTFT target's.
         double rho_max = std::min(1.0, lambda_sat * per_prompt);
         if (req.ttft_target_s > 0.0) {
           const double slack = req.ttft_target_s - service;
-          if (slack < 0.0) continue;
-          rho_max = std::min(rho_max, 2.0 * slack / (per_prompt + 2.0 * slack));
+          if (pct > 0.0) {
+            rho_max = max_utilization(wait, slack, rho_max);
+            if (wait(rho_max) > slack) continue;
+          } else {
+            const double s_md1 = slack - 0.5 * t_d;  // the M/D/1 part's share
+            if (s_md1 < 0.0) continue;
+            rho_max = std::min(rho_max, 2.0 * s_md1 / (per_prompt + 2.0 * s_md1));
+          }
         }
         if (!(rho_max > 0.0)) continue;
         AggServing s;
@@ -384,7 +454,8 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
         }
         s.prefill_utilization = rho;
         s.ttft_wait_s = md1_wait_seconds(rho, per_prompt) + 0.5 * t_d;
-        s.ttft_s = std::max(per_prompt, t_m) + s.ttft_wait_s;
+        s.ttft_s = service + s.ttft_wait_s;
+        if (pct > 0.0) s.ttft_quantile_s = service + wait(rho);
         s.tpot_s = pass;
         s.requests_per_s = rho / per_prompt * s.instances;
         s.gpus_used = s.instances * g;
@@ -436,8 +507,21 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
            format_fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user";
   };
 
-  if (out.disaggregated) out.reasons.push_back(describe_disagg(*out.disaggregated));
-  if (out.aggregated) out.reasons.push_back(describe_agg(*out.aggregated));
+  // With a percentile the reasons give it before the mean.
+  const auto with_quantile = [&](std::string text, double quantile_s) {
+    if (!(pct > 0.0)) return text;
+    const auto at = text.find("mean TTFT ");
+    if (at == std::string::npos) return text;
+    return text.insert(at, percentile_name(pct) + " TTFT " + ms_text(quantile_s, 1) + ", ");
+  };
+  if (out.disaggregated) {
+    out.reasons.push_back(
+        with_quantile(describe_disagg(*out.disaggregated), out.disaggregated->ttft_quantile_s));
+  }
+  if (out.aggregated) {
+    out.reasons.push_back(
+        with_quantile(describe_agg(*out.aggregated), out.aggregated->ttft_quantile_s));
+  }
   if (out.disaggregated && out.aggregated && offered) {
     const DisaggServing& d = *out.disaggregated;
     const AggServing& a = *out.aggregated;
@@ -498,6 +582,8 @@ template <class Deployment>
 void add_figures(nlohmann::json& j, const Deployment& s) {
   j["ttft_ms"] = ms_or_null(s.ttft_s);
   j["ttft_wait_ms"] = ms_or_null(s.ttft_wait_s);
+  j["ttft_quantile_ms"] =
+      s.ttft_quantile_s > 0.0 ? ms_or_null(s.ttft_quantile_s) : nlohmann::json(nullptr);
   j["tpot_ms"] = s.tpot_s * 1e3;
   j["requests_per_s"] = s.requests_per_s;
   j["gpus_used"] = s.gpus_used;
@@ -509,6 +595,71 @@ void add_figures(nlohmann::json& j, const Deployment& s) {
 double md1_wait_seconds(double rho, double d) {
   if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
   return rho > 0.0 ? rho * d / (2.0 * (1.0 - rho)) : 0.0;
+}
+
+namespace {
+/// The M/D/1 wait's tail, P(W > y) ≈ C·e^(−θ·y) for y ≥ 0 (Cramér–Lundberg): θ = u / D with u
+/// the positive root of ρ·(e^u − 1) = u, C = (1 − ρ) / (ρ·e^u − 1); capped at P(W > 0) = ρ.
+struct Md1Tail {
+  double rho = 0.0, theta = 0.0, c = 0.0;
+  Md1Tail(double r, double d) : rho(r) {
+    // f(u) = ρ(e^u − 1) − u is convex, f(0) = 0 and f'(0) = ρ − 1 < 0: one root u > 0.
+    double lo = 0.0, hi = 1.0;
+    while (rho * std::expm1(hi) - hi < 0.0) hi *= 2.0;
+    for (int i = 0; i < 200 && hi - lo > 1e-15 * hi; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (rho * std::expm1(mid) - mid < 0.0 ? lo : hi) = mid;
+    }
+    const double u = 0.5 * (lo + hi);
+    theta = u / d;
+    c = (1.0 - rho) / (rho * std::exp(u) - 1.0);
+  }
+  double operator()(double y) const {
+    return y < 0.0 ? 1.0 : std::min(rho, c * std::exp(-theta * y));
+  }
+  /// The y ≥ 0 below which the cap ρ holds: C·e^(−θ·y0) = ρ.
+  double cap_end() const { return c > rho ? std::log(c / rho) / theta : 0.0; }
+};
+}  // namespace
+
+std::string percentile_name(double fraction) {
+  std::string v = format_fixed(100.0 * fraction, 2);
+  while (v.back() == '0') v.pop_back();
+  if (v.back() == '.') v.pop_back();
+  return "p" + v;
+}
+
+double md1_wait_quantile(double rho, double d, double p) {
+  if (!(rho > 0.0) || p <= 1.0 - rho) return 0.0;  // P(W = 0) = 1 − ρ
+  if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
+  const Md1Tail tail(rho, d);
+  return std::max(0.0, std::log(tail.c / (1.0 - p)) / tail.theta);
+}
+
+double md1_vacation_wait_quantile(double rho, double d, double vacation, double p) {
+  if (!(vacation > 0.0)) return md1_wait_quantile(rho, d, p);
+  if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
+  // P(W + U·V > t) = (1/V)·∫_0^V P(W > t − v) dv, piecewise: 1 where t − v < 0, ρ up to the
+  // cap's end y0, C·e^(−θ(t − v)) beyond it.
+  if (!(rho > 0.0)) return vacation * (1.0 - p);  // W = 0: the uniform residual alone
+  const Md1Tail tail(rho, d);
+  const double y0 = tail.cap_end();
+  const auto exceed = [&](double t) {
+    const double a_len = std::max(0.0, vacation - std::max(t, 0.0));
+    const double b_lo = std::clamp(t - y0, 0.0, vacation), b_hi = std::clamp(t, 0.0, vacation);
+    double sum = a_len + rho * std::max(0.0, b_hi - b_lo);
+    const double c_hi = std::min(vacation, t - y0);
+    if (c_hi > 0.0) {
+      sum += tail.c / tail.theta * (std::exp(-tail.theta * (t - c_hi)) - std::exp(-tail.theta * t));
+    }
+    return sum / vacation;
+  };
+  double lo = 0.0, hi = md1_wait_quantile(rho, d, p) + vacation;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (exceed(mid) > 1.0 - p ? lo : hi) = mid;
+  }
+  return hi;
 }
 
 nlohmann::json serving_to_json(const ServingPlan& plan) {
@@ -527,6 +678,8 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
        plan.recommended.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.recommended)},
       {"arrival_rate",
        plan.arrival_rate > 0.0 ? nlohmann::json(plan.arrival_rate) : nlohmann::json(nullptr)},
+      {"ttft_percentile", plan.ttft_percentile > 0.0 ? nlohmann::json(100.0 * plan.ttft_percentile)
+                                                     : nlohmann::json(nullptr)},
       {"reasons", plan.reasons},
       {"plans_costed", plan.plans_costed},
       {"mixed_passes_costed", plan.mixed_passes_costed}};

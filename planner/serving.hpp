@@ -38,6 +38,8 @@ struct ServingRequest {
   /// serves this rate within the targets. 0: the most requests/s the budget serves (with a TTFT
   /// target, the most at which the mean TTFT, queueing included, meets it).
   double arrival_rate = 0.0;
+  /// > 0: the TTFT target holds for this fraction of the requests (0.99: p99), not the mean.
+  double ttft_percentile = 0.0;
 };
 
 /// One pool's instance: its GPU count, the recommended layout of its plan and what it serves.
@@ -66,6 +68,8 @@ struct DisaggServing {
   /// +∞ when the prefill pool runs at its capacity (ρ = 1: the queue grows without bound).
   double ttft_wait_s = 0.0;
   double ttft_s = 0.0;  ///< mean: the wait + the prefill step + the KV transfer
+  /// With ServingRequest::ttft_percentile: that percentile of the TTFT (+∞ at ρ = 1); else 0.
+  double ttft_quantile_s = 0.0;
   double tpot_s = 0.0;
   /// The deployment's rate: the offered rate, or the most both pools serve (the TTFT target
   /// included).
@@ -94,7 +98,9 @@ struct AggServing {
   /// The mean wait of a prompt, M/D/1 with decode passes as vacations:
   /// ρ·D / (2·(1 − ρ)) + t_d / 2; +∞ at ρ = 1.
   double ttft_wait_s = 0.0;
-  double ttft_s = 0.0;          ///< mean: the wait + max(D, t_m)
+  double ttft_s = 0.0;  ///< mean: the wait + max(D, t_m)
+  /// With ServingRequest::ttft_percentile: that percentile of the TTFT (+∞ at ρ = 1); else 0.
+  double ttft_quantile_s = 0.0;
   double tpot_s = 0.0;          ///< the mean pass x·t_m + (1 − x)·t_d
   double requests_per_s = 0.0;  ///< every instance's
   int gpus_used = 0;
@@ -111,7 +117,8 @@ struct ServingPlan {
   int osl = 0;
   double ttft_target_s = 0.0;
   double tpot_target_s = 0.0;
-  double arrival_rate = 0.0;  ///< the offered requests/s (0: the most the budget serves)
+  double arrival_rate = 0.0;     ///< the offered requests/s (0: the most the budget serves)
+  double ttft_percentile = 0.0;  ///< the TTFT target's percentile as a fraction (0: the mean)
   std::optional<DisaggServing>
       disaggregated;                     ///< the best split; none when no pair meets the targets
   std::optional<AggServing> aggregated;  ///< the best aggregated instance
@@ -128,6 +135,18 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
 
 /// The mean wait of an M/D/1 queue of service time `d` at utilisation `rho`; +∞ at ρ ≥ 1.
 double md1_wait_seconds(double rho, double d);
+
+/// "p99", "p99.9", "p50" for 0.99, 0.999, 0.5.
+std::string percentile_name(double fraction);
+
+/// The p-quantile (0 < p < 1) of that wait: 0 when P(W = 0) = 1 − ρ ≥ p, else from the tail's
+/// exponential asymptote P(W > y) ≈ C·e^(−θ·y) (Cramér–Lundberg: θ = u/D, ρ·(e^u − 1) = u,
+/// C = (1 − ρ)/(ρ·e^u − 1)); +∞ at ρ ≥ 1.
+double md1_wait_quantile(double rho, double d, double p);
+
+/// The p-quantile of the M/D/1 wait plus the residual of a decode pass of `vacation` seconds in
+/// flight (uniform on [0, vacation], independent: the queue with vacations' decomposition).
+double md1_vacation_wait_quantile(double rho, double d, double vacation, double p);
 
 /// docs/PLAN_SCHEMA.md, "Serving plans".
 nlohmann::json serving_to_json(const ServingPlan& plan);

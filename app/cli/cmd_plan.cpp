@@ -52,6 +52,8 @@ struct PlanOptions {
   CLI::Option* tpot_opt = nullptr;
   double rate = 0.0;
   CLI::Option* rate_opt = nullptr;
+  double ttft_percentile = 0.0;
+  CLI::Option* ttft_percentile_opt = nullptr;
   std::vector<int> batches;  // --batches: decode batches per GPU (--pareto, --disagg)
   CLI::Option* batches_opt = nullptr;
   int top = 10;
@@ -312,7 +314,10 @@ std::string render_serving(const planner::ServingPlan& s) {
   std::string out = "serving plan: " + s.model + " on " + s.cluster + ", " +
                     std::to_string(s.gpu_budget) + " GPUs, " + std::to_string(s.isl) + " + " +
                     std::to_string(s.osl) + " tokens per request";
-  if (s.ttft_target_s > 0.0) out += ", TTFT ≤ " + format_fixed(s.ttft_target_s * 1e3, 1) + " ms";
+  if (s.ttft_target_s > 0.0) {
+    out += ", TTFT ≤ " + format_fixed(s.ttft_target_s * 1e3, 1) + " ms";
+    if (s.ttft_percentile > 0.0) out += " at " + planner::percentile_name(s.ttft_percentile);
+  }
   if (s.tpot_target_s > 0.0) out += ", TPOT ≤ " + format_fixed(s.tpot_target_s * 1e3, 2) + " ms";
   if (s.arrival_rate > 0.0) out += ", " + format_fixed(s.arrival_rate, 2) + " requests/s offered";
   out += "\ncost source: " + s.cost_source + "; " + std::to_string(s.plans_costed) +
@@ -325,7 +330,10 @@ std::string render_serving(const planner::ServingPlan& s) {
   t.add_column("layout");
   t.add_column("dispatcher");
   t.add_column("batch", Table::Align::kRight);
-  for (const char* h : {"TTFT ms", "TPOT ms", "req/s", "tok/s/GPU", "tok/s/user"}) {
+  const bool pct = s.ttft_percentile > 0.0;
+  t.add_column(pct ? "TTFT " + planner::percentile_name(s.ttft_percentile) + " ms" : "TTFT ms",
+               Table::Align::kRight);
+  for (const char* h : {"TPOT ms", "req/s", "tok/s/GPU", "tok/s/user"}) {
     t.add_column(h, Table::Align::kRight);
   }
   if (s.disaggregated) {
@@ -333,7 +341,8 @@ std::string render_serving(const planner::ServingPlan& s) {
     t.add_row({"disaggregated", "prefill", std::to_string(d.prefill_instances),
                std::to_string(d.prefill.gpus), d.prefill.layout.layout.shape_name(),
                planner::dispatcher_name(d.prefill.layout.layout.dispatcher),
-               std::to_string(d.prefill.batch) + " prompts", ms_cell(d.ttft_s, 1), "",
+               std::to_string(d.prefill.batch) + " prompts",
+               ms_cell(pct ? d.ttft_quantile_s : d.ttft_s, 1), "",
                format_fixed(d.prefill_instances * d.prefill.requests_per_s, 2), "", ""});
     t.add_row({"", "decode", std::to_string(d.decode_instances), std::to_string(d.decode.gpus),
                d.decode.layout.layout.shape_name(),
@@ -347,9 +356,10 @@ std::string render_serving(const planner::ServingPlan& s) {
     t.add_row({"aggregated", "both", std::to_string(a.instances), std::to_string(a.instance.gpus),
                a.instance.layout.layout.shape_name(),
                planner::dispatcher_name(a.instance.layout.layout.dispatcher),
-               std::to_string(a.instance.batch) + " seqs/GPU", ms_cell(a.ttft_s, 1),
-               format_fixed(a.tpot_s * 1e3, 2), format_fixed(a.requests_per_s, 2),
-               format_fixed(a.tokens_per_s_per_gpu, 1), format_fixed(a.tokens_per_s_per_user, 1)});
+               std::to_string(a.instance.batch) + " seqs/GPU",
+               ms_cell(pct ? a.ttft_quantile_s : a.ttft_s, 1), format_fixed(a.tpot_s * 1e3, 2),
+               format_fixed(a.requests_per_s, 2), format_fixed(a.tokens_per_s_per_gpu, 1),
+               format_fixed(a.tokens_per_s_per_user, 1)});
   }
   if (s.disaggregated || s.aggregated) out += t.render();
   out += "\nrecommended: " + (s.recommended.empty() ? std::string("none") : s.recommended) + "\n";
@@ -426,6 +436,14 @@ int run_plan(const PlanOptions& o) {
             input_error(name, ": expected a positive time in ms, got " + format_fixed(value, 3)));
       }
     }
+    if (o.ttft_percentile_opt->count() > 0 &&
+        !(o.ttft_percentile > 0.0 && o.ttft_percentile < 100.0)) {
+      return report_error(
+          input_error("ttft-percentile",
+                      ": expected a percentile between 0 and 100 (exclusive), e.g. 90 or "
+                      "99, got " +
+                          format_fixed(o.ttft_percentile, 3)));
+    }
     if (o.rate_opt->count() > 0 && !(o.rate > 0.0 && o.rate < 1e9)) {
       return report_error(input_error(
           "rate",
@@ -434,6 +452,10 @@ int run_plan(const PlanOptions& o) {
   } else if (o.rate_opt->count() > 0) {
     return report_error(input_error(
         "rate", ": an offered request rate is for serving plans; expected --disagg with it"));
+  } else if (o.ttft_percentile_opt->count() > 0) {
+    return report_error(input_error("ttft-percentile",
+                                    ": the TTFT's percentile is for serving plans (their "
+                                    "queueing); expected --disagg with it"));
   }
   std::optional<planner::ExportFormat> export_format;
   if (!o.export_format.empty()) {
@@ -508,6 +530,7 @@ int run_plan(const PlanOptions& o) {
     if (o.ttft_opt->count() > 0) sreq.ttft_target_s = o.ttft_ms * 1e-3;
     if (o.tpot_opt->count() > 0) sreq.tpot_target_s = o.tpot_ms * 1e-3;
     if (o.rate_opt->count() > 0) sreq.arrival_rate = o.rate;
+    if (o.ttft_percentile_opt->count() > 0) sreq.ttft_percentile = o.ttft_percentile / 100.0;
     sreq.decode_batches = *batches;
     auto serving = planner::plan_serving(*model, *cluster, costs, sreq);
     if (!serving) return report_error(serving.error());
@@ -701,6 +724,10 @@ void add_plan_command(CLI::App& app, Action& action) {
       "With --disagg: requests per second offered (Poisson arrivals); the deployment with the "
       "fewest GPUs that serves them within the targets (default: the most requests/s the GPUs "
       "serve)");
+  o->ttft_percentile_opt = cmd->add_option(
+      "--ttft-percentile", o->ttft_percentile,
+      "With --disagg: the TTFT target holds for this percentile of the requests (e.g. 90, 99) "
+      "instead of the mean; the table shows it");
   o->batches_opt = cmd->add_option("--batches", o->batches,
                                    "With --pareto or --disagg: the decode batches per GPU to "
                                    "sweep (comma-separated; default 1, 2, 4, …, 1024)")

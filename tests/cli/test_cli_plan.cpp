@@ -360,6 +360,15 @@ TEST(CliPlan, DisaggregatedServing) {
   }
   const int db = fj.at("disaggregated").at("decode").at("sequences_per_gpu").get<int>();
   EXPECT_TRUE(db == 64 || db == 384) << db;
+  // --ttft-percentile: the target and the table's column are that percentile.
+  const auto p99 = run_cli(base + "--ttft-ms 300 --ttft-percentile 99");
+  ASSERT_EQ(p99.exit_code, 0) << p99.err;
+  EXPECT_NE(p99.out.find("TTFT ≤ 300.0 ms at p99"), std::string::npos) << p99.out;
+  EXPECT_NE(p99.out.find("TTFT p99 ms"), std::string::npos) << p99.out;
+  expect_one_line_error(run_cli(base + "--ttft-percentile 100"),
+                        "--ttft-percentile: expected a percentile between 0 and 100");
+  expect_one_line_error(run_cli("plan --ttft-percentile 99"),
+                        "--ttft-percentile: the TTFT's percentile is for serving plans");
   expect_one_line_error(run_cli(base + "--batches 0"),
                         "--batches: expected sequences per GPU from 1 to 1048576, got 0");
   expect_one_line_error(run_cli("plan --batches 8"),

@@ -3,6 +3,8 @@
 // targets bind; impossible ones and bad requests say what to change.
 #include <gtest/gtest.h>
 
+#include <boost/multiprecision/cpp_bin_float.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -376,6 +378,95 @@ TEST(ServingQueue, AggregatedWaitIsTheQueueWithDecodeVacations) {
     const double plan = md1_wait_seconds(f, kTp) + tau / 2.0;
     EXPECT_NEAR(sim.mean, plan, 5.0 * sim.standard_error) << "f " << f << ", τ " << tau;
   }
+}
+
+// Erlang's exact M/D/1 waiting-time distribution (D = 1): P(W ≤ t) = (1 − ρ) Σ_{k ≤ t}
+// (ρ(k − t))^k / k! · e^(ρ(t − k)), an alternating sum, evaluated with 100 digits.
+double md1_exact_exceed(double rho, double t) {
+  if (t < 0.0) return 1.0;
+  using Big = boost::multiprecision::cpp_bin_float_100;
+  Big sum = 0, fact = 1;
+  for (int k = 0; k <= static_cast<int>(std::floor(t)); ++k) {
+    if (k > 0) fact *= k;
+    const Big x = Big(rho) * (Big(t) - k);
+    const Big term = boost::multiprecision::pow(x, k) / fact * boost::multiprecision::exp(x);
+    sum += (k % 2 == 0) ? term : Big(-term);
+  }
+  return static_cast<double>(1 - (1 - Big(rho)) * sum);
+}
+
+// The percentile of the wait against the exact distribution: the probability past it is within
+// 2.5% of 1 − p from 70% utilisation up (where a target binds the queue), within 16% below
+// (the tail's exponential asymptote near the atom at 0 — the waits there are a few D); exactly
+// 0 where P(W = 0) = 1 − ρ already covers p.
+TEST(ServingQueue, Md1QuantileAgainstErlangsExactDistribution) {
+  for (const double rho : {0.3, 0.5, 0.7, 0.8, 0.9, 0.95}) {
+    for (const double p : {0.5, 0.75, 0.9, 0.99, 0.999}) {
+      const double q = md1_wait_quantile(rho, 1.0, p);
+      if (p <= 1.0 - rho) {
+        EXPECT_EQ(q, 0.0) << "ρ " << rho << " p " << p;
+        continue;
+      }
+      const double bound = rho >= 0.7 ? 0.025 : 0.16;
+      EXPECT_NEAR(md1_exact_exceed(rho, q) / (1.0 - p), 1.0, bound) << "ρ " << rho << " p " << p;
+      EXPECT_NEAR(md1_wait_quantile(rho, 2.5, p), 2.5 * q, 1e-12 * q);  // scales with D
+    }
+  }
+  EXPECT_TRUE(std::isinf(md1_wait_quantile(1.0, 1.0, 0.9)));
+  EXPECT_EQ(percentile_name(0.99), "p99");
+  EXPECT_EQ(percentile_name(0.999), "p99.9");
+}
+
+// With decode passes as vacations the wait adds the pass in flight's residual, uniform on
+// [0, t_d]: P(W + U·t_d > t) = (1/t_d)·∫ P(W > t − v) dv, from the exact distribution (Simpson's
+// rule past the jump at v = t).
+TEST(ServingQueue, VacationQuantileAgainstTheExactDistribution) {
+  for (const auto& [rho, v] : {std::pair{0.7, 0.5}, std::pair{0.8, 1.0}, std::pair{0.9, 2.0}}) {
+    for (const double p : {0.9, 0.99}) {
+      const double q = md1_vacation_wait_quantile(rho, 1.0, v, p);
+      const double upper = std::min(q, v);
+      constexpr int kSteps = 400;
+      const double h = upper / kSteps;
+      double integral = 0.0;
+      for (int i = 0; i <= kSteps; ++i) {
+        const double f = md1_exact_exceed(rho, q - i * h);
+        integral += f * (i == 0 || i == kSteps ? 1.0 : (i % 2 == 1 ? 4.0 : 2.0));
+      }
+      integral *= h / 3.0;
+      const double exceed = (integral + std::max(0.0, v - q)) / v;
+      EXPECT_NEAR(exceed / (1.0 - p), 1.0, 0.025) << "ρ " << rho << " t_d " << v << " p " << p;
+      EXPECT_GT(q, md1_wait_quantile(rho, 1.0, p));
+      EXPECT_LT(q, md1_wait_quantile(rho, 1.0, p) + v);
+    }
+  }
+}
+
+// A TTFT percentile target: the percentile meets it, and it binds harder than the same target
+// on the mean.
+TEST(Serving, PercentileTargetBindsThePercentile) {
+  const Fixture f;
+  ServingRequest req = f.request();
+  req.ttft_target_s = 0.3;
+  auto mean = plan_serving(f.model, f.cluster, f.costs, req);
+  req.ttft_percentile = 0.99;
+  auto p99 = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_TRUE(mean.ok() && p99.ok());
+  ASSERT_TRUE(mean->disaggregated && p99->disaggregated && p99->aggregated);
+  for (const double q : {p99->disaggregated->ttft_quantile_s, p99->aggregated->ttft_quantile_s}) {
+    EXPECT_GT(q, 0.0);
+    EXPECT_LE(q, 0.3 * (1.0 + 1e-9));
+  }
+  EXPECT_GT(p99->disaggregated->ttft_quantile_s, p99->disaggregated->ttft_s);
+  EXPECT_LE(p99->disaggregated->requests_per_s, mean->disaggregated->requests_per_s);
+  EXPECT_EQ(mean->disaggregated->ttft_quantile_s, 0.0);  // not asked
+  const auto j = serving_to_json(*p99);
+  EXPECT_DOUBLE_EQ(j.at("ttft_percentile").get<double>(), 99.0);
+  EXPECT_DOUBLE_EQ(j.at("disaggregated").at("ttft_quantile_ms").get<double>(),
+                   p99->disaggregated->ttft_quantile_s * 1e3);
+  req.ttft_percentile = 1.0;
+  auto bad = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().input, "ttft-percentile");
 }
 
 TEST(Serving, BadRequestsNameTheInput) {

@@ -257,7 +257,9 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   // TTFT target caps ρ at 2·slack / (D + 2·slack), slack = target − step − transfer.
   for (const auto& [p, candidates] : prefill) {
     for (const auto& [d, dec] : decode) {
-      const int y_offered = offered ? static_cast<int>(std::ceil(rate / dec.requests_per_s)) : 0;
+      const double y_needed = offered ? std::ceil(rate / dec.requests_per_s) : 0.0;
+      if (y_needed * d > budget) continue;  // the decode pool alone exceeds the budget
+      const int y_offered = static_cast<int>(y_needed);
       for (int x = 1; x * p + std::max(1, y_offered) * d <= budget; ++x) {
         const int y = offered ? y_offered : (budget - x * p) / d;
         const KvRoute route = kv_route(cluster, kv_bytes_per_request, p, x * p, d);
@@ -361,108 +363,108 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
                      return offered ? a.bound < b.bound : a.bound > b.bound;
                    });
   for (const AggCandidate& cand : agg_candidates) {
-    {
-      const auto& cur = out.aggregated;
-      if (cur && (offered ? cand.bound > cur->gpus_used
-                          : cand.bound < cur->requests_per_s * (1.0 - 1e-12))) {
-        break;
+    const auto& cur = out.aggregated;
+    if (cur && (offered ? cand.bound > cur->gpus_used
+                        : cand.bound < cur->requests_per_s * (1.0 - 1e-12))) {
+      break;
+    }
+    const PoolInstance& inst = *cand.inst;
+    const int g = inst.gpus;
+    const double t_d = inst.step_s;
+    const Layout& shape = inst.layout.layout;
+    const int b = inst.batch;
+    const Plan* dec_plan = cache.get(Phase::kDecode, g, b, nullptr);
+    const double c_bal = std::ceil(static_cast<double>(b) * w.isl / w.osl);
+    for (int k = 0; k < 4; ++k) {
+      const double chunk = c_bal * (1 << k);
+      if (k > 0 && chunk > 16384.0) break;
+      Workload mixed_w = w;
+      mixed_w.phase = Phase::kPrefill;
+      mixed_w.tokens_per_gpu = static_cast<int>(chunk) + b;
+      Workload chunk_w = mixed_w;
+      chunk_w.tokens_per_gpu = static_cast<int>(chunk);
+      const CostContext mixed_ctx{model, cluster, costs, mixed_w, load, req.base.placement};
+      const CostContext chunk_ctx{model, cluster, costs, chunk_w, load, req.base.placement};
+      auto chunk_dense = cost_dense_parts(chunk_ctx, shape);
+      if (!chunk_dense) continue;
+      double t_m = 0.0;
+      Layout pass_layout = shape;
+      for (const LayoutCost& l : dec_plan->layouts) {  // the shape's dispatchers
+        if (l.layout.dp_size != shape.dp_size || l.layout.ep_size != shape.ep_size ||
+            l.layout.tp_size != shape.tp_size || l.layout.mapping != shape.mapping) {
+          continue;
+        }
+        ++mixed_costed;
+        auto rows = cost_layout(mixed_ctx, l.layout);
+        if (!rows || !rows->infeasible_reason.empty()) continue;
+        const double t =
+            rows->step_seconds - layers * rows->dense.attention.seconds +
+            layers * (chunk_dense->attention.seconds + inst.layout.dense.attention.seconds);
+        if (t_m == 0.0 || t < t_m) {
+          t_m = t;
+          pass_layout = l.layout;
+        }
       }
-      const PoolInstance& inst = *cand.inst;
-      const int g = inst.gpus;
-      const double t_d = inst.step_s;
-      const Layout& shape = inst.layout.layout;
-      const int b = inst.batch;
-      const Plan* dec_plan = cache.get(Phase::kDecode, g, b, nullptr);
-      const double c_bal = std::ceil(static_cast<double>(b) * w.isl / w.osl);
-      for (int k = 0; k < 4; ++k) {
-        const double chunk = c_bal * (1 << k);
-        if (k > 0 && chunk > 16384.0) break;
-        Workload mixed_w = w;
-        mixed_w.phase = Phase::kPrefill;
-        mixed_w.tokens_per_gpu = static_cast<int>(chunk) + b;
-        Workload chunk_w = mixed_w;
-        chunk_w.tokens_per_gpu = static_cast<int>(chunk);
-        const CostContext mixed_ctx{model, cluster, costs, mixed_w, load, req.base.placement};
-        const CostContext chunk_ctx{model, cluster, costs, chunk_w, load, req.base.placement};
-        auto chunk_dense = cost_dense_parts(chunk_ctx, shape);
-        if (!chunk_dense) continue;
-        double t_m = 0.0;
-        Layout pass_layout = shape;
-        for (const LayoutCost& l : dec_plan->layouts) {  // the shape's dispatchers
-          if (l.layout.dp_size != shape.dp_size || l.layout.ep_size != shape.ep_size ||
-              l.layout.tp_size != shape.tp_size || l.layout.mapping != shape.mapping) {
-            continue;
-          }
-          ++mixed_costed;
-          auto rows = cost_layout(mixed_ctx, l.layout);
-          if (!rows || !rows->infeasible_reason.empty()) continue;
-          const double t =
-              rows->step_seconds - layers * rows->dense.attention.seconds +
-              layers * (chunk_dense->attention.seconds + inst.layout.dense.attention.seconds);
-          if (t_m == 0.0 || t < t_m) {
-            t_m = t;
-            pass_layout = l.layout;
-          }
-        }
-        if (!(t_m > 0.0)) continue;
-        const double x = c_bal / chunk;
-        const double pass = x * t_m + (1.0 - x) * t_d;
-        if (req.tpot_target_s > 0.0 && pass > req.tpot_target_s) continue;
-        const double lambda_sat = g * static_cast<double>(b) / (w.osl * pass);  // per instance
-        const double per_prompt = t_m * w.isl / (g * chunk);
-        const double service = std::max(per_prompt, t_m);
-        // The wait the target judges: the mean, or the requested percentile.
-        const auto wait = [&](double r) {
-          return pct > 0.0 ? md1_vacation_wait_quantile(r, per_prompt, t_d, pct)
-                           : md1_wait_seconds(r, per_prompt) + 0.5 * t_d;
-        };
-        // The most utilisation: the batch's (x·t_m / t̄ at saturation) and the TTFT target's.
-        double rho_max = std::min(1.0, lambda_sat * per_prompt);
-        if (req.ttft_target_s > 0.0) {
-          const double slack = req.ttft_target_s - service;
-          if (pct > 0.0) {
-            rho_max = max_utilization(wait, slack, rho_max);
-            if (wait(rho_max) > slack) continue;
-          } else {
-            const double s_md1 = slack - 0.5 * t_d;  // the M/D/1 part's share
-            if (s_md1 < 0.0) continue;
-            rho_max = std::min(rho_max, 2.0 * s_md1 / (per_prompt + 2.0 * s_md1));
-          }
-        }
-        if (!(rho_max > 0.0)) continue;
-        AggServing s;
-        s.instance = inst;
-        s.instance.layout.layout = pass_layout;
-        s.instance.step_s = pass;
-        s.instance.requests_per_s = lambda_sat;
-        s.chunk_tokens_per_gpu = chunk;
-        s.mixed_pass_s = t_m;
-        s.decode_pass_s = t_d;
-        s.mixed_share = x;
-        s.prefill_s = per_prompt;
-        double rho = rho_max;
-        if (offered) {
-          s.instances = static_cast<int>(std::ceil(rate * per_prompt / rho_max));
-          rho = rate * per_prompt / s.instances;
-          while (rho >= 1.0 || rho > rho_max) {  // rounding at the boundary
-            ++s.instances;
-            rho = rate * per_prompt / s.instances;
-          }
-          if (s.instances * g > budget) continue;
+      if (!(t_m > 0.0)) continue;
+      const double x = c_bal / chunk;
+      const double pass = x * t_m + (1.0 - x) * t_d;
+      if (req.tpot_target_s > 0.0 && pass > req.tpot_target_s) continue;
+      const double lambda_sat = g * static_cast<double>(b) / (w.osl * pass);  // per instance
+      const double per_prompt = t_m * w.isl / (g * chunk);
+      const double service = std::max(per_prompt, t_m);
+      // The wait the target judges: the mean, or the requested percentile.
+      const auto wait = [&](double r) {
+        return pct > 0.0 ? md1_vacation_wait_quantile(r, per_prompt, t_d, pct)
+                         : md1_wait_seconds(r, per_prompt) + 0.5 * t_d;
+      };
+      // The most utilisation: the batch's (x·t_m / t̄ at saturation) and the TTFT target's.
+      double rho_max = std::min(1.0, lambda_sat * per_prompt);
+      if (req.ttft_target_s > 0.0) {
+        const double slack = req.ttft_target_s - service;
+        if (pct > 0.0) {
+          rho_max = max_utilization(wait, slack, rho_max);
+          if (wait(rho_max) > slack) continue;
         } else {
-          s.instances = budget / g;
+          const double s_md1 = slack - 0.5 * t_d;  // the M/D/1 part's share
+          if (s_md1 < 0.0) continue;
+          rho_max = std::min(rho_max, 2.0 * s_md1 / (per_prompt + 2.0 * s_md1));
         }
-        s.prefill_utilization = rho;
-        s.ttft_wait_s = md1_wait_seconds(rho, per_prompt) + 0.5 * t_d;
-        s.ttft_s = service + s.ttft_wait_s;
-        if (pct > 0.0) s.ttft_quantile_s = service + wait(rho);
-        s.tpot_s = pass;
-        s.requests_per_s = rho / per_prompt * s.instances;
-        s.gpus_used = s.instances * g;
-        s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / (offered ? s.gpus_used : budget);
-        s.tokens_per_s_per_user = 1.0 / s.tpot_s;
-        if (better(offered, w.osl, s, out.aggregated)) out.aggregated = s;
       }
+      if (!(rho_max > 0.0)) continue;
+      AggServing s;
+      s.instance = inst;
+      s.instance.layout.layout = pass_layout;
+      s.instance.step_s = pass;
+      s.instance.requests_per_s = lambda_sat;
+      s.chunk_tokens_per_gpu = chunk;
+      s.mixed_pass_s = t_m;
+      s.decode_pass_s = t_d;
+      s.mixed_share = x;
+      s.prefill_s = per_prompt;
+      double rho = rho_max;
+      if (offered) {
+        const double needed = std::ceil(rate * per_prompt / rho_max);
+        if (needed * g > budget) continue;
+        s.instances = static_cast<int>(needed);
+        rho = rate * per_prompt / s.instances;
+        while (rho >= 1.0 || rho > rho_max) {  // rounding at the boundary
+          ++s.instances;
+          rho = rate * per_prompt / s.instances;
+        }
+        if (s.instances * g > budget) continue;
+      } else {
+        s.instances = budget / g;
+      }
+      s.prefill_utilization = rho;
+      s.ttft_wait_s = md1_wait_seconds(rho, per_prompt) + 0.5 * t_d;
+      s.ttft_s = service + s.ttft_wait_s;
+      if (pct > 0.0) s.ttft_quantile_s = service + wait(rho);
+      s.tpot_s = pass;
+      s.requests_per_s = rho / per_prompt * s.instances;
+      s.gpus_used = s.instances * g;
+      s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / (offered ? s.gpus_used : budget);
+      s.tokens_per_s_per_user = 1.0 / s.tpot_s;
+      if (better(offered, w.osl, s, out.aggregated)) out.aggregated = s;
     }
   }
   out.plans_costed = cache.made();

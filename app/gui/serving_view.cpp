@@ -7,6 +7,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
@@ -86,6 +87,24 @@ ServingView::ServingView(Session* session, QWidget* parent) : QWidget(parent), s
       tr("Requests per second offered, Poisson arrivals (moeplan plan --disagg --rate): the "
          "deployment with the fewest GPUs that serves them within the targets; 0: the most "
          "requests/s the budget serves"));
+  auto* percentileLabel = new QLabel(tr("Per&centile:"), this);
+  percentile_ = new QDoubleSpinBox(this);
+  percentileLabel->setBuddy(percentile_);
+  percentile_->setRange(0.0, 99.99);
+  percentile_->setDecimals(2);
+  percentile_->setSingleStep(1.0);
+  percentile_->setPrefix(tr("p"));
+  percentile_->setSpecialValueText(tr("mean"));
+  percentile_->setToolTip(
+      tr("The TTFT target holds for this percentile of the requests, e.g. 90 or 99 (moeplan "
+         "plan --disagg --ttft-percentile); 0: the mean"));
+  auto* batchesLabel = new QLabel(tr("&Decode batches:"), this);
+  batches_ = new QLineEdit(this);
+  batchesLabel->setBuddy(batches_);
+  batches_->setPlaceholderText(tr("1, 2, 4, …, 1024"));
+  batches_->setToolTip(
+      tr("Sequences per GPU the decode and aggregated instances try, comma-separated (moeplan "
+         "plan --disagg --batches); empty: 1, 2, 4, …, 1024"));
   plan_ = new QPushButton(tr("Pla&n serving"), this);
   plan_->setToolTip(tr("Plan both deployments in the background"));
   cancel_ = new QPushButton(tr("Cancel"), this);
@@ -95,13 +114,19 @@ ServingView::ServingView(Session* session, QWidget* parent) : QWidget(parent), s
   progress_->setRange(0, 0);
   progress_->setMaximumWidth(140);
   progress_->hide();
-  for (QWidget* w :
-       std::initializer_list<QWidget*>{ttftLabel, ttft_, tpotLabel, tpot_, budgetLabel, budget_,
-                                       rateLabel, rate_, plan_, cancel_, progress_}) {
+  for (QWidget* w : std::initializer_list<QWidget*>{ttftLabel, ttft_, percentileLabel, percentile_,
+                                                    tpotLabel, tpot_, budgetLabel, budget_}) {
     row->addWidget(w);
   }
   row->addStretch(1);
   layout->addLayout(row);
+  auto* row2 = new QHBoxLayout();
+  for (QWidget* w : std::initializer_list<QWidget*>{rateLabel, rate_, batchesLabel, batches_, plan_,
+                                                    cancel_, progress_}) {
+    row2->addWidget(w);
+  }
+  row2->addStretch(1);
+  layout->addLayout(row2);
 
   header_ = new QLabel(this);
   header_->setWordWrap(true);
@@ -153,7 +178,21 @@ ServingView::ServingView(Session* session, QWidget* parent) : QWidget(parent), s
 }
 
 bool ServingView::start() {
-  session_->planServing(ttft_->value(), tpot_->value(), budget_->value(), rate_->value());
+  std::vector<int> batches;
+  for (const QString& part : batches_->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    bool ok = false;
+    const int b = part.trimmed().toInt(&ok);
+    if (!ok || b < 1 || b > (1 << 20)) {
+      error_->setText(tr("Decode batches: expected sequences per GPU from 1 to 1048576, "
+                         "comma-separated; got '%1'")
+                          .arg(part.trimmed()));
+      error_->show();
+      return false;
+    }
+    batches.push_back(b);
+  }
+  session_->planServing(ttft_->value(), tpot_->value(), budget_->value(), rate_->value(),
+                        percentile_->value(), std::move(batches));
   return session_->servingBusy() || session_->serving() != nullptr;
 }
 
@@ -178,7 +217,13 @@ void ServingView::showResult() {
                      .arg(s->gpu_budget)
                      .arg(s->isl)
                      .arg(s->osl);
-  if (s->ttft_target_s > 0.0) head += tr(", TTFT ≤ %1 ms").arg(fixed(s->ttft_target_s * 1e3, 1));
+  if (s->ttft_target_s > 0.0) {
+    head += tr(", TTFT ≤ %1 ms").arg(fixed(s->ttft_target_s * 1e3, 1));
+    if (s->ttft_percentile > 0.0) {
+      head +=
+          tr(" at %1").arg(QString::fromStdString(planner::percentile_name(s->ttft_percentile)));
+    }
+  }
   if (s->tpot_target_s > 0.0) head += tr(", TPOT ≤ %1 ms").arg(fixed(s->tpot_target_s * 1e3, 2));
   if (s->arrival_rate > 0.0) head += tr(", %1 requests/s offered").arg(fixed(s->arrival_rate, 2));
   head += tr("; cost source: %1; %2 instance plans costed (every legal layout of each)")
@@ -198,13 +243,19 @@ void ServingView::showResult() {
       table_->setItem(r, c, item);
     }
   };
+  // With a percentile the TTFT column is that percentile, as in the CLI's table.
+  const bool pct = s->ttft_percentile > 0.0;
+  table_->horizontalHeaderItem(6)->setText(
+      pct ? tr("TTFT %1 ms")
+                .arg(QString::fromStdString(planner::percentile_name(s->ttft_percentile)))
+          : tr("TTFT ms"));
   if (s->disaggregated) {
     const auto& d = *s->disaggregated;
     addRow({tr("disaggregated"), tr("prefill"), QString::number(d.prefill_instances),
             QString::number(d.prefill.gpus), layoutText(d.prefill),
-            tr("%1 prompts").arg(d.prefill.batch), msCell(d.ttft_s, 1), QString(),
-            fixed(d.prefill_instances * d.prefill.requests_per_s, 2), QString(), QString(),
-            fixed(d.prefill.step_s * 1e3, 2)});
+            tr("%1 prompts").arg(d.prefill.batch), msCell(pct ? d.ttft_quantile_s : d.ttft_s, 1),
+            QString(), fixed(d.prefill_instances * d.prefill.requests_per_s, 2), QString(),
+            QString(), fixed(d.prefill.step_s * 1e3, 2)});
     addRow({QString(), tr("decode"), QString::number(d.decode_instances),
             QString::number(d.decode.gpus), layoutText(d.decode),
             tr("%1 seqs/GPU").arg(d.decode.batch), QString(), fixed(d.tpot_s * 1e3, 2),
@@ -216,8 +267,8 @@ void ServingView::showResult() {
     const auto& a = *s->aggregated;
     addRow({tr("aggregated"), tr("both"), QString::number(a.instances),
             QString::number(a.instance.gpus), layoutText(a.instance),
-            tr("%1 seqs/GPU").arg(a.instance.batch), msCell(a.ttft_s, 1), fixed(a.tpot_s * 1e3, 2),
-            fixed(a.requests_per_s, 2), fixed(a.tokens_per_s_per_gpu, 1),
+            tr("%1 seqs/GPU").arg(a.instance.batch), msCell(pct ? a.ttft_quantile_s : a.ttft_s, 1),
+            fixed(a.tpot_s * 1e3, 2), fixed(a.requests_per_s, 2), fixed(a.tokens_per_s_per_gpu, 1),
             fixed(a.tokens_per_s_per_user, 1), fixed(a.instance.step_s * 1e3, 2)});
   }
   QString rec =

@@ -7,6 +7,7 @@
 #include <QWidget>
 
 class QDoubleSpinBox;
+class QLineEdit;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -33,6 +34,10 @@ class ServingView : public QWidget {
   QSpinBox* budgetSpin() const { return budget_; }
   /// Requests/s offered (Poisson arrivals); 0: the most the budget serves.
   QDoubleSpinBox* rateSpin() const { return rate_; }
+  /// The TTFT target's percentile; 0: the mean.
+  QDoubleSpinBox* percentileSpin() const { return percentile_; }
+  /// Decode batches per GPU to sweep, comma-separated; empty: 1, 2, 4, …, 1024.
+  QLineEdit* batchesEdit() const { return batches_; }
   QPushButton* planButton() const { return plan_; }
   QPushButton* cancelButton() const { return cancel_; }
   QProgressBar* progress() const { return progress_; }
@@ -52,6 +57,8 @@ class ServingView : public QWidget {
   QDoubleSpinBox* tpot_ = nullptr;
   QSpinBox* budget_ = nullptr;
   QDoubleSpinBox* rate_ = nullptr;
+  QDoubleSpinBox* percentile_ = nullptr;
+  QLineEdit* batches_ = nullptr;
   QPushButton* plan_ = nullptr;
   QPushButton* cancel_ = nullptr;
   QProgressBar* progress_ = nullptr;

@@ -1,6 +1,8 @@
 // The shared inputs and the plan worker.
 #include "app/gui/session.hpp"
 
+#include <algorithm>
+
 #include <QCoreApplication>
 #include <QFileInfo>
 #include <QtConcurrent/QtConcurrentRun>
@@ -354,7 +356,8 @@ void Session::waitForIdle() {
   QCoreApplication::processEvents();
 }
 
-void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget, double rate) {
+void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget, double rate,
+                          double ttft_percentile, std::vector<int> batches) {
   const int generation = ++servingGeneration_;
   if (!model_ || !cluster_ || !load_) {
     ServingOutcome out;
@@ -401,6 +404,10 @@ void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget, double
   sreq.ttft_target_s = ttft_ms * 1e-3;
   sreq.tpot_target_s = tpot_ms * 1e-3;
   sreq.arrival_rate = rate;
+  sreq.ttft_percentile = ttft_percentile / 100.0;
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  sreq.decode_batches = std::move(batches);
   auto future = QtConcurrent::run([model = std::make_shared<const models::MoeModel>(*model_),
                                    cluster = std::make_shared<const planner::Cluster>(*cluster_),
                                    sreq, generation, costs = costDb_.toStdString()]() {

@@ -5,6 +5,7 @@
 
 #include <QDoubleSpinBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -26,7 +27,8 @@ namespace {
 
 /// The serving plan the library makes for the window's inputs: Qwen3-30B-A3B on one HGX H200,
 /// the uniform load, contiguous placement, requests of 1024 + 256 tokens.
-planner::ServingPlan libraryServing(double ttft_ms, double tpot_ms, int budget, double rate = 0.0) {
+planner::ServingPlan libraryServing(double ttft_ms, double tpot_ms, int budget, double rate = 0.0,
+                                    double percentile = 0.0, std::vector<int> batches = {}) {
   auto model = models::load_model("qwen3-30b-a3b");
   auto cluster = planner::load_cluster("1x-hgx-h200");
   auto load = planner::synthetic_load("uniform", &*model);
@@ -43,6 +45,8 @@ planner::ServingPlan libraryServing(double ttft_ms, double tpot_ms, int budget, 
   sreq.ttft_target_s = ttft_ms * 1e-3;
   sreq.tpot_target_s = tpot_ms * 1e-3;
   sreq.arrival_rate = rate;
+  sreq.ttft_percentile = percentile / 100.0;
+  sreq.decode_batches = std::move(batches);
   auto setup = planner::make_cost_setup(*cluster, "");
   EXPECT_TRUE(setup) << setup.error().message;
   auto plan = planner::plan_serving(*model, *cluster, setup->costs(), sreq);
@@ -120,7 +124,32 @@ TEST(GuiServing, TableAndRecommendationAreTheLibrarysServingPlan) {
   EXPECT_NE(v->header()->text().indexOf(QStringLiteral("40.00 requests/s offered")), -1)
       << v->header()->text().toStdString();
   EXPECT_NE(v->recommendation()->text().indexOf(QStringLiteral("over the GPUs used")), -1);
-  const auto gui_offered = offered;
+
+  // A p99 target and given batches: the library's plan for them, the column named.
+  v->rateSpin()->setValue(0.0);
+  v->ttftSpin()->setValue(300.0);
+  v->percentileSpin()->setValue(99.0);
+  v->batchesEdit()->setText(QStringLiteral("384, 64"));
+  ASSERT_TRUE(v->start()) << v->errorLabel()->text().toStdString();
+  w.waitForIdle();
+  ASSERT_NE(w.session()->serving(), nullptr);
+  EXPECT_EQ(planner::serving_to_json(*w.session()->serving()),
+            planner::serving_to_json(libraryServing(300.0, 30.0, 0, 0.0, 99.0, {64, 384})));
+  EXPECT_EQ(v->table()->horizontalHeaderItem(6)->text(), QStringLiteral("TTFT p99 ms"));
+  EXPECT_NE(v->header()->text().indexOf(QStringLiteral("TTFT ≤ 300.0 ms at p99")), -1)
+      << v->header()->text().toStdString();
+  // A batch that is not a count: said so, nothing planned.
+  v->batchesEdit()->setText(QStringLiteral("64, many"));
+  EXPECT_FALSE(v->start());
+  EXPECT_EQ(v->errorLabel()->text().indexOf(QStringLiteral("Decode batches: expected")), 0)
+      << v->errorLabel()->text().toStdString();
+  v->batchesEdit()->clear();
+  v->percentileSpin()->setValue(0.0);
+  v->ttftSpin()->setValue(0.0);
+  ASSERT_TRUE(v->start());
+  w.waitForIdle();
+  const auto gui_offered = w.session()->serving();
+  ASSERT_NE(gui_offered, nullptr);
 
   // A cancelled plan is dropped: the last one stays, and the view says so.
   v->rateSpin()->setValue(0.0);

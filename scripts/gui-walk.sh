@@ -72,7 +72,7 @@ for size in 1366x768 1600x1000; do
   sleep 1
   DISPLAY="$display" QT_QPA_PLATFORM=xcb "$app_bin" --walk "$dir" \
     --model qwen2-57b-a14b --cluster 2x-hgx-h200 --load powerlaw:alpha=1.2,shuffle=1 \
-    --placement eplb --redundant 1 --context 4096,1024 >"$log" 2>&1 &
+    --placement eplb --redundant 1 --context 4096,1024 --targets 2000,50 >"$log" 2>&1 &
   app=$!
   pids+=("$app")
   # The first view is captured once the plan, the placement and the example profile are done.

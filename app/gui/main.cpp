@@ -92,6 +92,12 @@ int main(int argc, char** argv) {
                      "serving for them)."),
       QStringLiteral("ISL,OSL"));
   parser.addOption(context);
+  const QCommandLineOption targets(
+      QStringLiteral("targets"),
+      QStringLiteral("The Serving view's TTFT and TPOT targets in ms, as moeplan plan --ttft-ms "
+                     "and --tpot-ms (0: none)."),
+      QStringLiteral("TTFT,TPOT"));
+  parser.addOption(targets);
   parser.addOption(phase);
   parser.addOption(walk);
   parser.addOption(costs);
@@ -141,6 +147,21 @@ int main(int argc, char** argv) {
     window.islSpin()->setValue(in);
     window.oslSpin()->setValue(out);
   }
+  if (parser.isSet(targets)) {
+    const QStringList parts = parser.value(targets).split(QLatin1Char(','));
+    bool ok_ttft = false, ok_tpot = false;
+    const double ttft = parts.size() == 2 ? parts[0].toDouble(&ok_ttft) : -1.0;
+    const double tpot = parts.size() == 2 ? parts[1].toDouble(&ok_tpot) : -1.0;
+    auto* view = window.servingView();
+    if (!ok_ttft || !ok_tpot || ttft < 0.0 || tpot < 0.0 || ttft > view->ttftSpin()->maximum() ||
+        tpot > view->tpotSpin()->maximum()) {
+      return fail(QStringLiteral("--targets: expected TTFT,TPOT, two times in ms (0: none), got "
+                                 "'%1'")
+                      .arg(parser.value(targets)));
+    }
+    view->ttftSpin()->setValue(ttft);
+    view->tpotSpin()->setValue(tpot);
+  }
   if (parser.isSet(placement) || parser.isSet(redundant)) {
     if (!window.setPlacement(parser.value(placement), parser.value(redundant))) {
       return fail(QStringLiteral("--placement: expected contiguous, round_robin, eplb or best; "
@@ -171,7 +192,7 @@ int main(int argc, char** argv) {
       if (!err.isEmpty()) return fail(QStringLiteral("profiling view: ") + err);
     }
     if (parser.isSet(context)) {
-      // The Serving view's picture: the serving plan of the same inputs, no targets.
+      // The Serving view's picture: the serving plan of the same inputs and --targets.
       window.waitForIdle();
       window.servingView()->start();
       window.waitForIdle();

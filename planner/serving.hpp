@@ -75,7 +75,8 @@ struct DisaggServing {
   /// included).
   double requests_per_s = 0.0;
   int gpus_used = 0;
-  double tokens_per_s_per_gpu = 0.0;   ///< output tokens per second per budget GPU
+  /// Output tokens per second per budget GPU (with an offered rate: per GPU used).
+  double tokens_per_s_per_gpu = 0.0;
   double tokens_per_s_per_user = 0.0;  ///< 1 / TPOT
 };
 

@@ -714,11 +714,12 @@ void add_plan_command(CLI::App& app, Action& action) {
   o->ttft_opt = cmd->add_option(
       "--ttft-ms", o->ttft_ms,
       "Prefill: time-to-first-token target; layouts whose step of prompts takes longer are "
-      "listed as not meeting it");
+      "listed as not meeting it. With --disagg: the serving plan's TTFT, queueing included (the "
+      "mean, or --ttft-percentile)");
   o->tpot_opt = cmd->add_option(
       "--tpot-ms", o->tpot_ms,
       "Decode: time-per-output-token target; layouts whose step takes longer are listed as not "
-      "meeting it");
+      "meeting it. With --disagg: the decode pool's step, the aggregated mean pass");
   o->rate_opt = cmd->add_option(
       "--rate", o->rate,
       "With --disagg: requests per second offered (Poisson arrivals); the deployment with the "

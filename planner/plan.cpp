@@ -441,6 +441,19 @@ std::vector<int> default_pareto_batches() {
   return out;
 }
 
+Result<std::vector<int>> sweep_batches(std::vector<int> given) {
+  if (given.empty()) return default_pareto_batches();
+  for (const int b : given) {
+    if (b < 1 || b > (1 << 20)) {
+      return input_error(
+          "batches", ": expected sequences per GPU from 1 to 1048576, got " + std::to_string(b));
+    }
+  }
+  std::sort(given.begin(), given.end());
+  given.erase(std::unique(given.begin(), given.end()), given.end());
+  return given;
+}
+
 Result<std::vector<ParetoPoint>> decode_pareto(const models::MoeModel& model,
                                                const Cluster& cluster, const CostSource& costs,
                                                PlanRequest request,

@@ -81,6 +81,11 @@ void mark_pareto_front(std::vector<ParetoPoint>& points);
 /// The decode batch sizes a Pareto sweep tries by default: 1, 2, 4, …, 1024 per GPU.
 std::vector<int> default_pareto_batches();
 
+/// The decode batches per GPU a sweep (`--batches`) tries: `given` ascending and each once, or
+/// default_pareto_batches() when it is empty; a value outside 1..1048576 is an error naming
+/// {batches}.
+Result<std::vector<int>> sweep_batches(std::vector<int> given);
+
 /// For each batch per GPU in `batches` (ascending), the plan of `request` at that batch and its
 /// recommended layout; batches where no layout fits (memory, KV cache, the latency target) are
 /// left out. Needs a decode request; errors as make_plan's, or one naming the phase.

@@ -183,8 +183,9 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     for (int s = 1; s <= budget; s *= 2) sizes.push_back(s);
     if (sizes.back() != budget) sizes.push_back(budget);
   }
-  const std::vector<int> batches =
-      req.decode_batches.empty() ? default_pareto_batches() : req.decode_batches;
+  auto swept = sweep_batches(req.decode_batches);  // empty: the default sweep
+  if (!swept) return swept.error();
+  const std::vector<int> batches = std::move(*swept);
   const std::vector<int> prompts =
       req.prefill_prompts.empty() ? std::vector<int>{1, 2, 4, 8, 16, 32, 64} : req.prefill_prompts;
 
@@ -228,6 +229,14 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     std::sort(prefill[p].begin(), prefill[p].end(),
               [](const auto& a, const auto& b) { return a.requests_per_s > b.requests_per_s; });
   }
+  // A decode instance of d GPUs at b sequences per GPU: its plan's recommendation, TPOT = its
+  // step, d·b / (osl·TPOT) requests/s; none when nothing fits (`why` says what).
+  const auto decode_instance = [&](int d, int b, std::string* why) -> std::optional<PoolInstance> {
+    const LayoutCost* best = recommended(cache.get(Phase::kDecode, d, b, why));
+    if (best == nullptr) return std::nullopt;
+    return PoolInstance{d, *best, b, best->step_seconds,
+                        d * static_cast<double>(b) / (w.osl * best->step_seconds)};
+  };
   // Decode instances: per size, the batch with the most requests/s within the TPOT target.
   std::map<int, PoolInstance> decode;
   std::map<int, std::vector<PoolInstance>> decode_all;  // every fitting batch (aggregated)
@@ -235,15 +244,14 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     if (d < 1 || d >= budget) continue;
     for (const int b : batches) {
       std::string why;
-      const LayoutCost* best = recommended(cache.get(Phase::kDecode, d, b, &why));
-      if (best == nullptr) {
+      const auto found = decode_instance(d, b, &why);
+      if (!found) {
         note(why.empty() ? "no decode layout on " + std::to_string(d) + " GPUs fits " +
                                std::to_string(b) + " sequences per GPU"
                          : why);
         continue;
       }
-      PoolInstance inst{d, *best, b, best->step_seconds,
-                        d * static_cast<double>(b) / (w.osl * best->step_seconds)};
+      const PoolInstance& inst = *found;
       decode_all[d].push_back(inst);
       if (req.tpot_target_s > 0.0 && inst.step_s > req.tpot_target_s) continue;
       auto it = decode.find(d);
@@ -333,12 +341,7 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   if (std::find(sizes.begin(), sizes.end(), budget) != sizes.end() &&
       decode_all.find(budget) == decode_all.end()) {
     for (const int b : batches) {
-      std::string why;
-      const LayoutCost* best = recommended(cache.get(Phase::kDecode, budget, b, &why));
-      if (best == nullptr) continue;
-      decode_all[budget].push_back(
-          {budget, *best, b, best->step_seconds,
-           budget * static_cast<double>(b) / (w.osl * best->step_seconds)});
+      if (auto inst = decode_instance(budget, b, nullptr)) decode_all[budget].push_back(*inst);
     }
   }
   // Every instance's rate is at most g·b / (osl·t_d) (t̄ ≥ t_d): the candidates in the order of

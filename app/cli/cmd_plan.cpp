@@ -385,30 +385,13 @@ std::string render_serving(const planner::ServingPlan& s) {
   return out;
 }
 
-/// --batches: the decode batches per GPU to sweep, ascending and each once; an error names a
-/// value that is not a positive count.
-Result<std::vector<int>> sweep_batches(const PlanOptions& o) {
-  if (o.batches_opt->count() == 0) return planner::default_pareto_batches();
-  std::vector<int> out;
-  for (const int b : o.batches) {
-    if (b < 1 || b > (1 << 20)) {
-      return input_error(
-          "batches", ": expected sequences per GPU from 1 to 1048576, got " + std::to_string(b));
-    }
-    out.push_back(b);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 int run_plan(const PlanOptions& o) {
   if (!o.layout_file.empty()) return run_layout_file(o);
   if (o.batches_opt->count() > 0 && !o.disagg && !o.pareto) {
     return report_error(input_error(
         "batches", ": the decode batches to sweep are for --pareto or --disagg; expected one"));
   }
-  auto batches = sweep_batches(o);
+  auto batches = planner::sweep_batches(o.batches);
   if (!batches) return report_error(batches.error());
   if (o.disagg) {
     const char* clash = o.phase_opt->count() > 0    ? "--phase"
@@ -729,10 +712,11 @@ void add_plan_command(CLI::App& app, Action& action) {
       "--ttft-percentile", o->ttft_percentile,
       "With --disagg: the TTFT target holds for this percentile of the requests (e.g. 90, 99) "
       "instead of the mean; the table shows it");
-  o->batches_opt = cmd->add_option("--batches", o->batches,
-                                   "With --pareto or --disagg: the decode batches per GPU to "
-                                   "sweep (comma-separated; default 1, 2, 4, …, 1024)")
-                       ->delimiter(',');
+  o->batches_opt =
+      cmd->add_option("--batches", o->batches,
+                      "With --pareto or --disagg: the decode batches per GPU to "
+                      "sweep (comma-separated; default: the powers of 2 from 1 to 1024)")
+          ->delimiter(',');
   o->top_opt = cmd->add_option(
       "--top", o->top, "Show the best K layouts (0: all; default 10 in the table, all in JSON)");
   cmd->add_flag("--json", o->json, "Print the plan as JSON (docs/PLAN_SCHEMA.md)");

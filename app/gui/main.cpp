@@ -149,12 +149,16 @@ int main(int argc, char** argv) {
   }
   if (parser.isSet(targets)) {
     const QStringList parts = parser.value(targets).split(QLatin1Char(','));
-    bool ok_ttft = false, ok_tpot = false;
-    const double ttft = parts.size() == 2 ? parts[0].toDouble(&ok_ttft) : -1.0;
-    const double tpot = parts.size() == 2 ? parts[1].toDouble(&ok_tpot) : -1.0;
     auto* view = window.servingView();
-    if (!ok_ttft || !ok_tpot || ttft < 0.0 || tpot < 0.0 || ttft > view->ttftSpin()->maximum() ||
-        tpot > view->tpotSpin()->maximum()) {
+    // Each part a time in ms the view's spin box can hold (0: none).
+    const auto inRange = [](const QString& text, const QDoubleSpinBox* spin, double* ms) {
+      bool ok = false;
+      *ms = text.toDouble(&ok);
+      return ok && *ms >= 0.0 && *ms <= spin->maximum();
+    };
+    double ttft = 0.0, tpot = 0.0;
+    if (parts.size() != 2 || !inRange(parts[0], view->ttftSpin(), &ttft) ||
+        !inRange(parts[1], view->tpotSpin(), &tpot)) {
       return fail(QStringLiteral("--targets: expected TTFT,TPOT, two times in ms (0: none), got "
                                  "'%1'")
                       .arg(parser.value(targets)));

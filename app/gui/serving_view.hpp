@@ -36,7 +36,7 @@ class ServingView : public QWidget {
   QDoubleSpinBox* rateSpin() const { return rate_; }
   /// The TTFT target's percentile; 0: the mean.
   QDoubleSpinBox* percentileSpin() const { return percentile_; }
-  /// Decode batches per GPU to sweep, comma-separated; empty: 1, 2, 4, …, 1024.
+  /// Decode batches per GPU to sweep, comma-separated; empty: the powers of 2 from 1 to 1024.
   QLineEdit* batchesEdit() const { return batches_; }
   QPushButton* planButton() const { return plan_; }
   QPushButton* cancelButton() const { return cancel_; }

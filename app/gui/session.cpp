@@ -1,8 +1,6 @@
 // The shared inputs and the plan worker.
 #include "app/gui/session.hpp"
 
-#include <algorithm>
-
 #include <QCoreApplication>
 #include <QFileInfo>
 #include <QtConcurrent/QtConcurrentRun>
@@ -398,6 +396,12 @@ void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget, double
     finishServing(std::move(early));
     return;
   }
+  auto sweep = planner::sweep_batches(std::move(batches));
+  if (!sweep) {
+    early.error = errorText(sweep.error());
+    finishServing(std::move(early));
+    return;
+  }
   planner::ServingRequest sreq;
   sreq.base = std::move(*request);
   sreq.gpu_budget = gpu_budget;
@@ -405,9 +409,7 @@ void Session::planServing(double ttft_ms, double tpot_ms, int gpu_budget, double
   sreq.tpot_target_s = tpot_ms * 1e-3;
   sreq.arrival_rate = rate;
   sreq.ttft_percentile = ttft_percentile / 100.0;
-  std::sort(batches.begin(), batches.end());
-  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
-  sreq.decode_batches = std::move(batches);
+  sreq.decode_batches = std::move(*sweep);
   auto future = QtConcurrent::run([model = std::make_shared<const models::MoeModel>(*model_),
                                    cluster = std::make_shared<const planner::Cluster>(*cluster_),
                                    sreq, generation, costs = costDb_.toStdString()]() {

@@ -131,8 +131,8 @@ class Session : public QObject {
   /// both needed), with the current model, cluster, load, placement and cost source; latency
   /// targets in ms (0: none), a GPU budget (0: the cluster's), an offered rate in requests/s
   /// (0: the most the budget serves; `--rate`), the TTFT target's percentile (0: the mean;
-  /// `--ttft-percentile`) and the decode batches per GPU to sweep (empty: 1, 2, 4, …, 1024;
-  /// `--batches`). A running one is abandoned.
+  /// `--ttft-percentile`) and the decode batches per GPU to sweep (empty: the powers of 2
+  /// from 1 to 1024; `--batches`). A running one is abandoned.
   void planServing(double ttft_ms, double tpot_ms, int gpu_budget, double rate = 0.0,
                    double ttft_percentile = 0.0, std::vector<int> batches = {});
   /// Abandons the running serving plan: its result is dropped when it arrives.

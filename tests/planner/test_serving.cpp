@@ -469,6 +469,25 @@ TEST(Serving, PercentileTargetBindsThePercentile) {
   EXPECT_EQ(bad.error().input, "ttft-percentile");
 }
 
+// The decode batches a sweep tries: given ones ascending and once each, the default when none.
+TEST(Serving, SweepBatchesAreAscendingUniqueAndBounded) {
+  auto given = sweep_batches({384, 64, 384});
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(*given, (std::vector<int>{64, 384}));
+  auto none = sweep_batches({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, default_pareto_batches());
+  auto zero = sweep_batches({8, 0});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().input, "batches");
+  const Fixture f;
+  ServingRequest req = f.request();
+  req.decode_batches = {0};
+  auto e = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().input, "batches");
+}
+
 TEST(Serving, BadRequestsNameTheInput) {
   const Fixture f;
   ServingRequest req = f.request();

@@ -101,7 +101,9 @@ ServingView::ServingView(Session* session, QWidget* parent) : QWidget(parent), s
   auto* batchesLabel = new QLabel(tr("&Decode batches:"), this);
   batches_ = new QLineEdit(this);
   batchesLabel->setBuddy(batches_);
-  batches_->setPlaceholderText(tr("default: the powers of 2 from 1 to 1024"));
+  batches_->setPlaceholderText(tr("default: powers of 2, 1 to 1024"));
+  batches_->setMinimumWidth(batches_->fontMetrics().horizontalAdvance(batches_->placeholderText()) +
+                            24);
   batches_->setToolTip(
       tr("Sequences per GPU the decode and aggregated instances try, comma-separated (moeplan "
          "plan --disagg --batches); empty: the powers of 2 from 1 to 1024"));

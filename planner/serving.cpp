@@ -384,12 +384,10 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
       Workload mixed_w = w;
       mixed_w.phase = Phase::kPrefill;
       mixed_w.tokens_per_gpu = static_cast<int>(chunk) + b;
-      Workload chunk_w = mixed_w;
-      chunk_w.tokens_per_gpu = static_cast<int>(chunk);
       const CostContext mixed_ctx{model, cluster, costs, mixed_w, load, req.base.placement};
-      const CostContext chunk_ctx{model, cluster, costs, chunk_w, load, req.base.placement};
-      auto chunk_dense = cost_dense_parts(chunk_ctx, shape);
-      if (!chunk_dense) continue;
+      // The pass's attention blocks: the chunk's and the decode rows' in one batch.
+      auto mixed_attention = cost_mixed_attention(mixed_ctx, shape, chunk, b);
+      if (!mixed_attention) continue;
       double t_m = 0.0;
       Layout pass_layout = shape;
       for (const LayoutCost& l : dec_plan->layouts) {  // the shape's dispatchers
@@ -400,9 +398,8 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
         ++mixed_costed;
         auto rows = cost_layout(mixed_ctx, l.layout);
         if (!rows || !rows->infeasible_reason.empty()) continue;
-        const double t =
-            rows->step_seconds - layers * rows->dense.attention.seconds +
-            layers * (chunk_dense->attention.seconds + inst.layout.dense.attention.seconds);
+        const double t = rows->step_seconds -
+                         layers * (rows->dense.attention.seconds - mixed_attention->seconds);
         if (t_m == 0.0 || t < t_m) {
           t_m = t;
           pass_layout = l.layout;
@@ -421,7 +418,10 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
                          : md1_wait_seconds(r, per_prompt) + 0.5 * t_d;
       };
       // The most utilisation: the batch's (x·t_m / t̄ at saturation) and the TTFT target's.
-      double rho_max = std::min(1.0, lambda_sat * per_prompt);
+      // λ_sat·D = b·isl / (osl·c) · t_m / t̄, written so that a batch whose passes are all mixed
+      // (x = 1, c = b·isl/osl) gives exactly 1 — the queue at its capacity — not 1 − ε.
+      double rho_max = std::min(1.0, x * t_m / pass * (b * static_cast<double>(w.isl) /
+                                                         (static_cast<double>(w.osl) * c_bal)));
       if (req.ttft_target_s > 0.0) {
         const double slack = req.ttft_target_s - service;
         if (pct > 0.0) {

@@ -189,6 +189,14 @@ double deepep_ll_dispatch_message_bytes(int hidden);
 /// The parts outside the MoE blocks of one layout (cost_model_dense.cpp).
 Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout);
 
+/// One layer's attention block of a chunked-prefill pass: `chunk_per_gpu` prompt tokens (at the
+/// prompt's context, attention_context of a prefill step) and `decode_per_gpu` sequences (at the
+/// decode context) per GPU in one batch — the norms, projections, RoPE and TP all-reduce over
+/// all the rows (each weight read once), each phase's attention core (and MLA's prefill
+/// expansion or absorbed decode GEMMs) over its own rows. Contexts from ctx.workload's isl/osl.
+Result<CostItem> cost_mixed_attention(const CostContext& ctx, const Layout& layout,
+                                      double chunk_per_gpu, double decode_per_gpu);
+
 /// The attention core one rank of attention TP size `tp_size` runs for `tokens` tokens (the TP
 /// group's) at `context`: the rank's query heads, MLA decode absorbed over the latent, MLA
 /// prefill expanded into per-head keys and values, GQA's K/V heads split (and replicated past

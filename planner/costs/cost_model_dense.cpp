@@ -127,28 +127,28 @@ Status mla_copies(const CostSource& cs, double values, DType dtype, CostItem& it
   return add(item, cs.elementwise({"stage", 2.0 * values * dtype_bytes(dtype), dtype}));
 }
 
-}  // namespace
-
-Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout) {
+/// One decoder layer's attention block over `pre` prompt tokens (prefill, at `pre_context`) and
+/// `dec` decode sequences (at `dec_context`) of the TP group in one batch: the norms, the
+/// projections, RoPE and the all-reduce over all pre + dec rows (each weight read once); each
+/// attention core — and MLA's phase-specific parts: prefill's kv_b expansion, decode's absorbed
+/// W_UK / W_UV — over its own rows. A pure prefill or decode step has one of them zero.
+Status attention_block(const CostContext& ctx, const Layout& layout, double pre, double dec,
+                       double pre_context, double dec_context, CostItem& at) {
   const models::MoeModel& m = ctx.model;
   const CostSource& cs = ctx.costs;
   const auto& a = m.attention;
   const int tp = std::max(1, layout.tp_size);
-  const double tokens = static_cast<double>(tp) * ctx.workload.tokens_per_gpu;  // the TP group's
+  const double tokens = pre + dec;
   const double h = static_cast<double>(m.hidden_size);
   const DType act = m.dtype;
   const bool aq = m.weights.attention_quantized;
   const DType adt = aq ? m.weights.compute_dtype() : m.dtype;
-  const bool decode = ctx.workload.phase == Phase::kDecode;
-  const auto tp_groups = layout.tp_groups();
 
-  DenseCost out;
-  out.context = attention_context(ctx.workload);
-  CostItem& at = out.attention;
   // Input norm before attention, post-attention norm before the MLP or MoE block.
   MOEPLAN_TRY_STATUS(norm(cs, 2.0 * tokens * h, act, at));
-  const AttentionQuery q = attention_core_query(m, tp, decode, tokens, out.context);
-  const double heads = q.heads;
+  const AttentionQuery q_pre = attention_core_query(m, tp, false, pre, pre_context);
+  const AttentionQuery q_dec = attention_core_query(m, tp, true, dec, dec_context);
+  const double heads = q_pre.heads;
   if (a.mla) {
     const double nope = a.qk_nope_head_dim, rope = a.qk_rope_head_dim, v = a.v_head_dim;
     const double lora = a.kv_lora_rank;
@@ -175,29 +175,29 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
     MOEPLAN_TRY_STATUS(norm(cs, tokens * lora, act, at));
     MOEPLAN_TRY_STATUS(rope_pass(cs, tokens * (heads * (nope + rope) + rope), act, at));
     const std::int64_t kv_b_out = all_heads * (std::int64_t{a.qk_nope_head_dim} + a.v_head_dim);
-    if (decode) {
+    if (dec > 0.0) {
       // Absorbed (FlashMLA, SGLang's and vLLM's decode): q_nope through W_UK into the latent,
       // attention over the cached latent + rope key shared by every head, out through W_UV.
       MOEPLAN_TRY_STATUS(
-          linear(cs, m, adt, aq, tokens, heads * lora, nope, kv_b_out, a.kv_lora_rank, at));
-      MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
+          linear(cs, m, adt, aq, dec, heads * lora, nope, kv_b_out, a.kv_lora_rank, at));
+      MOEPLAN_TRY_STATUS(add(at, cs.attention(q_dec)));
       MOEPLAN_TRY_STATUS(
-          linear(cs, m, adt, aq, tokens, heads * v, lora, kv_b_out, a.kv_lora_rank, at));
+          linear(cs, m, adt, aq, dec, heads * v, lora, kv_b_out, a.kv_lora_rank, at));
       // The copies around the per-head GEMMs: the nope queries in, the latent queries out
       // beside the rope queries, the attention's latent rows in, the values out, and the new
       // token's latent and rope key appended to the cache (K) and latent (V).
       MOEPLAN_TRY_STATUS(mla_copies(
-          cs, tokens * (heads * (nope + 2.0 * lora + rope + v) + 2.0 * lora + rope), act, at));
-    } else {
+          cs, dec * (heads * (nope + 2.0 * lora + rope + v) + 2.0 * lora + rope), act, at));
+    }
+    if (pre > 0.0) {
       // Prefill expands the latent into this rank's heads' keys and values (kv_b_proj), then
       // runs multi-head attention.
       MOEPLAN_TRY_STATUS(
-          linear(cs, m, adt, aq, tokens, heads * (nope + v), lora, kv_b_out, a.kv_lora_rank, at));
+          linear(cs, m, adt, aq, pre, heads * (nope + v), lora, kv_b_out, a.kv_lora_rank, at));
       // Every head's key assembled (rope key | nope key), its value gathered, and the latent
       // and rope key stored as the KV cache.
-      MOEPLAN_TRY_STATUS(
-          mla_copies(cs, tokens * (heads * (nope + rope + v) + lora + rope), act, at));
-      MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
+      MOEPLAN_TRY_STATUS(mla_copies(cs, pre * (heads * (nope + rope + v) + lora + rope), act, at));
+      MOEPLAN_TRY_STATUS(add(at, cs.attention(q_pre)));
     }
     MOEPLAN_TRY_STATUS(
         linear(cs, m, adt, aq, tokens, h, heads * v, m.hidden_size, all_heads * a.v_head_dim, at));
@@ -218,14 +218,37 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
                                     : 0.0})));
     MOEPLAN_TRY_STATUS(rope_pass(cs, tokens * (heads + kv_heads) * hd, act, at));
     if (a.qk_norm) MOEPLAN_TRY_STATUS(norm(cs, tokens * (heads + kv_heads) * hd, act, at));
-    MOEPLAN_TRY_STATUS(add(at, cs.attention(q)));
+    if (pre > 0.0) MOEPLAN_TRY_STATUS(add(at, cs.attention(q_pre)));
+    if (dec > 0.0) MOEPLAN_TRY_STATUS(add(at, cs.attention(q_dec)));
     MOEPLAN_TRY_STATUS(linear(cs, m, adt, aq, tokens, h, heads * hd, m.hidden_size, qd, at));
   }
-  const double row_bytes = tokens * h * dtype_bytes(act);
   if (tp > 1) {
-    MOEPLAN_TRY_STATUS(
-        add(at, cs.collective({CollectiveOp::kAllReduce, tp_groups, row_bytes, {}, act})));
+    MOEPLAN_TRY_STATUS(add(at, cs.collective({CollectiveOp::kAllReduce,
+                                              layout.tp_groups(),
+                                              tokens * h * dtype_bytes(act),
+                                              {},
+                                              act})));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout) {
+  const models::MoeModel& m = ctx.model;
+  const CostSource& cs = ctx.costs;
+  const int tp = std::max(1, layout.tp_size);
+  const double tokens = static_cast<double>(tp) * ctx.workload.tokens_per_gpu;  // the TP group's
+  const double h = static_cast<double>(m.hidden_size);
+  const DType act = m.dtype;
+  const bool decode = ctx.workload.phase == Phase::kDecode;
+  const auto tp_groups = layout.tp_groups();
+
+  DenseCost out;
+  out.context = attention_context(ctx.workload);
+  MOEPLAN_TRY_STATUS(attention_block(ctx, layout, decode ? 0.0 : tokens, decode ? tokens : 0.0,
+                                     out.context, out.context, out.attention));
+  const double row_bytes = tokens * h * dtype_bytes(act);
 
   // A dense MLP layer: gate and up, SiLU·mul, down, the TP all-reduce.
   if (m.num_dense_layers() > 0 && m.dense_intermediate_size > 0) {
@@ -255,6 +278,22 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
   const double vocab = std::ceil(static_cast<double>(m.vocab_size) / tp);
   MOEPLAN_TRY_STATUS(add(head, cs.gemm({logits_rows, vocab, h, act, 0.0})));
   return out;
+}
+
+Result<CostItem> cost_mixed_attention(const CostContext& ctx, const Layout& layout,
+                                      double chunk_per_gpu, double decode_per_gpu) {
+  if (chunk_per_gpu < 0.0 || decode_per_gpu < 0.0) {
+    return Error{"mixed attention: expected non-negative chunk and decode rows"};
+  }
+  const double tp = std::max(1, layout.tp_size);
+  Workload pre = ctx.workload;
+  pre.phase = Phase::kPrefill;
+  Workload dec = ctx.workload;
+  dec.phase = Phase::kDecode;
+  CostItem at;
+  MOEPLAN_TRY_STATUS(attention_block(ctx, layout, tp * chunk_per_gpu, tp * decode_per_gpu,
+                                     attention_context(pre), attention_context(dec), at));
+  return at;
 }
 
 }  // namespace moeplan::planner

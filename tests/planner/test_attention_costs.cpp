@@ -368,6 +368,75 @@ TEST(AttentionCost, MlaRopeAndCopiesAreWhatItsBlockMoves) {
   for (const auto& e : gqa.elementwise_ops) EXPECT_NE(e.op, "stage");
 }
 
+// A chunked-prefill pass runs its chunk and its decode rows as one batch: every projection,
+// norm and the all-reduce over both (each weight read once), each attention core over its own
+// rows at its own context, MLA's prefill expansion over the chunk and its absorbed decode GEMMs
+// over the decode rows. With either part empty it is that phase's block exactly.
+TEST(AttentionCost, MixedPassSharesTheProjections) {
+  const auto c = cluster("1x-hgx-h200");
+  for (const std::string name : {"qwen3-30b-a3b", "deepseek-v3"}) {
+    const auto m = model(name);
+    const auto& a = m.attention;
+    const ExpertLoad load = ExpertLoad::uniform(1, m.num_experts);
+    for (const int tp : {1, 2}) {
+      SCOPED_TRACE(name + " tp " + std::to_string(tp));
+      Workload w{Phase::kPrefill, 80};
+      w.isl = 1000;
+      w.osl = 200;
+      const double chunk = 64.0, dec = 16.0;
+      Recorder rec(c);
+      const CostContext ctx{m, c, rec, w, load, nullptr};
+      auto mixed = cost_mixed_attention(ctx, layout(8 / tp, tp), chunk, dec);
+      ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+      ASSERT_EQ(rec.attention_queries.size(), 2U);
+      for (const auto& q : rec.attention_queries) {
+        EXPECT_DOUBLE_EQ(q.tokens, tp * (q.decode ? dec : chunk));
+        EXPECT_DOUBLE_EQ(q.context, q.decode ? 1100.0 : 1000.0);
+      }
+      EXPECT_NE(rec.attention_queries[0].decode, rec.attention_queries[1].decode);
+      const double heads = std::ceil(static_cast<double>(a.num_heads) / tp);
+      for (const auto& g : rec.gemms) {
+        const int n = static_cast<int>(std::lround(g.n)), k = static_cast<int>(std::lround(g.k));
+        double rows = tp * (chunk + dec);
+        if (a.mla && n == heads * (a.qk_nope_head_dim + a.v_head_dim) && k == a.kv_lora_rank) {
+          rows = tp * chunk;  // prefill's kv_b expansion
+        } else if (a.mla && ((n == heads * a.kv_lora_rank && k == a.qk_nope_head_dim) ||
+                             (n == heads * a.v_head_dim && k == a.kv_lora_rank))) {
+          rows = tp * dec;  // decode's absorbed W_UK, W_UV
+        }
+        EXPECT_DOUBLE_EQ(g.m, rows) << "gemm n=" << g.n << " k=" << g.k;
+      }
+      if (tp > 1) {
+        ASSERT_EQ(rec.collectives.size(), 1U);
+        EXPECT_DOUBLE_EQ(
+            rec.collectives[0].bytes,
+            tp * (chunk + dec) * static_cast<double>(m.hidden_size) * dtype_bytes(m.dtype));
+      }
+      // Each weight read once: below the two blocks run apart.
+      const RooflineCosts roof(c);
+      auto block = [&](Phase phase, double tokens) {
+        Workload pw = w;
+        pw.phase = phase;
+        pw.tokens_per_gpu = static_cast<int>(tokens);
+        return cost_dense_parts({m, c, roof, pw, load, nullptr}, layout(8 / tp, tp))
+            .value()
+            .attention.seconds;
+      };
+      const CostContext rctx{m, c, roof, w, load, nullptr};
+      EXPECT_LT(mixed->seconds, block(Phase::kPrefill, chunk) + block(Phase::kDecode, dec));
+      EXPECT_EQ(cost_mixed_attention(rctx, layout(8 / tp, tp), chunk, 0.0)->seconds,
+                block(Phase::kPrefill, chunk));
+      EXPECT_EQ(cost_mixed_attention(rctx, layout(8 / tp, tp), 0.0, dec)->seconds,
+                block(Phase::kDecode, dec));
+    }
+  }
+  const auto m = model("qwen3-30b-a3b");
+  const ExpertLoad load = ExpertLoad::uniform(1, m.num_experts);
+  const RooflineCosts roof(c);
+  const CostContext ctx{m, c, roof, Workload{Phase::kPrefill, 16}, load, nullptr};
+  EXPECT_FALSE(cost_mixed_attention(ctx, layout(8, 1), -1.0, 4.0).ok());
+}
+
 // Latency targets: checked against the phase, and a layout slower than its target cannot serve
 // it (with the reason); with none left, one reason says what to change.
 TEST(AttentionCost, LatencyTargetsRankAndExplain) {

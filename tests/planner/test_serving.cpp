@@ -106,23 +106,18 @@ TEST(Serving, FiguresFollowTheirDefinitionsAndTheInstancePlans) {
   EXPECT_GE(k, 0.0);
   EXPECT_LE(k, 3.0);
   // The mixed pass: the MoE blocks, dense MLPs and head over c + b rows, each layer's attention
-  // for the chunk and for the decode rows.
+  // block over the chunk and the decode rows in one batch.
   Workload mixed = req.base.workload;
   mixed.phase = Phase::kPrefill;
   mixed.tokens_per_gpu = static_cast<int>(a.chunk_tokens_per_gpu) + b;
-  Workload chunk = mixed;
-  chunk.tokens_per_gpu = static_cast<int>(a.chunk_tokens_per_gpu);
   const ExpertLoad uniform = ExpertLoad::uniform(f.model.num_moe_layers(), f.model.num_experts);
-  auto rows =
-      cost_layout({f.model, f.cluster, f.costs, mixed, uniform, nullptr}, a.instance.layout.layout);
-  auto chunk_attn = cost_dense_parts({f.model, f.cluster, f.costs, chunk, uniform, nullptr},
-                                     a.instance.layout.layout);
-  ASSERT_TRUE(rows.ok() && chunk_attn.ok());
+  const CostContext mixed_ctx{f.model, f.cluster, f.costs, mixed, uniform, nullptr};
+  auto rows = cost_layout(mixed_ctx, a.instance.layout.layout);
+  auto attn = cost_mixed_attention(mixed_ctx, a.instance.layout.layout, a.chunk_tokens_per_gpu, b);
+  ASSERT_TRUE(rows.ok() && attn.ok());
   const double layers = f.model.num_hidden_layers;
   EXPECT_NEAR(a.mixed_pass_s,
-              rows->step_seconds + layers * (chunk_attn->attention.seconds +
-                                             recommended_of(*adp).dense.attention.seconds -
-                                             rows->dense.attention.seconds),
+              rows->step_seconds + layers * (attn->seconds - rows->dense.attention.seconds),
               1e-12 * a.mixed_pass_s);
   EXPECT_GT(a.mixed_pass_s, a.decode_pass_s);  // the chunk adds work to the decode rows
   EXPECT_DOUBLE_EQ(a.tpot_s,

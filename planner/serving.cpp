@@ -420,8 +420,9 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
       // The most utilisation: the batch's (x·t_m / t̄ at saturation) and the TTFT target's.
       // λ_sat·D = b·isl / (osl·c) · t_m / t̄, written so that a batch whose passes are all mixed
       // (x = 1, c = b·isl/osl) gives exactly 1 — the queue at its capacity — not 1 − ε.
-      double rho_max = std::min(1.0, x * t_m / pass * (b * static_cast<double>(w.isl) /
-                                                         (static_cast<double>(w.osl) * c_bal)));
+      double rho_max = std::min(
+          1.0,
+          x * t_m / pass * (b * static_cast<double>(w.isl) / (static_cast<double>(w.osl) * c_bal)));
       if (req.ttft_target_s > 0.0) {
         const double slack = req.ttft_target_s - service;
         if (pct > 0.0) {

@@ -26,6 +26,7 @@ Result<planner::LayerCost> predict(const ValidateRequest& req, const planner::Cl
   load.source = "routed by the layer's router on its inputs";
   load.num_experts = req.spec.num_experts;
   load.counts = {routed_counts(req.spec, c.tokens)};
+  load.realized = true;  // the measured run's own routing of these tokens
   planner::Layout l = c.layout;
   l.num_gpus = world;
   planner::Workload workload{planner::Phase::kPrefill, c.tokens / world};

@@ -302,6 +302,7 @@ Result<planner::CostEstimate> predict_block(const AttentionValidateRequest& req,
   if (req.scope == AttentionScope::kLayer) {
     load.source = "routed by the layer's router on the attention block's output";
     load.counts = {r.routed};
+    load.realized = true;  // the measured run's own routing of these tokens
   }
   planner::CostContext ctx{req.model, cluster, costs, w, load, {}};
   auto lc = planner::cost_layout(ctx, planner::Layout::of(1, 1));

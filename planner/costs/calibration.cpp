@@ -6,6 +6,7 @@
 
 #include "models/json_reader.hpp"
 #include "models/resources.hpp"
+#include "planner/costs/cost_source.hpp"
 
 namespace moeplan::planner {
 
@@ -20,11 +21,15 @@ double CollectiveCalibration::seconds(double bytes, double bus_factor) const {
                          (1.0 + std::pow(half_size_bytes / bytes, shape_exponent));
 }
 
-double MoeCalibration::output_tiles(const std::vector<double>& rows, double n) const {
+double MoeCalibration::output_tiles(const std::vector<double>& rows, double n,
+                                    bool expected) const {
   double row_tiles = 0.0;
   for (const double m : rows) {
     if (!(m > 0.0)) continue;
-    row_tiles += m < 1.0 ? m : std::ceil(m / tile_rows);
+    // Non-empty with probability p, then ceil(rows / tile_rows) row tiles of its m / p rows
+    // (counts: m < 1 is one tile with probability m).
+    const double p = group_occupancy(m, expected);
+    row_tiles += p * std::ceil(m / p / tile_rows);
   }
   return row_tiles * std::ceil(n / tile_cols);
 }

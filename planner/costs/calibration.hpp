@@ -41,7 +41,8 @@ struct GemmCalibration {
 /// (N: the rows the kernel reads in and writes out: the tokens under all-gather dispatch, the
 /// routed rows under an all-to-all one)
 /// with G a grouped GEMM of output width n and depth k over the rank's non-empty groups:
-/// P = Σ m_g rows, A = Σ min(1, m_g) groups, m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k /
+/// P = Σ m_g rows, A = Σ occupancy(m_g) groups (group_occupancy: min(1, m) for counts,
+/// 1 − e^{−m} for expected counts), m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k /
 /// (peak·eff), t_m = (A·n·k·w + P·(n+k)·a) / (η·HBM), G = (t_c^q + t_m^q)^(1/q) +
 /// per_tile_s · T, with T = Σ_g tiles(m_g) · ceil(n / tile_cols) output tiles, tiles(m) =
 /// ceil(m / tile_rows) for m ≥ 1 and m below (an expected group, non-empty with probability m).
@@ -55,8 +56,9 @@ struct MoeCalibration {
   double fixed_per_hidden_s = 0.0;  ///< the fixed cost's part in the hidden size, s per element
   double permute_factor = 0.0;
   double blend_exponent = 1.0;
-  /// Output tiles of one grouped GEMM of width n over groups of `rows` (T above).
-  double output_tiles(const std::vector<double>& rows, double n) const;
+  /// Output tiles of one grouped GEMM of width n over groups of `rows` (T above; `expected`:
+  /// the rows are expected counts, group_occupancy).
+  double output_tiles(const std::vector<double>& rows, double n, bool expected = false) const;
 };
 
 /// A collective of S bytes (nccl-tests' buffer size) over g GPUs inside one NVLink domain:

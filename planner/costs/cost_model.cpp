@@ -200,6 +200,7 @@ Result<Exchange> padded_a2a_cost(const CostSource& cs, const LayerDims& d,
       c.combine, cs.collective({CollectiveOp::kAllToAll, ep_groups, return_bytes, {}, d.dtype})));
   Exchange x;
   // Every slot computes its padded rows: capacity from each of the ep source ranks.
+  x.expected_rows = false;
   x.rows.assign(static_cast<std::size_t>(d.ep_size),
                 std::vector<double>(static_cast<std::size_t>(d.slots_per_rank),
                                     static_cast<double>(d.ep_size) * capacity));
@@ -308,6 +309,9 @@ Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
   for (std::size_t r = 0; r < x.rows.size(); ++r) {
     CostItem item;
     const double rows = std::accumulate(x.rows[r].begin(), x.rows[r].end(), 0.0);
+    // Under independent routing a slot's rows are a Poisson count: a decode step leaves slots
+    // empty (their weights unread) that the expected rows alone would count as busy.
+    const bool expected = x.expected_rows && !d.realized_load;
     if (d.fused) {
       MoeFusedQuery q;
       q.tokens = d.ep_size * d.group_tokens;
@@ -318,6 +322,7 @@ Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
       q.tp_size = d.tp_size;
       q.ep_size = d.ep_size;
       q.rows = x.rows[r];
+      q.expected = expected;
       // An all-to-all dispatch hands the kernel only its own rows; all-gather every token.
       q.rows_in = d.gathers_tokens ? 0.0 : rows;
       q.dtype = d.gemm_dtype;
@@ -325,13 +330,15 @@ Status expert_cost(const CostSource& cs, const LayerDims& d, const Exchange& x,
       q.weight_bytes = d.expert_weight_bytes;
       MOEPLAN_TRY_STATUS(add(item, cs.moe_fused(q)));
     } else {
-      MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({x.rows[r], 2.0 * d.expert_width, d.hidden,
-                                                    d.gemm_dtype, d.expert_weight_bytes})));
+      MOEPLAN_TRY_STATUS(
+          add(item, cs.grouped_gemm({x.rows[r], 2.0 * d.expert_width, d.hidden, d.gemm_dtype,
+                                     d.expert_weight_bytes, expected})));
       MOEPLAN_TRY_STATUS(add(
           item,
           cs.elementwise({"silu_mul", 3.0 * rows * d.expert_width * d.activation_bytes, d.dtype})));
-      MOEPLAN_TRY_STATUS(add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width,
-                                                    d.gemm_dtype, d.expert_weight_bytes})));
+      MOEPLAN_TRY_STATUS(
+          add(item, cs.grouped_gemm({x.rows[r], d.hidden, d.expert_width, d.gemm_dtype,
+                                     d.expert_weight_bytes, expected})));
     }
     if (item.seconds > slowest) {
       slowest = item.seconds;
@@ -527,6 +534,7 @@ Result<LayoutCost> cost_layout(const CostContext& ctx, const Layout& layout) {
   d.dtype = m.dtype;
   d.activation_bytes = dtype_bytes(m.dtype);
   d.group_tokens = static_cast<double>(layout.tp_size) * ctx.workload.tokens_per_gpu;
+  d.realized_load = ctx.load.realized;
   d.num_experts = m.num_experts;
   d.ep_size = layout.ep_size;
   d.ranks_per_node = std::max(1, ctx.cluster.info().gpus_per_node);

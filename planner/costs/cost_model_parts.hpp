@@ -35,6 +35,9 @@ struct LayerDims {
   /// dispatchers then book no permute (counted once, in experts).
   bool fused = false;
   bool gathers_tokens = false;  ///< the all-gather dispatcher: every token reaches every rank
+  /// The load is one step's routing of these tokens (ExpertLoad::realized): rows per slot are
+  /// counts, not expectations.
+  bool realized_load = false;
   /// Bytes of `rows` hidden-state rows.
   double row_bytes(double rows) const { return rows * hidden * activation_bytes; }
   /// Bytes of `rows` rows in the dispatch payload (fp8 with scales when the format quantizes
@@ -52,8 +55,11 @@ struct RankLoad {
 /// What a dispatcher's exchange leaves for the expert compute.
 struct Exchange {
   std::vector<std::vector<double>> rows;  ///< rows per local slot, per EP rank
-  double buffers = 0.0;                   ///< dispatch/combine buffer bytes per GPU
-  std::string infeasible;                 ///< why the dispatcher cannot run ("" when it can)
+  /// The rows are the slots' expected counts (group_occupancy); false: fixed counts (padded
+  /// buffers computed whole).
+  bool expected_rows = true;
+  double buffers = 0.0;    ///< dispatch/combine buffer bytes per GPU
+  std::string infeasible;  ///< why the dispatcher cannot run ("" when it can)
 };
 
 /// True when the "+"-joined source list `sources` names `source`.

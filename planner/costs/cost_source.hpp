@@ -28,6 +28,15 @@ struct GemmQuery {
   double weight_bytes = 0.0;
 };
 
+/// The probability that a group of a grouped GEMM (an expert slot) with m rows is non-empty —
+/// it reads its weights and computes at least one tile. `expected` false: m are the counts
+/// themselves, min(1, m) (a fractional m < 1 is non-empty with probability m, with one row when
+/// it is: the measured tables' even routing). `expected` true: m is the mean of the slot's count
+/// under independent routing of the step's tokens, a Poisson count: 1 − e^{−m} (16 tokens × top-8
+/// over 128 experts leave 37% of the experts empty, not none). Given non-empty, the group has
+/// m / occupancy rows on average.
+double group_occupancy(double m, bool expected);
+
 /// One grouped GEMM launch: group g multiplies m[g] rows by its own [k, n] weight. Groups with
 /// m = 0 are skipped (their weights are not read).
 struct GroupedGemmQuery {
@@ -36,6 +45,7 @@ struct GroupedGemmQuery {
   double k = 0.0;
   DType dtype = DType::kBf16;
   double weight_bytes = 0.0;  ///< as GemmQuery::weight_bytes
+  bool expected = false;      ///< m are expected counts (group_occupancy)
 };
 
 /// A memory-bound kernel (softmax/top-k, SiLU·mul, permute, weighted sum): bytes it reads and
@@ -88,6 +98,9 @@ struct MoeFusedQuery {
   int tp_size = 1;
   int ep_size = 1;
   std::vector<double> rows;  ///< rows per local slot of this rank (its load, padding included)
+  /// rows are expected counts under independent routing (group_occupancy); false: the counts
+  /// (the tables' even routing, a measured step's routing, padded buffers).
+  bool expected = false;
   DType dtype = DType::kBf16;
   /// The table dtype when it is not dtype_name(dtype) (e.g. "fp8_block": fp8 with 128×128
   /// block scales); empty: dtype_name(dtype).

@@ -398,9 +398,11 @@ Result<CostEstimate> MeasuredCosts::grouped_gemm(const GroupedGemmQuery& q) cons
   for (const double m : q.m) {
     if (m < 0.0) return Error{"grouped_gemm: expected non-negative rows per group"};
     if (m == 0.0) continue;
-    auto r = gemm_one(m, q.n, q.k, q.dtype);
+    // Expected counts: non-empty with probability p, with m / p rows when it is.
+    const double p = group_occupancy(m, q.expected);
+    auto r = gemm_one(q.expected ? m / p : m, q.n, q.k, q.dtype);
     if (!r) return r.error();
-    out.seconds += r->seconds;
+    out.seconds += q.expected ? p * r->seconds : r->seconds;
     out.source = out.source.empty() ? r->source : worse(out.source, r->source);
   }
   if (out.source.empty()) out.source = kSourceTrivial;
@@ -607,7 +609,8 @@ double fused_roof(const void* ctx, double tokens) {
   const auto* r = static_cast<const FusedRoof*>(ctx);
   MoeFusedQuery q = *r->q;
   q.tokens = tokens;
-  q.rows_in = 0.0;  // as measured: every token through the kernel
+  q.rows_in = 0.0;     // as measured: every token through the kernel
+  q.expected = false;  // as measured: the even routing's counts
   auto t = r->roof->moe_fused(q.balanced());
   return t ? t->seconds : 0.0;
 }
@@ -627,10 +630,22 @@ Result<CostEstimate> MeasuredCosts::moe_fused(const MoeFusedQuery& q) const {
   out.seconds = curve_lookup(*curve, q.tokens, fused_roof, &ctx, &out.source);
   const bool other_rows_in =
       q.rows_in > 0.0 && std::abs(q.rows_in - q.tokens) > 1e-9 * std::max(1.0, q.tokens);
-  if (!is_balanced(q) || other_rows_in) {
+  // Expected counts leave some slots empty where the tables' even routing fills every one (the
+  // two occupancies differ most at the fewest rows: |1 − e^{−m} − min(1, m)| falls with m ≥ 1
+  // and is positive below).
+  bool other_occupancy = false;
+  if (q.expected) {
+    double fewest = std::numeric_limits<double>::infinity();
+    for (const double m : q.rows) {
+      if (m > 0.0) fewest = std::min(fewest, m);
+    }
+    other_occupancy = std::isfinite(fewest) && std::abs(group_occupancy(fewest, true) -
+                                                        group_occupancy(fewest, false)) > 1e-6;
+  }
+  if (!is_balanced(q) || other_rows_in || other_occupancy) {
     // The tables route `tokens` evenly through the kernel; this rank's rows are not even, or
-    // another number of rows passes its kernel: hold the measured efficiency and scale by the
-    // roofline's ratio of this rank to the measured case.
+    // another number of rows passes its kernel, or fewer of its slots are non-empty: hold the
+    // measured efficiency and scale by the roofline's ratio of this rank to the measured case.
     const double balanced = fused_roof(&ctx, q.tokens);
     if (balanced > 0.0) out.seconds *= roof->seconds / balanced;
     out.source = worse(out.source, kSourceExtrap);

@@ -7,6 +7,11 @@
 
 namespace moeplan::planner {
 
+double group_occupancy(double m, bool expected) {
+  if (!(m > 0.0)) return 0.0;
+  return expected ? -std::expm1(-m) : std::min(1.0, m);
+}
+
 std::string collective_name(CollectiveOp op) {
   switch (op) {
     case CollectiveOp::kAllToAll: return "all_to_all";
@@ -157,21 +162,40 @@ double table_dtype_bytes(const std::string& table_dtype) {
   return table_dtype == "fp8" || table_dtype == "fp8_block" ? 1.0 : 2.0;
 }
 
-/// One grouped GEMM of the fused MoE form over groups of `rows` (docs/GPU_COSTS.md).
-double calibrated_grouped(const MoeCalibration& c, const std::vector<double>& rows, double n,
-                          double k, double elem_bytes, double weight_bytes, double peak,
-                          double hbm) {
-  double pairs = 0.0, active = 0.0;
+/// What the fused MoE form needs of a rank's groups, from one pass over them: P rows, A
+/// non-empty groups (group_occupancy) and their row tiles (each group's tiles × its occupancy).
+struct GroupStats {
+  double pairs = 0.0;
+  double active = 0.0;
+  double row_tiles = 0.0;
+};
+
+GroupStats group_stats(const MoeCalibration& c, const std::vector<double>& rows, bool expected) {
+  GroupStats g;
+  double last_m = -1.0, last_p = 0.0;  // a uniform load repeats one value: one exp for all
   for (const double m : rows) {
-    pairs += m;
-    active += std::min(1.0, m);
+    if (!(m > 0.0)) continue;
+    if (m != last_m) {
+      last_m = m;
+      last_p = group_occupancy(m, expected);
+    }
+    g.pairs += m;
+    g.active += last_p;
+    g.row_tiles += last_p * std::ceil(m / last_p / c.tile_rows);
   }
-  if (!(pairs > 0.0) || !(n > 0.0) || !(k > 0.0)) return 0.0;
-  const double mbar = pairs / active;
-  const double compute = 2.0 * pairs * n * k / (peak * c.efficiency(mbar, n, k));
+  return g;
+}
+
+/// One grouped GEMM of the fused MoE form over a rank's groups (docs/GPU_COSTS.md).
+double calibrated_grouped(const MoeCalibration& c, const GroupStats& g, double n, double k,
+                          double elem_bytes, double weight_bytes, double peak, double hbm) {
+  if (!(g.pairs > 0.0) || !(n > 0.0) || !(k > 0.0)) return 0.0;
+  const double mbar = g.pairs / g.active;
+  const double compute = 2.0 * g.pairs * n * k / (peak * c.efficiency(mbar, n, k));
   const double memory =
-      (active * n * k * weight_bytes + pairs * (n + k) * elem_bytes) / (hbm * c.hbm_efficiency);
-  return blend(compute, memory, c.blend_exponent) + c.per_tile_s * c.output_tiles(rows, n);
+      (g.active * n * k * weight_bytes + g.pairs * (n + k) * elem_bytes) / (hbm * c.hbm_efficiency);
+  return blend(compute, memory, c.blend_exponent) +
+         c.per_tile_s * g.row_tiles * std::ceil(n / c.tile_cols);
 }
 }  // namespace
 
@@ -240,11 +264,12 @@ Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
     const double peak = calibration_->peak_flops(dt);
     const double b = table_dtype_bytes(dt);
     const double wb = q.weight_bytes > 0.0 ? q.weight_bytes : b;
+    const GroupStats groups = group_stats(*c, q.rows, q.expected);
     const double t =
         c->fixed_s + c->fixed_per_hidden_s * q.hidden +
-        calibrated_grouped(*c, q.rows, 2.0 * width, q.hidden, b, wb, peak,
+        calibrated_grouped(*c, groups, 2.0 * width, q.hidden, b, wb, peak,
                            calibration_->hbm_bandwidth) +
-        calibrated_grouped(*c, q.rows, q.hidden, width, b, wb, peak, calibration_->hbm_bandwidth) +
+        calibrated_grouped(*c, groups, q.hidden, width, b, wb, peak, calibration_->hbm_bandwidth) +
         3.0 * pairs * width * 2.0 / hbm +
         c->permute_factor * 2.0 * (pairs + (q.rows_in > 0.0 ? q.rows_in : q.tokens)) * q.hidden *
             2.0 / hbm;
@@ -254,10 +279,11 @@ Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
   // and the permute of its pairs).
   const double b = dtype_bytes(q.dtype);
   CostEstimate out{0.0, kSourceRoofline};
-  for (const auto& part : {grouped_gemm({q.rows, 2.0 * width, q.hidden, q.dtype, q.weight_bytes}),
-                           elementwise({"silu_mul", 3.0 * pairs * width * b, q.dtype}),
-                           grouped_gemm({q.rows, q.hidden, width, q.dtype, q.weight_bytes}),
-                           elementwise({"permute", 2.0 * pairs * q.hidden * b, q.dtype})}) {
+  for (const auto& part :
+       {grouped_gemm({q.rows, 2.0 * width, q.hidden, q.dtype, q.weight_bytes, q.expected}),
+        elementwise({"silu_mul", 3.0 * pairs * width * b, q.dtype}),
+        grouped_gemm({q.rows, q.hidden, width, q.dtype, q.weight_bytes, q.expected}),
+        elementwise({"permute", 2.0 * pairs * q.hidden * b, q.dtype})}) {
     if (!part) return part.error();
     out.seconds += part->seconds;
   }
@@ -271,11 +297,22 @@ Result<CostEstimate> RooflineCosts::grouped_gemm(const GroupedGemmQuery& q) cons
   const double hbm = cluster_.device().hbm_bandwidth;
   const double b = dtype_bytes(q.dtype);
   const double wb = q.weight_bytes > 0.0 ? q.weight_bytes : b;
+  double last_m = -1.0, last_t = 0.0;
   for (const double m : q.m) {
     if (m < 0.0) return Error{"grouped_gemm: expected non-negative rows per group"};
     if (m == 0.0) continue;
     any = true;
-    t += gemm_body_seconds(m, q.n, q.k, b, wb, peak, hbm);
+    if (q.expected) {
+      // Non-empty with probability p, with m / p rows when it is (a uniform load repeats one m).
+      if (m != last_m) {
+        last_m = m;
+        const double p = group_occupancy(m, true);
+        last_t = p * gemm_body_seconds(m / p, q.n, q.k, b, wb, peak, hbm);
+      }
+      t += last_t;
+    } else {
+      t += gemm_body_seconds(m, q.n, q.k, b, wb, peak, hbm);
+    }
   }
   return CostEstimate{any ? t + kKernelLaunchSeconds : 0.0, kSourceRoofline};
 }

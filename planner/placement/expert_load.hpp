@@ -16,6 +16,10 @@ struct ExpertLoad {
   std::string source;  ///< "uniform", a file path, or a synthetic spec
   int num_experts = 0;
   std::vector<std::vector<double>> counts;  ///< [num_layers][num_experts]
+  /// The counts are one step's routing of exactly the tokens the cost model prices (validate's
+  /// prediction of a measured layer): its slots' rows are those counts. false: the counts give
+  /// frequencies, and a step's rows per slot are their expectation under independent routing.
+  bool realized = false;
 
   int num_layers() const { return static_cast<int>(counts.size()); }
   /// Each expert's share of the layer's routed pairs (sums to 1; uniform when the row is empty

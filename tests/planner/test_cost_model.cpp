@@ -9,6 +9,7 @@
 #include "planner/costs/cost_model.hpp"
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/plan.hpp"
+#include "tests/planner/roofline_recorder.hpp"
 
 namespace moeplan::planner {
 namespace {
@@ -130,6 +131,39 @@ TEST(CostModel, PaddedA2aPadsEveryExpertToTheHottest) {
   const auto uniform =
       cost(f, rc, layout(16, 1, Dispatcher::kA2av), 4096, ExpertLoad::uniform(1, 64));
   EXPECT_GT(a2av.per_layer.experts.seconds, uniform.per_layer.experts.seconds);
+}
+
+// A plan's load gives frequencies: a step's rows per slot are expected counts, and at one row
+// per slot a third of the slots are empty on average (their weights unread). A load that is one
+// step's routing of exactly these tokens (validate's measured run) gives the counts themselves;
+// so do padded_a2a's buffers, computed whole.
+TEST(CostModel, DecodeRowsAreExpectedCountsUnlessTheLoadIsAStep) {
+  const auto f = load("qwen3-30b-a3b", "1x-hgx-h200");
+  const RooflineRecorder rec(f.cluster);
+  // 8 GPUs × 2 sequences, top-8 of 128: one row per slot on average.
+  ExpertLoad frequencies = ExpertLoad::uniform(1, 128);
+  const auto expected =
+      cost(f, rec, layout(8, 1, Dispatcher::kAllGather), 2, frequencies, Phase::kDecode);
+  ASSERT_FALSE(rec.grouped.empty());
+  for (const auto& q : rec.grouped) {
+    EXPECT_TRUE(q.expected);
+    for (const double m : q.m) EXPECT_DOUBLE_EQ(m, 1.0);
+  }
+  rec.grouped.clear();
+  ExpertLoad step = frequencies;
+  step.realized = true;
+  const auto counts = cost(f, rec, layout(8, 1, Dispatcher::kAllGather), 2, step, Phase::kDecode);
+  ASSERT_FALSE(rec.grouped.empty());
+  for (const auto& q : rec.grouped) EXPECT_FALSE(q.expected);
+  // Each slot's weights are read with probability 1 − e^{−1} instead of 1; its rows and the
+  // launches are the same: between that share of the counts' time and all of it.
+  EXPECT_LT(expected.per_layer.experts.seconds, counts.per_layer.experts.seconds);
+  EXPECT_GT(expected.per_layer.experts.seconds,
+            (1.0 - std::exp(-1.0)) * counts.per_layer.experts.seconds);
+  rec.grouped.clear();
+  cost(f, rec, layout(8, 1, Dispatcher::kPaddedA2a), 2, frequencies, Phase::kDecode);
+  ASSERT_FALSE(rec.grouped.empty());
+  for (const auto& q : rec.grouped) EXPECT_FALSE(q.expected);
 }
 
 TEST(CostModel, AllGatherVolumeGrowsWithEp) {

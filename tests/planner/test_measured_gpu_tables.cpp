@@ -135,6 +135,25 @@ TEST(GpuTables, FixtureAnswersFromTheTables) {
               1e-12);
   own.rows_in = 512;  // the same rows as measured: exact
   EXPECT_EQ(m.moe_fused(own)->source, kSourceExact);
+  // Expected counts (a plan's rows under independent routing) where slots may be empty: the
+  // tables' even routing fills every slot, so the measured time is scaled by the roofline's
+  // ratio of the expected occupancy to the even one; at 512 tokens (32 rows per slot) no slot
+  // is empty and the answer is the table's.
+  MoeFusedQuery few = qwen3_30b(64, 2, 4);  // 4 rows per slot
+  few.expected = true;
+  r = m.moe_fused(few);
+  EXPECT_EQ(r->source, kSourceExtrap);
+  MoeFusedQuery even = qwen3_30b(64, 2, 4);
+  EXPECT_NEAR(
+      r->seconds,
+      table_time(**db, 2, 4, 64) * roof.moe_fused(few)->seconds / roof.moe_fused(even)->seconds,
+      1e-12);
+  EXPECT_LT(r->seconds, table_time(**db, 2, 4, 64));
+  MoeFusedQuery full = qwen3_30b(512, 2, 4);
+  full.expected = true;
+  r = m.moe_fused(full);
+  EXPECT_EQ(r->source, kSourceExact);
+  EXPECT_DOUBLE_EQ(r->seconds, t512);
   // The attention core of Qwen3-30B-A3B on one GPU (32 heads over 4 K/V heads), from the
   // generation table: exact on its rows; 8 sequences of 4096 keys between its batches 1 and 64
   // at that context (log-log), not the pairs of another context.

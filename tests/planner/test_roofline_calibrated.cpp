@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
+#include <random>
+#include <vector>
 
 #include "models/registry.hpp"
 #include "planner/costs/calibration.hpp"
@@ -316,6 +319,78 @@ TEST(Calibration, OutputTilesCountTheGroupsOfARank) {
   c.tile_cols = 256.0;
   EXPECT_DOUBLE_EQ(c.output_tiles({300.0}, 2048.0), 5.0 * 8.0);
   EXPECT_DOUBLE_EQ(c.output_tiles({}, 2048.0), 0.0);
+}
+
+// A slot's rows under independent routing are a Poisson count: non-empty with probability
+// 1 − e^{−m}; the counts themselves (even routing, a measured step, padded buffers): min(1, m).
+TEST(Calibration, OccupancyOfCountsAndOfExpectedCounts) {
+  EXPECT_EQ(group_occupancy(0.0, false), 0.0);
+  EXPECT_EQ(group_occupancy(0.0, true), 0.0);
+  EXPECT_DOUBLE_EQ(group_occupancy(0.5, false), 0.5);
+  EXPECT_DOUBLE_EQ(group_occupancy(3.0, false), 1.0);
+  EXPECT_DOUBLE_EQ(group_occupancy(1.0, true), 1.0 - std::exp(-1.0));
+  EXPECT_DOUBLE_EQ(group_occupancy(0.5, true), 1.0 - std::exp(-0.5));
+  EXPECT_DOUBLE_EQ(group_occupancy(50.0, true), 1.0);
+  MoeCalibration c;  // 128 x 128 tiles
+  // Expected counts: a group of mean 1 is one tile with probability 1 − e^{−1}; of mean 200,
+  // two tiles (its 200 rows).
+  EXPECT_DOUBLE_EQ(c.output_tiles({1.0, 200.0}, 128.0, true), 1.0 - std::exp(-1.0) + 2.0);
+}
+
+// Expected counts price what random routing costs on average. A decode step of 16 tokens, each
+// routed to 8 distinct experts drawn uniformly from 128, gives a rank of 16 slots one row per
+// slot on average: the expected-count query is the mean over such steps of the realized counts'
+// time (memory-bound here, so the time is affine in each non-empty group's rows and the
+// expectation is exact under Poisson counts; the draws are binomial, whose occupancy the test
+// computes to bound the difference), while the counts-as-given query prices all 16 slots busy.
+TEST(Calibration, ExpectedRowsPriceTheEmptySlotsOfRandomRouting) {
+  const Cluster c = cluster("1x-hgx-h200");
+  const RooflineCosts plain(c);
+  const RooflineCosts calibrated(c, calibration("h200"));
+  const int experts = 128, top_k = 8, tokens = 16, slots = 16;
+  const double mean_rows = static_cast<double>(tokens) * top_k / experts;
+  for (const RooflineCosts* rc : {&plain, &calibrated}) {
+    MoeFusedQuery q = fused(tokens, 4096, 1536, top_k, experts, 1, experts / slots);
+    ASSERT_EQ(q.rows.size(), static_cast<std::size_t>(slots));
+    ASSERT_DOUBLE_EQ(q.rows[0], mean_rows);
+    const double busy = rc->moe_fused(q)->seconds;
+    q.expected = true;
+    const double predicted = rc->moe_fused(q)->seconds;
+    // Each slot's weights read with probability 1 − e^{−1}, its rows and fixed costs as before.
+    EXPECT_LT(predicted, busy);
+    EXPECT_GT(predicted, group_occupancy(mean_rows, true) * busy);
+    std::mt19937_64 rng(7);
+    std::vector<int> order(experts);
+    const int draws = 4000;
+    double sum = 0.0, sum2 = 0.0;
+    for (int d = 0; d < draws; ++d) {
+      MoeFusedQuery realized = q;
+      realized.expected = false;
+      std::fill(realized.rows.begin(), realized.rows.end(), 0.0);
+      for (int t = 0; t < tokens; ++t) {
+        std::iota(order.begin(), order.end(), 0);
+        for (int j = 0; j < top_k; ++j) {  // k distinct experts: a partial Fisher–Yates shuffle
+          std::uniform_int_distribution<int> pick(j, experts - 1);
+          std::swap(order[static_cast<std::size_t>(j)], order[static_cast<std::size_t>(pick(rng))]);
+          if (order[static_cast<std::size_t>(j)] < slots) {
+            realized.rows[static_cast<std::size_t>(order[static_cast<std::size_t>(j)])] += 1.0;
+          }
+        }
+      }
+      const double t = rc->moe_fused(realized)->seconds;
+      sum += t;
+      sum2 += t * t;
+    }
+    const double mean = sum / draws;
+    const double sd = std::sqrt(std::max(0.0, sum2 / draws - mean * mean));
+    // A slot is empty with probability (1 − k/E)^N under these draws, e^{−m} under Poisson
+    // counts: the weights' share of the time moves by at most that relative difference.
+    const double p_binomial = 1.0 - std::pow(1.0 - static_cast<double>(top_k) / experts, tokens);
+    const double p_poisson = group_occupancy(mean_rows, true);
+    const double occupancy_gap = std::abs(p_binomial - p_poisson) / p_poisson;
+    EXPECT_NEAR(mean, predicted, occupancy_gap * predicted + 4.0 * sd / std::sqrt(draws))
+        << rc->name();
+  }
 }
 
 TEST(CalibrationNic, BundledCurvesWithTheirProvenance) {

@@ -92,6 +92,18 @@ Result<std::vector<std::vector<double>>> slot_tokens(const ExpertLoad& load,
     const auto& map =
         placement
             .physical_to_logical[static_cast<std::size_t>(placement.num_layers() == 1 ? 0 : l)];
+    if (l > 0) {
+      // A layer with the previous one's counts and map (a uniform load, one placement for all
+      // layers) has its slot counts too.
+      const auto prev = static_cast<std::size_t>(l - 1);
+      const auto& prev_map = placement.physical_to_logical[placement.num_layers() == 1 ? 0 : prev];
+      if (&prev_map == &map || prev_map == map) {
+        if (load.counts[prev] == load.counts[static_cast<std::size_t>(l)]) {
+          out.push_back(out.back());
+          continue;
+        }
+      }
+    }
     const std::vector<double> f = load.fractions(l);
     std::vector<int> replicas(f.size(), 0);
     for (const int e : map) ++replicas[static_cast<std::size_t>(e)];

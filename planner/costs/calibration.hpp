@@ -45,7 +45,8 @@ struct GemmCalibration {
 /// 1 − e^{−m} for expected counts), m̄ = P/A, eff(m̄, n, k), t_c = 2·P·n·k /
 /// (peak·eff), t_m = (A·n·k·w + P·(n+k)·a) / (η·HBM), G = (t_c^q + t_m^q)^(1/q) +
 /// per_tile_s · T, with T = Σ_g tiles(m_g) · ceil(n / tile_cols) output tiles, tiles(m) =
-/// ceil(m / tile_rows) for m ≥ 1 and m below (an expected group, non-empty with probability m).
+/// o · ceil(m / o / tile_rows) with o = occupancy(m) (counts: ceil(m / tile_rows) for m ≥ 1,
+/// m below).
 struct MoeCalibration {
   EfficiencyFit efficiency;
   double hbm_efficiency = 0.0;  ///< η

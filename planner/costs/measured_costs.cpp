@@ -630,17 +630,18 @@ Result<CostEstimate> MeasuredCosts::moe_fused(const MoeFusedQuery& q) const {
   out.seconds = curve_lookup(*curve, q.tokens, fused_roof, &ctx, &out.source);
   const bool other_rows_in =
       q.rows_in > 0.0 && std::abs(q.rows_in - q.tokens) > 1e-9 * std::max(1.0, q.tokens);
-  // Expected counts leave some slots empty where the tables' even routing fills every one (the
-  // two occupancies differ most at the fewest rows: |1 − e^{−m} − min(1, m)| falls with m ≥ 1
-  // and is positive below).
+  // Expected counts leave some slots empty where the tables' even routing fills every one.
   bool other_occupancy = false;
   if (q.expected) {
-    double fewest = std::numeric_limits<double>::infinity();
+    double last_m = -1.0;  // a uniform load repeats one value
     for (const double m : q.rows) {
-      if (m > 0.0) fewest = std::min(fewest, m);
+      if (m == last_m) continue;
+      last_m = m;
+      if (std::abs(group_occupancy(m, true) - group_occupancy(m, false)) > 1e-6) {
+        other_occupancy = true;
+        break;
+      }
     }
-    other_occupancy = std::isfinite(fewest) && std::abs(group_occupancy(fewest, true) -
-                                                        group_occupancy(fewest, false)) > 1e-6;
   }
   if (!is_balanced(q) || other_rows_in || other_occupancy) {
     // The tables route `tokens` evenly through the kernel; this rank's rows are not even, or

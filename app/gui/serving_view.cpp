@@ -102,8 +102,10 @@ ServingView::ServingView(Session* session, QWidget* parent) : QWidget(parent), s
   batches_ = new QLineEdit(this);
   batchesLabel->setBuddy(batches_);
   batches_->setPlaceholderText(tr("default: powers of 2, 1 to 1024"));
+  // Wide enough for the placeholder, plus the line edit's frame and text margins.
+  constexpr int kFrameAndMargins = 24;
   batches_->setMinimumWidth(batches_->fontMetrics().horizontalAdvance(batches_->placeholderText()) +
-                            24);
+                            kFrameAndMargins);
   batches_->setToolTip(
       tr("Sequences per GPU the decode and aggregated instances try, comma-separated (moeplan "
          "plan --disagg --batches); empty: the powers of 2 from 1 to 1024"));

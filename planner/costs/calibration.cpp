@@ -21,17 +21,28 @@ double CollectiveCalibration::seconds(double bytes, double bus_factor) const {
                          (1.0 + std::pow(half_size_bytes / bytes, shape_exponent));
 }
 
-double MoeCalibration::output_tiles(const std::vector<double>& rows, double n,
-                                    bool expected) const {
-  double row_tiles = 0.0;
+MoeCalibration::Groups MoeCalibration::groups(const std::vector<double>& rows,
+                                              bool expected) const {
+  Groups g;
+  double last_m = -1.0, last_p = 0.0;  // a uniform load repeats one value: one exp for all
   for (const double m : rows) {
     if (!(m > 0.0)) continue;
+    if (m != last_m) {
+      last_m = m;
+      last_p = group_occupancy(m, expected);
+    }
+    g.pairs += m;
+    g.active += last_p;
     // Non-empty with probability p, then ceil(rows / tile_rows) row tiles of its m / p rows
     // (counts: m < 1 is one tile with probability m).
-    const double p = group_occupancy(m, expected);
-    row_tiles += p * std::ceil(m / p / tile_rows);
+    g.row_tiles += last_p * std::ceil(m / last_p / tile_rows);
   }
-  return row_tiles * std::ceil(n / tile_cols);
+  return g;
+}
+
+double MoeCalibration::output_tiles(const std::vector<double>& rows, double n,
+                                    bool expected) const {
+  return groups(rows, expected).row_tiles * std::ceil(n / tile_cols);
 }
 
 double NicCalibration::efficiency(double bytes) const {

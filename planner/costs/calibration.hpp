@@ -48,6 +48,13 @@ struct GemmCalibration {
 /// o · ceil(m / o / tile_rows) with o = occupancy(m) (counts: ceil(m / tile_rows) for m ≥ 1,
 /// m below).
 struct MoeCalibration {
+  /// What the form needs of a rank's groups, from one pass over them: P rows, A non-empty groups
+  /// (group_occupancy) and their row tiles Σ_g tiles(m_g).
+  struct Groups {
+    double pairs = 0.0;
+    double active = 0.0;
+    double row_tiles = 0.0;
+  };
   EfficiencyFit efficiency;
   double hbm_efficiency = 0.0;  ///< η
   double per_tile_s = 0.0;      ///< fixed cost of one output tile of a grouped GEMM
@@ -57,8 +64,10 @@ struct MoeCalibration {
   double fixed_per_hidden_s = 0.0;  ///< the fixed cost's part in the hidden size, s per element
   double permute_factor = 0.0;
   double blend_exponent = 1.0;
-  /// Output tiles of one grouped GEMM of width n over groups of `rows` (T above; `expected`:
-  /// the rows are expected counts, group_occupancy).
+  /// P, A and the row tiles of groups of `rows` (`expected`: the rows are expected counts,
+  /// group_occupancy).
+  Groups groups(const std::vector<double>& rows, bool expected) const;
+  /// Output tiles of one grouped GEMM of width n over groups of `rows` (T above).
   double output_tiles(const std::vector<double>& rows, double n, bool expected = false) const;
 };
 

@@ -162,33 +162,10 @@ double table_dtype_bytes(const std::string& table_dtype) {
   return table_dtype == "fp8" || table_dtype == "fp8_block" ? 1.0 : 2.0;
 }
 
-/// What the fused MoE form needs of a rank's groups, from one pass over them: P rows, A
-/// non-empty groups (group_occupancy) and their row tiles (each group's tiles × its occupancy).
-struct GroupStats {
-  double pairs = 0.0;
-  double active = 0.0;
-  double row_tiles = 0.0;
-};
-
-GroupStats group_stats(const MoeCalibration& c, const std::vector<double>& rows, bool expected) {
-  GroupStats g;
-  double last_m = -1.0, last_p = 0.0;  // a uniform load repeats one value: one exp for all
-  for (const double m : rows) {
-    if (!(m > 0.0)) continue;
-    if (m != last_m) {
-      last_m = m;
-      last_p = group_occupancy(m, expected);
-    }
-    g.pairs += m;
-    g.active += last_p;
-    g.row_tiles += last_p * std::ceil(m / last_p / c.tile_rows);
-  }
-  return g;
-}
-
 /// One grouped GEMM of the fused MoE form over a rank's groups (docs/GPU_COSTS.md).
-double calibrated_grouped(const MoeCalibration& c, const GroupStats& g, double n, double k,
-                          double elem_bytes, double weight_bytes, double peak, double hbm) {
+double calibrated_grouped(const MoeCalibration& c, const MoeCalibration::Groups& g, double n,
+                          double k, double elem_bytes, double weight_bytes, double peak,
+                          double hbm) {
   if (!(g.pairs > 0.0) || !(n > 0.0) || !(k > 0.0)) return 0.0;
   const double mbar = g.pairs / g.active;
   const double compute = 2.0 * g.pairs * n * k / (peak * c.efficiency(mbar, n, k));
@@ -264,7 +241,7 @@ Result<CostEstimate> RooflineCosts::moe_fused(const MoeFusedQuery& q) const {
     const double peak = calibration_->peak_flops(dt);
     const double b = table_dtype_bytes(dt);
     const double wb = q.weight_bytes > 0.0 ? q.weight_bytes : b;
-    const GroupStats groups = group_stats(*c, q.rows, q.expected);
+    const MoeCalibration::Groups groups = c->groups(q.rows, q.expected);
     const double t =
         c->fixed_s + c->fixed_per_hidden_s * q.hidden +
         calibrated_grouped(*c, groups, 2.0 * width, q.hidden, b, wb, peak,

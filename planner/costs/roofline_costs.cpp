@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace moeplan::planner {
 
@@ -336,12 +337,54 @@ bool RooflineCosts::calibrated_ep_kernel(const EpKernelQuery& q) const {
   return calibration_ && calibration_->ep_kernels.count(ep_kernel_name(q.mode, q.phase)) > 0;
 }
 
+namespace {
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  // splitmix64's finaliser over the running hash and the next value.
+  std::uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t bits_of(double v) {
+  std::uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+/// Hash of (op, bytes / scale, groups, matrix / scale) from a sample of them — the sizes, the
+/// first group, every group's first GPU, the matrix's first row and diagonal — computed as a
+/// UnitQuery stores them. Hashing every GPU and matrix entry cost more than the routing it saves
+/// (groups of up to 1,024 GPUs); UnitQuery::matches compares everything.
+std::uint64_t hash_unit(std::uint64_t h, int op, const CollectiveQuery& q, double scale) {
+  h = mix(h, static_cast<std::uint64_t>(op));
+  h = mix(h, bits_of(q.bytes / scale));
+  h = mix(h, q.groups.size());
+  if (!q.groups.empty()) {
+    h = mix(h, q.groups.front().size());
+    for (const int gpu : q.groups.front()) h = mix(h, static_cast<std::uint64_t>(gpu));
+    for (const auto& grp : q.groups) {
+      h = mix(h, grp.empty() ? ~std::uint64_t{0} : static_cast<std::uint64_t>(grp.front()));
+    }
+  }
+  h = mix(h, q.matrix.size());
+  if (!q.matrix.empty()) {
+    for (const double v : q.matrix.front()) h = mix(h, bits_of(v / scale));
+    for (std::size_t i = 1; i < q.matrix.size(); ++i) {
+      if (i < q.matrix[i].size()) h = mix(h, bits_of(q.matrix[i][i] / scale));
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
 Result<CostEstimate> RooflineCosts::ep_kernel(const EpKernelQuery& q) const {
   const auto it = calibration_ ? calibration_->ep_kernels.find(ep_kernel_name(q.mode, q.phase))
                                : std::map<std::string, EpKernelCalibration>::const_iterator{};
   if (!calibration_ || it == calibration_->ep_kernels.end()) return CostSource::ep_kernel(q);
   const int per_node = std::max(1, cluster_.info().gpus_per_node);
-  std::vector<Flow> inter, intra;
   for (const auto& hop : q.hops) {
     for (const auto& grp : hop.groups) {
       for (const int gpu : grp) {
@@ -351,13 +394,62 @@ Result<CostEstimate> RooflineCosts::ep_kernel(const EpKernelQuery& q) const {
         }
       }
     }
-    int steps = 0;
-    for (const Flow& f : collective_flows(hop, &steps)) {
-      (f.src / per_node == f.dst / per_node ? intra : inter).push_back(f);
+  }
+  // Routed once per shape: the hops scaled by the first positive hop's bytes (routing is linear
+  // in the bytes), looked up by hash and compared in place.
+  double scale = 1.0;
+  for (const auto& hop : q.hops) {
+    if (hop.bytes > 0.0) {
+      scale = hop.bytes;
+      break;
     }
   }
-  const double nic = inter.empty() ? 0.0 : cluster_.route(inter).busiest_seconds;
-  const double nvlink = intra.empty() ? 0.0 : cluster_.route(intra).busiest_seconds;
+  std::uint64_t h = mix(0, q.hops.size());
+  for (const auto& hop : q.hops) h = hash_unit(h, static_cast<int>(hop.op), hop, scale);
+  const auto same_hops = [&](const EpEntry& e) {
+    if (e.hops.size() != q.hops.size()) return false;
+    for (std::size_t i = 0; i < e.hops.size(); ++i) {
+      if (!e.hops[i].matches(static_cast<int>(q.hops[i].op), q.hops[i], scale)) return false;
+    }
+    return true;
+  };
+  std::optional<std::pair<double, double>> unit;  // NIC, NVLink busiest seconds per scale
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = ep_cache_.find(h);
+    if (found != ep_cache_.end()) {
+      for (const EpEntry& e : found->second) {
+        if (same_hops(e)) {
+          unit = std::pair{e.nic, e.nvlink};
+          break;
+        }
+      }
+    }
+  }
+  if (!unit) {
+    EpEntry entry;
+    std::vector<Flow> inter, intra;
+    for (const auto& hop : q.hops) {
+      CollectiveQuery scaled = hop;
+      scaled.bytes = hop.bytes / scale;
+      for (auto& row : scaled.matrix) {
+        for (double& v : row) v /= scale;
+      }
+      int steps = 0;
+      for (const Flow& f : collective_flows(scaled, &steps)) {
+        (f.src / per_node == f.dst / per_node ? intra : inter).push_back(f);
+      }
+      entry.hops.push_back(UnitQuery{static_cast<int>(hop.op), scaled.bytes,
+                                     std::move(scaled.groups), std::move(scaled.matrix)});
+    }
+    entry.nic = inter.empty() ? 0.0 : cluster_.route(inter).busiest_seconds;
+    entry.nvlink = intra.empty() ? 0.0 : cluster_.route(intra).busiest_seconds;
+    unit = std::pair{entry.nic, entry.nvlink};
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ep_cache_[h].push_back(std::move(entry));
+  }
+  const double nic = unit->first * scale;
+  const double nvlink = unit->second * scale;
   const EpKernelCalibration& c = it->second;
   return CostEstimate{
       c.fixed_s + c.per_node_s * q.num_nodes + std::max(nic / c.nic_efficiency, nvlink),
@@ -393,23 +485,37 @@ Result<CostEstimate> RooflineCosts::routed_collective(const CollectiveQuery& q) 
   return CostEstimate{routed_shape(q).seconds(q.bytes), kSourceRoofline};
 }
 
-RooflineCosts::Shape RooflineCosts::routed_shape(const CollectiveQuery& q) const {
-  Key key{static_cast<int>(q.op), q.groups, {}};
-  if (!q.matrix.empty()) {
-    auto& m = std::get<2>(key);
-    m = q.matrix;
-    for (auto& row : m) {
-      for (double& v : row) v /= q.bytes;
+bool RooflineCosts::UnitQuery::matches(int query_op, const CollectiveQuery& q, double scale) const {
+  if (op != query_op || !(bytes == q.bytes / scale) || groups != q.groups ||
+      matrix.size() != q.matrix.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < matrix.size(); ++i) {
+    if (matrix[i].size() != q.matrix[i].size()) return false;
+    for (std::size_t j = 0; j < matrix[i].size(); ++j) {
+      if (!(matrix[i][j] == q.matrix[i][j] / scale)) return false;
     }
   }
+  return true;
+}
+
+RooflineCosts::Shape RooflineCosts::routed_shape(const CollectiveQuery& q) const {
+  const int op = static_cast<int>(q.op);
+  const std::uint64_t h = hash_unit(0, op, q, q.bytes);
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    const auto it = cache_.find(h);
+    if (it != cache_.end()) {
+      for (const ShapeEntry& e : it->second) {
+        if (e.query.matches(op, q, q.bytes)) return e.shape;
+      }
+    }
   }
   CollectiveQuery unit = q;
   unit.bytes = 1.0;
-  unit.matrix = std::get<2>(key);
+  for (auto& row : unit.matrix) {
+    for (double& v : row) v /= q.bytes;
+  }
   const auto route = [&](AllReduceAlgo algo) {
     int steps = 0;
     const LinkLoad load = cluster_.route(collective_flows(unit, &steps, algo));
@@ -433,7 +539,8 @@ RooflineCosts::Shape RooflineCosts::routed_shape(const CollectiveQuery& q) const
   if (q.op == CollectiveOp::kAllReduce) shape.tree = route(AllReduceAlgo::kTree);
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    cache_.emplace(std::move(key), shape);
+    cache_[h].push_back(ShapeEntry{
+        UnitQuery{op, q.bytes / q.bytes, std::move(unit.groups), std::move(unit.matrix)}, shape});
   }
   return shape;
 }

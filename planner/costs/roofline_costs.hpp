@@ -6,12 +6,14 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/costs/calibration.hpp"
@@ -141,7 +143,26 @@ class RooflineCosts final : public CostSource {
       return tree ? std::min(primary.seconds(bytes), tree->seconds(bytes)) : primary.seconds(bytes);
     }
   };
-  using Key = std::tuple<int, std::vector<std::vector<int>>, std::vector<std::vector<double>>>;
+  /// A routed query scaled (routed_shape: to one byte): its op, bytes, groups and matrix. Looked up
+  /// by a hash of the query as given and compared against it in place, so a hit copies nothing (the
+  /// planner asks the same shapes thousands of times per plan, groups of up to 1,024 GPUs).
+  struct UnitQuery {
+    int op = 0;
+    double bytes = 1.0;  ///< q.bytes / scale
+    std::vector<std::vector<int>> groups;
+    std::vector<std::vector<double>> matrix;  ///< q.matrix / scale
+    bool matches(int query_op, const CollectiveQuery& q, double scale) const;
+  };
+  struct ShapeEntry {
+    UnitQuery query;
+    Shape shape;
+  };
+  /// An ep_kernel query's hops scaled by 1 / (the first hop's bytes): its routed NIC and NVLink
+  /// busiest seconds per byte of that scale (routing is linear in the bytes).
+  struct EpEntry {
+    std::vector<UnitQuery> hops;
+    double nic = 0.0, nvlink = 0.0;
+  };
 
   /// Per edge index: 1 when the link touches a NIC or a network switch.
   static std::vector<char> network_links(const Cluster& cluster);
@@ -155,7 +176,8 @@ class RooflineCosts final : public CostSource {
   std::shared_ptr<const Calibration> calibration_;
   std::vector<char> network_;
   mutable std::mutex mutex_;
-  mutable std::map<Key, Shape> cache_;
+  mutable std::unordered_map<std::uint64_t, std::vector<ShapeEntry>> cache_;
+  mutable std::unordered_map<std::uint64_t, std::vector<EpEntry>> ep_cache_;
 };
 
 }  // namespace moeplan::planner

@@ -393,6 +393,72 @@ TEST(Calibration, ExpectedRowsPriceTheEmptySlotsOfRandomRouting) {
   }
 }
 
+// Routed shapes are cached by a hash of a sample of the query (sizes, first group, each group's
+// first GPU, the matrix's first row and diagonal) and compared whole: queries that agree on that
+// sample and differ elsewhere must each get their own answer, the one a fresh source gives.
+TEST(Calibration, RoutedShapesAreCachedByTheWholeQuery) {
+  const Cluster two = cluster("2x-hgx-h200");  // 2 nodes of 8
+  const auto cal = calibration("h200");
+  ASSERT_NE(cal, nullptr);
+  const auto fresh = [&](const CollectiveQuery& q) {
+    const RooflineCosts rc(two, cal);
+    auto c = rc.collective(q);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? c->seconds : -1.0;
+  };
+  const RooflineCosts shared(two, cal);
+  const auto cached = [&](const CollectiveQuery& q) {
+    auto c = shared.collective(q);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? c->seconds : -1.0;
+  };
+  // The second group's second GPU within the node, then across it.
+  CollectiveQuery within{CollectiveOp::kAllToAll, {{0, 1}, {2, 3}}, 1 << 24, {}, DType::kBf16};
+  CollectiveQuery across = within;
+  across.groups[1][1] = 9;
+  // The same first row and diagonal; the second row sends 1 byte, then 3 bytes in 4.
+  CollectiveQuery even{CollectiveOp::kAllToAllV, {{0, 9}}, 1 << 24, {}, DType::kBf16};
+  even.matrix = {{0.0, 1 << 22}, {1 << 22, 0.0}};
+  CollectiveQuery skewed = even;
+  skewed.matrix[1][0] = 3 << 22;
+  for (const auto* q : {&within, &across, &even, &skewed, &within, &skewed}) {
+    EXPECT_EQ(cached(*q), fresh(*q));
+  }
+  EXPECT_GT(cached(across), cached(within));
+  EXPECT_GT(cached(skewed), cached(even));
+  // A query scaled by 4 (bytes and matrix) is the same shape: 4 times the bandwidth term.
+  CollectiveQuery big = skewed;
+  big.bytes *= 4;
+  for (auto& row : big.matrix) {
+    for (double& v : row) v *= 4;
+  }
+  EXPECT_EQ(cached(big), fresh(big));
+
+  // The DeepEP kernels' hops likewise (scaled by the first hop's bytes).
+  EpKernelQuery ll;
+  ll.mode = EpKernelMode::kLowLatency;
+  ll.phase = EpKernelPhase::kDispatch;
+  ll.hidden = 7168;
+  ll.top_k = 8;
+  ll.num_experts = 256;
+  ll.num_nodes = 2;
+  ll.ep_size = 16;
+  ll.tokens = 64;
+  ll.hops = {within};
+  EpKernelQuery ll_across = ll;
+  ll_across.hops = {across};
+  const RooflineCosts ep_shared(two, cal);
+  const auto ep = [](const RooflineCosts& rc, const EpKernelQuery& q) {
+    auto c = rc.ep_kernel(q);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? c->seconds : -1.0;
+  };
+  for (const auto* q : {&ll, &ll_across, &ll}) {
+    EXPECT_EQ(ep(ep_shared, *q), ep(RooflineCosts(two, cal), *q));
+  }
+  EXPECT_GT(ep(ep_shared, ll_across), ep(ep_shared, ll));
+}
+
 TEST(CalibrationNic, BundledCurvesWithTheirProvenance) {
   for (const char* device : {"h100", "h200"}) {
     const auto c = calibration(device);

@@ -539,8 +539,9 @@ RooflineCosts::Shape RooflineCosts::routed_shape(const CollectiveQuery& q) const
   if (q.op == CollectiveOp::kAllReduce) shape.tree = route(AllReduceAlgo::kTree);
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    cache_[h].push_back(ShapeEntry{
-        UnitQuery{op, q.bytes / q.bytes, std::move(unit.groups), std::move(unit.matrix)}, shape});
+    // bytes 1: q.bytes / q.bytes, exactly, as matches() computes it.
+    cache_[h].push_back(
+        ShapeEntry{UnitQuery{op, 1.0, std::move(unit.groups), std::move(unit.matrix)}, shape});
   }
   return shape;
 }

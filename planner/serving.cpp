@@ -324,9 +324,11 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   // Aggregated: every instance size and decode batch b per GPU on the decode plan's layout
   // shape, chunked prefill as SGLang, vLLM and TensorRT-LLM run it: a pass is either a decode
   // pass (the b sequences' rows, t_d: the decode plan's step) or a mixed pass (those rows and a
-  // chunk of c prompt tokens per GPU, t_m: the MoE blocks, dense MLPs and head over c + b rows
-  // with the shape's fastest dispatcher there, plus each layer's attention blocks for the chunk
-  // — prefill at the prompt's context — and for the decode rows). With the batch full, a share
+  // chunk of c prompt tokens per GPU, t_m: the MoE blocks and dense MLPs over c + b rows with
+  // the shape's fastest dispatcher there, each layer's attention block for the chunk — prefill
+  // at the prompt's context — and the decode rows in one batch, and the head: embedding and norm
+  // over c + b rows, logits for the b decode rows and the prompts the chunk completes; cost_
+  // mixed_attention, cost_mixed_head). With the batch full, a share
   // x = c_bal / c of the passes is mixed, c_bal = b·isl/osl; the mean pass t̄ = x·t_m +
   // (1 − x)·t_d is the TPOT and λ_sat = g·b / (osl·t̄). Prompt tokens queue for the chunks: a
   // prompt's work D = t_m·isl / (g·c), ρ = λ·D; while none waits the instance runs decode passes
@@ -388,6 +390,9 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
       // The pass's attention blocks: the chunk's and the decode rows' in one batch.
       auto mixed_attention = cost_mixed_attention(mixed_ctx, shape, chunk, b);
       if (!mixed_attention) continue;
+      // Its logits: every decode row's and those of the prompts the chunk completes.
+      auto mixed_head = cost_mixed_head(mixed_ctx, shape, chunk, b);
+      if (!mixed_head) continue;
       double t_m = 0.0;
       Layout pass_layout = shape;
       for (const LayoutCost& l : dec_plan->layouts) {  // the shape's dispatchers
@@ -399,7 +404,8 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
         auto rows = cost_layout(mixed_ctx, l.layout);
         if (!rows || !rows->infeasible_reason.empty()) continue;
         const double t = rows->step_seconds -
-                         layers * (rows->dense.attention.seconds - mixed_attention->seconds);
+                         layers * (rows->dense.attention.seconds - mixed_attention->seconds) -
+                         (rows->dense.head.seconds - mixed_head->seconds);
         if (t_m == 0.0 || t < t_m) {
           t_m = t;
           pass_layout = l.layout;

@@ -197,6 +197,13 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
 Result<CostItem> cost_mixed_attention(const CostContext& ctx, const Layout& layout,
                                       double chunk_per_gpu, double decode_per_gpu);
 
+/// The once-per-step part (embedding, final norm, LM head) of a chunked-prefill pass of
+/// `chunk_per_gpu` prompt tokens and `decode_per_gpu` sequences per GPU: the embedding and norm
+/// over all the rows, the logits for every decode row and for the prompts the chunk completes
+/// (one per context's worth of prompt tokens, as cost_dense_parts counts a prefill step's).
+Result<CostItem> cost_mixed_head(const CostContext& ctx, const Layout& layout, double chunk_per_gpu,
+                                 double decode_per_gpu);
+
 /// The attention core one rank of attention TP size `tp_size` runs for `tokens` tokens (the TP
 /// group's) at `context`: the rank's query heads, MLA decode absorbed over the latent, MLA
 /// prefill expanded into per-head keys and values, GQA's K/V heads split (and replicated past

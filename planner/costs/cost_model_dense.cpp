@@ -232,6 +232,22 @@ Status attention_block(const CostContext& ctx, const Layout& layout, double pre,
   return Status::Ok();
 }
 
+/// Once per step of `tokens` rows (the TP group's): the embedding lookup (each rank gathers the
+/// rows of the tokens), the final norm, and the LM head over this rank's vocabulary slice, in
+/// torch_dtype, on the `logits_rows` that produce a next token.
+Status head_block(const CostContext& ctx, int tp, double tokens, double logits_rows,
+                  CostItem& head) {
+  const models::MoeModel& m = ctx.model;
+  const CostSource& cs = ctx.costs;
+  const double h = static_cast<double>(m.hidden_size);
+  const DType act = m.dtype;
+  MOEPLAN_TRY_STATUS(
+      add(head, cs.elementwise({"embedding", 2.0 * tokens * h * dtype_bytes(act), act})));
+  MOEPLAN_TRY_STATUS(norm(cs, tokens * h, act, head));
+  const double vocab = std::ceil(static_cast<double>(m.vocab_size) / tp);
+  return add(head, cs.gemm({logits_rows, vocab, h, act, 0.0}));
+}
+
 }  // namespace
 
 Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout) {
@@ -267,17 +283,28 @@ Result<DenseCost> cost_dense_parts(const CostContext& ctx, const Layout& layout)
     }
   }
 
-  // Once per step: the embedding lookup (each rank gathers the rows of the tokens), the final
-  // norm, and the LM head on the tokens that produce a next token — every decode sequence, the
-  // last token of each prefill prompt — over this rank's vocabulary slice, in torch_dtype.
-  CostItem& head = out.head;
-  MOEPLAN_TRY_STATUS(
-      add(head, cs.elementwise({"embedding", 2.0 * tokens * h * dtype_bytes(act), act})));
-  MOEPLAN_TRY_STATUS(norm(cs, tokens * h, act, head));
+  // Once per step: the embedding lookup, the final norm and the LM head (head_block); logits for
+  // every decode sequence and the last token of each prefill prompt.
   const double logits_rows = decode ? tokens : std::ceil(tokens / std::max(1.0, out.context));
-  const double vocab = std::ceil(static_cast<double>(m.vocab_size) / tp);
-  MOEPLAN_TRY_STATUS(add(head, cs.gemm({logits_rows, vocab, h, act, 0.0})));
+  MOEPLAN_TRY_STATUS(head_block(ctx, tp, tokens, logits_rows, out.head));
   return out;
+}
+
+Result<CostItem> cost_mixed_head(const CostContext& ctx, const Layout& layout, double chunk_per_gpu,
+                                 double decode_per_gpu) {
+  if (chunk_per_gpu < 0.0 || decode_per_gpu < 0.0) {
+    return Error{"mixed head: expected non-negative chunk and decode rows"};
+  }
+  const int tp = std::max(1, layout.tp_size);
+  Workload pre = ctx.workload;
+  pre.phase = Phase::kPrefill;
+  // The chunk's prompts end at the rate of one per `context` prompt tokens, as a prefill step's
+  // (cost_dense_parts); every decode row produces a token.
+  const double chunk = tp * chunk_per_gpu, decode = tp * decode_per_gpu;
+  const double logits_rows = decode + std::ceil(chunk / std::max(1.0, attention_context(pre)));
+  CostItem head;
+  MOEPLAN_TRY_STATUS(head_block(ctx, tp, chunk + decode, logits_rows, head));
+  return head;
 }
 
 Result<CostItem> cost_mixed_attention(const CostContext& ctx, const Layout& layout,

@@ -437,6 +437,50 @@ TEST(AttentionCost, MixedPassSharesTheProjections) {
   EXPECT_FALSE(cost_mixed_attention(ctx, layout(8, 1), -1.0, 4.0).ok());
 }
 
+// A mixed pass's head: embedding and norm over the chunk and the decode rows, logits for every
+// decode row and for the prompts the chunk completes (one per isl prompt tokens); the two ends
+// are a prefill step's and a decode step's head exactly.
+TEST(AttentionCost, MixedHeadHasTheDecodeRowsLogits) {
+  const auto c = cluster("1x-hgx-h200");
+  const auto m = model("deepseek-v3");
+  const ExpertLoad load = ExpertLoad::uniform(1, m.num_experts);
+  for (const int tp : {1, 2}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    Workload w{Phase::kPrefill, 80};
+    w.isl = 1000;
+    w.osl = 200;
+    const double chunk = 2500.0, dec = 16.0;
+    Recorder rec(c);
+    const CostContext ctx{m, c, rec, w, load, nullptr};
+    auto head = cost_mixed_head(ctx, layout(8 / tp, tp), chunk, dec);
+    ASSERT_TRUE(head.ok()) << head.error().message;
+    ASSERT_EQ(rec.gemms.size(), 1U);
+    // 16 decode rows and ceil(2500 / 1000) = 3 prompts' last tokens per GPU of the TP group.
+    EXPECT_DOUBLE_EQ(rec.gemms[0].m, tp * dec + std::ceil(tp * chunk / 1000.0));
+    EXPECT_DOUBLE_EQ(rec.gemms[0].n, std::ceil(static_cast<double>(m.vocab_size) / tp));
+    const RooflineCosts roof(c);
+    const CostContext rctx{m, c, roof, w, load, nullptr};
+    auto step_head = [&](Phase phase, double tokens) {
+      Workload pw = w;
+      pw.phase = phase;
+      pw.tokens_per_gpu = static_cast<int>(tokens);
+      return cost_dense_parts({m, c, roof, pw, load, nullptr}, layout(8 / tp, tp))
+          .value()
+          .head.seconds;
+    };
+    EXPECT_EQ(cost_mixed_head(rctx, layout(8 / tp, tp), chunk, 0.0)->seconds,
+              step_head(Phase::kPrefill, chunk));
+    EXPECT_EQ(cost_mixed_head(rctx, layout(8 / tp, tp), 0.0, dec)->seconds,
+              step_head(Phase::kDecode, dec));
+    // Above the head a prefill step of c + b rows prices (a row in isl makes a token there).
+    EXPECT_GT(cost_mixed_head(rctx, layout(8 / tp, tp), chunk, dec)->seconds,
+              step_head(Phase::kPrefill, chunk + dec));
+  }
+  const RooflineCosts roof(c);
+  const CostContext ctx{m, c, roof, Workload{Phase::kPrefill, 16}, load, nullptr};
+  EXPECT_FALSE(cost_mixed_head(ctx, layout(8, 1), 4.0, -1.0).ok());
+}
+
 // Latency targets: checked against the phase, and a layout slower than its target cannot serve
 // it (with the reason); with none left, one reason says what to change.
 TEST(AttentionCost, LatencyTargetsRankAndExplain) {

@@ -105,8 +105,8 @@ TEST(Serving, FiguresFollowTheirDefinitionsAndTheInstancePlans) {
   EXPECT_DOUBLE_EQ(k, std::round(k));
   EXPECT_GE(k, 0.0);
   EXPECT_LE(k, 3.0);
-  // The mixed pass: the MoE blocks, dense MLPs and head over c + b rows, each layer's attention
-  // block over the chunk and the decode rows in one batch.
+  // The mixed pass: the MoE blocks and dense MLPs over c + b rows, each layer's attention block
+  // over the chunk and the decode rows in one batch, the head with every decode row's logits.
   Workload mixed = req.base.workload;
   mixed.phase = Phase::kPrefill;
   mixed.tokens_per_gpu = static_cast<int>(a.chunk_tokens_per_gpu) + b;
@@ -114,12 +114,15 @@ TEST(Serving, FiguresFollowTheirDefinitionsAndTheInstancePlans) {
   const CostContext mixed_ctx{f.model, f.cluster, f.costs, mixed, uniform, nullptr};
   auto rows = cost_layout(mixed_ctx, a.instance.layout.layout);
   auto attn = cost_mixed_attention(mixed_ctx, a.instance.layout.layout, a.chunk_tokens_per_gpu, b);
-  ASSERT_TRUE(rows.ok() && attn.ok());
+  auto head = cost_mixed_head(mixed_ctx, a.instance.layout.layout, a.chunk_tokens_per_gpu, b);
+  ASSERT_TRUE(rows.ok() && attn.ok() && head.ok());
   const double layers = f.model.num_hidden_layers;
   EXPECT_NEAR(a.mixed_pass_s,
-              rows->step_seconds + layers * (attn->seconds - rows->dense.attention.seconds),
+              rows->step_seconds + layers * (attn->seconds - rows->dense.attention.seconds) +
+                  (head->seconds - rows->dense.head.seconds),
               1e-12 * a.mixed_pass_s);
-  EXPECT_GT(a.mixed_pass_s, a.decode_pass_s);  // the chunk adds work to the decode rows
+  EXPECT_GT(head->seconds, rows->dense.head.seconds);  // b more rows of logits
+  EXPECT_GT(a.mixed_pass_s, a.decode_pass_s);          // the chunk adds work to the decode rows
   EXPECT_DOUBLE_EQ(a.tpot_s,
                    a.mixed_share * a.mixed_pass_s + (1.0 - a.mixed_share) * a.decode_pass_s);
   // The prompt-token queue: D = t_m·isl / (g·c); no target: ρ is the batch's, min(1, λ_sat·D).

@@ -36,7 +36,9 @@ fi
 dir=build-fuzz
 if [ "$build" = 1 ]; then
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/moeplan-ccache}
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+  # -O1 -g1: libFuzzer's and ASan's recommended optimisation, line tables for the reports.
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DMOEPLAN_FUZZ=ON -DMOEPLAN_ENABLE_CUDA=OFF \
     -DMOEPLAN_ENABLE_MPI=OFF -DMOEPLAN_BUILD_GUI=OFF -DMOEPLAN_BUILD_TESTS=OFF \
     -DMOEPLAN_BUILD_BENCHMARKS=OFF >/dev/null

@@ -327,8 +327,8 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
   // chunk of c prompt tokens per GPU, t_m: the MoE blocks and dense MLPs over c + b rows with
   // the shape's fastest dispatcher there, each layer's attention block for the chunk — prefill
   // at the prompt's context — and the decode rows in one batch, and the head: embedding and norm
-  // over c + b rows, logits for the b decode rows and the prompts the chunk completes; cost_
-  // mixed_attention, cost_mixed_head). With the batch full, a share
+  // over c + b rows, logits for the b decode rows and the prompts the chunk completes:
+  // cost_mixed_attention, cost_mixed_head). With the batch full, a share
   // x = c_bal / c of the passes is mixed, c_bal = b·isl/osl; the mean pass t̄ = x·t_m +
   // (1 − x)·t_d is the TPOT and λ_sat = g·b / (osl·t̄). Prompt tokens queue for the chunks: a
   // prompt's work D = t_m·isl / (g·c), ρ = λ·D; while none waits the instance runs decode passes

@@ -56,6 +56,30 @@ Result<double> mean_moe_seconds(const CostContext& ctx, const Layout& layout,
   return total / static_cast<double>(steps.size());
 }
 
+Result<double> balanced_reference_seconds(const CostContext& ctx, const Layout& layout,
+                                          const LoadSteps& steps, const std::string& source) {
+  if (steps.empty() || steps[0].empty() || steps[0][0].empty()) {
+    return Error{"balanced reference: no steps of '" + source + "' to score"};
+  }
+  const int num_experts = static_cast<int>(steps[0][0].size());
+  if (layout.ep_size < 1 || num_experts % layout.ep_size != 0) {
+    return Error{"balanced reference: " + std::to_string(num_experts) +
+                 " experts do not divide evenly over ep_size " + std::to_string(layout.ep_size)};
+  }
+  LoadSteps even(steps.size());
+  for (std::size_t t = 0; t < steps.size(); ++t) {
+    even[t].reserve(steps[t].size());
+    for (const auto& layer : steps[t]) {
+      double total = 0.0;
+      for (const double c : layer) total += c;
+      even[t].emplace_back(layer.size(), total / static_cast<double>(layer.size()));
+    }
+  }
+  const Placement contiguous = contiguous_placement(static_cast<int>(steps[0].size()),
+                                                    num_experts, layout.ep_size);
+  return mean_moe_seconds(ctx, layout, contiguous, even, source + " (balanced reference)");
+}
+
 Result<ExpertMoves> expert_moves(const Placement& from, const Placement& to, const Layout& layout,
                                  const Cluster& cluster, double expert_bytes,
                                  int layer_multiplicity) {

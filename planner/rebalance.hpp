@@ -101,6 +101,16 @@ Result<double> mean_moe_seconds(const CostContext& ctx, const Layout& layout,
                                 const Placement& placement, const LoadSteps& steps,
                                 const std::string& source);
 
+/// The balanced reference of `steps` (`moeplan place --cluster`): mean_moe_seconds with every
+/// step's tokens of each layer spread evenly over the experts, one slot per expert, experts
+/// contiguous on the EP ranks — every rank gets the mean rows and E/ep experts, and every
+/// dispatch link its even share. In prefill, where a rank's time grows with its rows, no
+/// placement of the same tokens does better under the cost model; in decode a skewed step can
+/// activate fewer experts per rank than E/ep and so come in below it. Errors: no steps, the
+/// experts not divisible by the EP size (no such placement), what cost_layout reports.
+Result<double> balanced_reference_seconds(const CostContext& ctx, const Layout& layout,
+                                          const LoadSteps& steps, const std::string& source);
+
 /// Runs the trace: the fixed placement and every (N, W) of the request, each scored with the
 /// cost model (`ctx`'s model, cluster, costs and workload; its load and placement are replaced
 /// per step) on `layout`. Errors: fewer than two steps, a trace too short to fit the largest

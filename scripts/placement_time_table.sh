@@ -7,12 +7,12 @@ cd "$(dirname "$0")/.."
 B=${B:-build/bin/moeplan}
 row() { name=$1; shift; for ph in prefill decode; do
   if [ $ph = prefill ]; then tok=$PF; else tok=$DC; fi
-  e=$($B place "$@" --phase $ph --step-tokens $tok --policy eplb --json | python3 -c "import json,sys; j=json.load(sys.stdin); print(j['predicted_moe_ms']['mean_per_step'], j['predicted_moe_ms']['steps'])")
+  e=$($B place "$@" --phase $ph --step-tokens $tok --policy eplb --json | python3 -c "import json,sys; j=json.load(sys.stdin); t=j['predicted_moe_ms']; print(t['mean_per_step'], t['steps'], t.get('balanced_reference_per_step', 'nan'))")
   b=$($B place "$@" --phase $ph --step-tokens $tok --policy best --json | python3 -c "import json,sys; j=json.load(sys.stdin); print(j['predicted_moe_ms']['mean_per_step'])")
-  python3 -c "e,n=map(float,'$e'.split()); b=float('$b'); print(f'| $name | $ph | {int($tok)} | {int(n)} | {e:.3f} | {b:.3f} | {100*(b/e-1):+.2f}% |')"
+  python3 -c "e,n,r=map(float,'$e'.split()); b=float('$b'); print(f'| $name | $ph | {int($tok)} | {int(n)} | {e:.3f} | {b:.3f} | {100*(b/e-1):+.2f}% | {r:.3f} | {100*(e/r-1):+.2f}% / {100*(b/r-1):+.2f}% |')"
 done; }
-echo "| load | phase | step tokens | unseen steps | eplb ms/step | best ms/step | best vs eplb |"
-echo "|---|---|---|---|---|---|---|"
+echo "| load | phase | step tokens | unseen steps | eplb ms/step | best ms/step | best vs eplb | balanced reference ms/step | eplb / best above it |"
+echo "|---|---|---|---|---|---|---|---|---|"
 PF=65536 DC=2048 row "hot-expert (Qwen3-30B-A3B, 16 GPUs, 144 slots)" --load resources/loads/synthetic_hot4_qwen3_30b.csv --model qwen3-30b-a3b --gpus 16 --slots 144 --cluster 2x-hgx-h200 --eval-steps 64
 PF=65536 DC=2048 row "qwen3_30b_a3b_mbolt (measured, 16 GPUs, 144 slots)" --load resources/loads/qwen3_30b_a3b_mbolt.json --model qwen3-30b-a3b --gpus 16 --slots 144 --cluster 2x-hgx-h200 --eval-steps 64
 PF=262144 DC=8192 row "power-law (DeepSeek-V3, 64 GPUs, 320 slots)" --load resources/loads/synthetic_powerlaw1.2_dsv3_hidden.npy --model deepseek-v3 --groups 1 --gpus 64 --slots 320 --cluster 16x-hgx-h200 --eval-steps 32

@@ -54,6 +54,10 @@ struct TimeScoring {
   planner::Workload workload;
   std::size_t steps_scored = 0;
   double mean_seconds = 0.0;
+  /// The same steps' balanced reference (planner::balanced_reference_seconds), or why there
+  /// is none.
+  std::optional<double> reference_seconds;
+  std::string no_reference;
 };
 
 /// At most this many unseen steps are costed (each one costs every MoE layer).
@@ -138,6 +142,11 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
                              {"tokens_per_gpu", timing->workload.tokens_per_gpu},
                              {"cluster", timing->setup.cluster->name()},
                              {"cost_source", timing->setup.costs().name()}};
+    if (timing->reference_seconds) {
+      j["predicted_moe_ms"]["balanced_reference_per_step"] = *timing->reference_seconds * 1e3;
+    } else {
+      j["predicted_moe_ms"]["balanced_reference_absent"] = timing->no_reference;
+    }
   }
   if (out.spread) {
     j["trace"] = {{"nodes_per_token", out.spread->nodes_per_token},
@@ -145,6 +154,11 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
                   {"cross_node_fraction", out.spread->cross_node_fraction}};
   }
   return j;
+}
+
+/// "+4.66%" / "-0.21%".
+std::string signed_percent(double fraction) {
+  return (fraction >= 0.0 ? "+" : "") + format_fixed(fraction * 100.0, 2) + "%";
 }
 
 std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
@@ -199,6 +213,15 @@ std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
                           ", " + planner::phase_name(timing->workload.phase) + ", " +
                           std::to_string(timing->workload.tokens_per_gpu) + " tokens per GPU; " +
                           timing->setup.costs().name() + ")");
+    rows.emplace_back(
+        "balanced reference",
+        timing->reference_seconds
+            ? format_fixed(*timing->reference_seconds * 1e3, 3) +
+                  " ms per step (the same tokens spread evenly over the experts, one slot each; "
+                  "this placement " +
+                  signed_percent(timing->mean_seconds / *timing->reference_seconds - 1.0) +
+                  " above it)"
+            : "none (" + timing->no_reference + ")");
   }
   if (out.spread) {
     rows.emplace_back("trace spread", format_fixed(out.spread->nodes_per_token, 3) + " nodes, " +
@@ -326,6 +349,16 @@ int run_place(const PlaceOptions& o) {
     if (!mean) return report_error(mean.error());
     timing->mean_seconds = *mean;
     timing->steps_scored = outcome->unseen_steps.size();
+    auto reference = planner::balanced_reference_seconds(ctx, timing->layout,
+                                                         outcome->unseen_steps, data->load.source);
+    if (reference) {
+      timing->reference_seconds = *reference;
+    } else {
+      // The row (and JSON key) already says what it is about.
+      const std::string prefix = "balanced reference: ";
+      const std::string& m = reference.error().message;
+      timing->no_reference = m.rfind(prefix, 0) == 0 ? m.substr(prefix.size()) : m;
+    }
   }
   planner::PlacementFile file{outcome->placed, outcome->config, data->layer_ids, data->load.source};
   if (!o.out.empty()) {

@@ -197,6 +197,48 @@ TEST(CliPlace, PredictedMoeTimeOnUnseenSteps) {
                         "--dispatcher: expected padded_a2a");
 }
 
+// The balanced reference: the same unseen steps with every layer's tokens spread evenly over
+// the experts, one slot each. It depends on the steps, not on the policy; in prefill no
+// placement comes in below it (every rank's rows are at least the mean); a model whose experts
+// do not divide over the GPUs has none, and says why.
+TEST(CliPlace, BalancedReferenceIsTheFloorOfPrefillTime) {
+  const std::string base = "place --load " + loads() +
+                           "/synthetic_hot4_qwen3_30b.csv --model qwen3-30b-a3b --gpus 16 "
+                           "--cluster 2x-hgx-h200 --eval-steps 8 --step-tokens 65536";
+  const auto eplb = run_json(base + " --slots 144 --policy eplb").at("predicted_moe_ms");
+  const auto best = run_json(base + " --slots 144 --policy best").at("predicted_moe_ms");
+  const auto contiguous = run_json(base + " --policy contiguous").at("predicted_moe_ms");
+  const double reference = eplb.at("balanced_reference_per_step").get<double>();
+  EXPECT_GT(reference, 0.0);
+  EXPECT_EQ(best.at("balanced_reference_per_step").get<double>(), reference);
+  EXPECT_EQ(contiguous.at("balanced_reference_per_step").get<double>(), reference);
+  for (const auto* t : {&eplb, &best, &contiguous}) {
+    EXPECT_GE(t->at("mean_per_step").get<double>(), reference) << t->dump();
+  }
+  // Contiguous puts the four hot experts on one GPU: far above the reference.
+  EXPECT_GT(contiguous.at("mean_per_step").get<double>(), 1.5 * reference);
+  const auto text = run_cli(base + " --slots 144 --policy eplb");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("(the same tokens spread evenly over the experts, one slot each; this "
+                          "placement +"),
+            std::string::npos)
+      << text.out;
+  // Qwen1.5-MoE-A2.7B's 60 experts on 8 GPUs: no one-slot-per-expert placement exists.
+  const std::string odd =
+      "place --synthetic hot:n=4,share=0.3 --model qwen1.5-moe-a2.7b --gpus 8 --slots 64 "
+      "--cluster 1x-hgx-h200 --eval-steps 2 --policy eplb --step-tokens 2048";
+  const auto none = run_json(odd).at("predicted_moe_ms");
+  EXPECT_FALSE(none.contains("balanced_reference_per_step"));
+  EXPECT_EQ(none.at("balanced_reference_absent"),
+            "60 experts do not divide evenly over ep_size 8");
+  const auto odd_text = run_cli(odd);
+  ASSERT_EQ(odd_text.exit_code, 0) << odd_text.err;
+  EXPECT_NE(odd_text.out.find("balanced reference  none (60 experts do not divide evenly over "
+                              "ep_size 8)"),
+            std::string::npos)
+      << odd_text.out;
+}
+
 TEST(CliPlace, BadInputsAreOneLineAndWriteNothing) {
   const auto out = temp("never.json");
   std::filesystem::remove(out);

@@ -78,6 +78,43 @@ TEST(PlacementTime, MeanOfTheCostModelOverTheSteps) {
   EXPECT_FALSE(mean_moe_seconds(ctx, layout, p, {}, "none").ok());
 }
 
+// The balanced reference spreads each step's tokens of a layer evenly over the experts, one slot
+// each, contiguous: the even step on the contiguous map costs exactly it, a skewed step with the
+// same total on any map costs at least it (prefill: the rows decide), and experts that do not
+// divide over the EP size have none.
+TEST(PlacementTime, BalancedReferenceIsTheEvenSplitOfEachStep) {
+  const auto& f = fixture();
+  const RooflineCosts rc(f.cluster);
+  const Layout layout = Layout::of(16, 1);
+  const Workload w{Phase::kPrefill, 2048};
+  const ExpertLoad none;
+  const CostContext ctx{f.model, f.cluster, rc, w, none, nullptr};
+  std::vector<double> skewed(64, 100.0);
+  for (int e = 0; e < 8; ++e) skewed[static_cast<std::size_t>(e)] = 900.0;
+  const double total = 56 * 100.0 + 8 * 900.0;
+  const LoadSteps steps = {{skewed}};
+  auto reference = balanced_reference_seconds(ctx, layout, steps, "skewed");
+  ASSERT_TRUE(reference.ok()) << reference.error().message;
+  const LoadSteps even = {{std::vector<double>(64, total / 64.0)}};
+  auto on_even = mean_moe_seconds(ctx, layout, with_map(contiguous_map(64), 64, 16), even, "even");
+  ASSERT_TRUE(on_even.ok());
+  EXPECT_DOUBLE_EQ(*reference, *on_even);
+  // The skewed step on the contiguous map and on a map that spreads the hot experts.
+  std::vector<int> spread = contiguous_map(64);
+  for (int e = 0; e < 8; ++e) std::swap(spread[static_cast<std::size_t>(e)],
+                                        spread[static_cast<std::size_t>(e * 4 + 32)]);
+  for (const auto& map : {contiguous_map(64), spread}) {
+    auto t = mean_moe_seconds(ctx, layout, with_map(map, 64, 16), steps, "skewed");
+    ASSERT_TRUE(t.ok());
+    EXPECT_GE(*t, *reference);
+  }
+  auto odd = balanced_reference_seconds(ctx, Layout::of(12, 1), steps, "skewed");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.error().message,
+            "balanced reference: 64 experts do not divide evenly over ep_size 12");
+  EXPECT_FALSE(balanced_reference_seconds(ctx, layout, {}, "none").ok());
+}
+
 TEST(ExpertMoves, NoCopiesBetweenEqualPlacements) {
   const auto& f = fixture();
   const auto p = with_map(contiguous_map(64), 64, 16);

@@ -75,8 +75,8 @@ Result<double> balanced_reference_seconds(const CostContext& ctx, const Layout& 
       even[t].emplace_back(layer.size(), total / static_cast<double>(layer.size()));
     }
   }
-  const Placement contiguous = contiguous_placement(static_cast<int>(steps[0].size()),
-                                                    num_experts, layout.ep_size);
+  const Placement contiguous =
+      contiguous_placement(static_cast<int>(steps[0].size()), num_experts, layout.ep_size);
   return mean_moe_seconds(ctx, layout, contiguous, even, source + " (balanced reference)");
 }
 

@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 
+#include <boost/math/special_functions/gamma.hpp>
+
 #include "models/units.hpp"
 #include "planner/costs/cost_model.hpp"
 
@@ -82,8 +84,22 @@ double request_seconds(const Deployment& s, int osl) {
   return s.ttft_s + (osl - 1) * s.tpot_s;
 }
 
+/// The request latency without the waits that are unbounded (a pool at its capacity): what
+/// still tells two deployments at their capacity apart.
+double bounded_seconds(const DisaggServing& s, int osl) {
+  const auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
+  return s.prefill.step_s + s.kv_transfer_s + finite(s.ttft_wait_s) + finite(s.decode_slot_wait_s) +
+         (osl - 1) * s.tpot_s;
+}
+double bounded_seconds(const AggServing& s, int osl) {
+  const auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
+  return std::max(s.prefill_s, s.mixed_pass_s) + finite(s.ttft_wait_s) + finite(s.slot_wait_s) +
+         (osl - 1) * s.tpot_s;
+}
+
 /// Is `s` a better deployment than `cur`? For an offered rate: fewer GPUs, then the shorter
-/// request latency; otherwise: more requests/s, then fewer GPUs, then the shorter latency.
+/// request latency; otherwise: more requests/s, then fewer GPUs, then the shorter latency (its
+/// bounded part where both are unbounded).
 template <class Deployment>
 bool better(bool offered, int osl, const Deployment& s, const std::optional<Deployment>& cur) {
   if (!cur) return true;
@@ -92,7 +108,9 @@ bool better(bool offered, int osl, const Deployment& s, const std::optional<Depl
     if (s.requests_per_s < cur->requests_per_s * (1.0 - 1e-12)) return false;
   }
   if (s.gpus_used != cur->gpus_used) return s.gpus_used < cur->gpus_used;
-  return request_seconds(s, osl) < request_seconds(*cur, osl);
+  const double a = request_seconds(s, osl), b = request_seconds(*cur, osl);
+  if (a != b) return a < b;
+  return bounded_seconds(s, osl) < bounded_seconds(*cur, osl);
 }
 
 /// The most utilisation in [0, cap] whose wait(ρ) is within `slack` (wait increasing in ρ),
@@ -107,6 +125,40 @@ double max_utilization(const Wait& wait, double slack, double cap) {
     (wait(mid) <= slack ? lo : hi) = mid;
   }
   return lo;
+}
+
+/// The largest rate in (0, bound] at which `fits` holds (`fits` true below some rate, false
+/// above it), by bisection; `bound` itself when it fits, 0 when nothing does.
+template <class Fits>
+double max_rate(const Fits& fits, double bound) {
+  if (fits(bound)) return bound;
+  double lo = 0.0, hi = bound;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+/// A decode-slot queue: M/D/c of `slots` servers held `hold` seconds each, at utilisation ρ.
+struct SlotQueue {
+  double rho = 0.0, slots = 1.0, hold = 0.0;
+  double wait_probability() const { return erlang_c(slots, rho); }
+  double quantile(double p) const { return mdc_wait_quantile(rho, slots, hold, p); }
+};
+
+/// A bound on the p-quantile of a request's wait A (the prompt's queue; `qa` its quantile
+/// function) plus its wait B for a decode slot: P(A + B > a + b) ≤ P(A > a) + P(B > b), whatever
+/// the two's dependence. With π = P(B > 0) below 1 − p, b = 0 and a at level 1 − (1 − p − π);
+/// else both at level 1 − (1 − p)/2; the smaller of the two.
+template <class QuantileA>
+double two_queue_quantile(const QuantileA& qa, const SlotQueue& b, double p) {
+  const double tail = 1.0 - p;
+  const double pi = b.wait_probability();
+  double best = std::numeric_limits<double>::infinity();
+  if (pi < tail) best = qa(1.0 - (tail - pi));
+  const double half = 1.0 - 0.5 * tail;
+  return std::min(best, qa(half) + b.quantile(half));
 }
 
 /// The most utilisation whose M/D/1 wait's p-quantile is within `slack` per unit of D (the wait
@@ -261,61 +313,102 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
 
   // The split: x prefill and y decode instances within the budget. Per prompt count, the
   // prefill pool is x M/D/1 queues (D = step / prompts, each instance a share λ/x of the
-  // requests): the mean TTFT is ρ·D / (2·(1 − ρ)) + the step + the KV transfer, ρ = λ·D/x. A
-  // TTFT target caps ρ at 2·slack / (D + 2·slack), slack = target − step − transfer.
+  // requests, ρ_p = λ·D/x) and the decode pool y M/D/c queues of c = GPUs × sequences per GPU
+  // slots held osl·TPOT each (ρ_d = λ / (y·its rate)): the mean TTFT is the prefill wait + the
+  // step + the KV transfer + the slot wait. Without a target (and no offered rate) the
+  // deployment runs at the slower pool's capacity, whose queue grows without bound; a TTFT
+  // target holds λ at the most whose wait fits the slack the step and the transfer leave.
+  const auto disagg_at = [&](const PoolInstance& pre, const PoolInstance& dec, int x, int y,
+                             double kv, double lambda) {
+    DisaggServing s;
+    const double per_prompt = pre.step_s / pre.batch;
+    const double slots = static_cast<double>(dec.gpus) * dec.batch;
+    s.prefill = pre;
+    s.decode = dec;
+    s.prefill_instances = x;
+    s.decode_instances = y;
+    s.kv_transfer_s = kv;
+    s.kv_bytes_per_request = kv_bytes_per_request;
+    s.prefill_utilization = std::min(1.0, lambda * per_prompt / x);
+    s.decode_utilization = std::min(1.0, lambda / (y * dec.requests_per_s));
+    s.ttft_wait_s = md1_wait_seconds(s.prefill_utilization, per_prompt);
+    s.decode_slot_wait_s = mdc_wait_seconds(s.decode_utilization, slots, w.osl * dec.step_s);
+    s.ttft_s = pre.step_s + kv + s.ttft_wait_s + s.decode_slot_wait_s;
+    if (pct > 0.0) {
+      s.ttft_quantile_s = pre.step_s + kv +
+                          two_queue_quantile(
+                              [&](double level) {
+                                return md1_wait_quantile(s.prefill_utilization, per_prompt, level);
+                              },
+                              SlotQueue{s.decode_utilization, slots, w.osl * dec.step_s}, pct);
+    }
+    s.tpot_s = dec.step_s;
+    s.requests_per_s = lambda;
+    s.gpus_used = x * pre.gpus + y * dec.gpus;
+    s.tokens_per_s_per_gpu = lambda * w.osl / (offered ? s.gpus_used : budget);
+    s.tokens_per_s_per_user = 1.0 / dec.step_s;
+    return s;
+  };
+  // The TTFT's wait at rate λ (the mean, or the bound on the requested percentile).
+  const auto disagg_wait = [&](const DisaggServing& s) {
+    return (pct > 0.0 ? s.ttft_quantile_s : s.ttft_s) - s.prefill.step_s - s.kv_transfer_s;
+  };
   for (const auto& [p, candidates] : prefill) {
     for (const auto& [d, dec] : decode) {
-      const double y_needed = offered ? std::ceil(rate / dec.requests_per_s) : 0.0;
-      if (y_needed * d > budget) continue;  // the decode pool alone exceeds the budget
-      const int y_offered = static_cast<int>(y_needed);
-      for (int x = 1; x * p + std::max(1, y_offered) * d <= budget; ++x) {
-        const int y = offered ? y_offered : (budget - x * p) / d;
+      // With an offered rate: at least the decode instances whose slots keep up (ρ_d < 1).
+      int y_least = 1;
+      if (offered) {
+        y_least = std::max(1, static_cast<int>(std::ceil(rate / dec.requests_per_s)));
+        if (!(rate < y_least * dec.requests_per_s)) ++y_least;
+      }
+      if (y_least * d > budget) continue;  // the decode pool alone exceeds the budget
+      for (int x = 1; x * p + y_least * d <= budget; ++x) {
+        const int y_most = (budget - x * p) / d;
         const KvRoute route = kv_route(cluster, kv_bytes_per_request, p, x * p, d);
         for (const PoolInstance& pre : candidates) {
           const double kv = route.seconds(pre.batch);
           const double service = pre.step_s + kv;
           const double per_prompt = pre.step_s / pre.batch;
-          // The wait the target judges: the mean, or the requested percentile.
-          const auto wait = [&](double r) {
-            return pct > 0.0 ? md1_wait_quantile(r, per_prompt, pct)
-                             : md1_wait_seconds(r, per_prompt);
+          const double slack = req.ttft_target_s > 0.0 ? req.ttft_target_s - service : 0.0;
+          if (req.ttft_target_s > 0.0 && slack < 0.0) continue;
+          const auto fits = [&](const DisaggServing& s) {
+            return req.ttft_target_s <= 0.0 || disagg_wait(s) <= slack;
           };
-          double rho_max = 1.0;
-          if (req.ttft_target_s > 0.0) {
-            const double slack = req.ttft_target_s - service;
-            if (slack < 0.0) continue;
-            rho_max = pct > 0.0 ? quantile_table.max_rho(slack / per_prompt)
-                                : 2.0 * slack / (per_prompt + 2.0 * slack);
-            if (!(rho_max > 0.0)) continue;
-          }
-          double lambda = rate, rho = 0.0;
+          std::optional<DisaggServing> found;
           if (offered) {
-            rho = rate * per_prompt / x;
-            if (rho >= 1.0 || rho > rho_max) continue;
+            if (!(rate * per_prompt / x < 1.0)) continue;
+            // The fewest decode instances that meet the target (the wait falls as y grows).
+            if (!fits(disagg_at(pre, dec, x, y_most, kv, rate))) continue;
+            int lo = y_least, hi = y_most;
+            while (lo < hi) {
+              const int mid = lo + (hi - lo) / 2;
+              if (fits(disagg_at(pre, dec, x, mid, kv, rate))) {
+                hi = mid;
+              } else {
+                lo = mid + 1;
+              }
+            }
+            found = disagg_at(pre, dec, x, lo, kv, rate);
           } else {
-            const double prefill_rate = x * rho_max / per_prompt;
-            const double decode_rate = y * dec.requests_per_s;
-            lambda = std::min(prefill_rate, decode_rate);
-            if (!(lambda > 0.0)) continue;
-            rho = prefill_rate <= decode_rate ? rho_max : lambda * per_prompt / x;
+            const int y = y_most;
+            const double cap = std::min(x / per_prompt, y * dec.requests_per_s);
+            double lambda = cap;
+            if (req.ttft_target_s > 0.0) {
+              // The prefill queue alone bounds λ (closed form; the slot wait only adds): a
+              // split that cannot beat the best found even so is not refined.
+              const double rho_p = pct > 0.0 ? quantile_table.max_rho(slack / per_prompt)
+                                             : 2.0 * slack / (per_prompt + 2.0 * slack);
+              const double bound = std::min(cap, x * rho_p / per_prompt);
+              if (!(bound > 0.0)) continue;
+              const auto& cur = out.disaggregated;
+              if (cur && bound < cur->requests_per_s * (1.0 - 1e-12)) continue;
+              lambda =
+                  max_rate([&](double l) { return fits(disagg_at(pre, dec, x, y, kv, l)); }, bound);
+              if (!(lambda > 0.0)) continue;
+            }
+            found = disagg_at(pre, dec, x, y, kv, lambda);
           }
-          DisaggServing s;
-          s.prefill = pre;
-          s.decode = dec;
-          s.prefill_instances = x;
-          s.decode_instances = y;
-          s.kv_transfer_s = kv;
-          s.kv_bytes_per_request = kv_bytes_per_request;
-          s.prefill_utilization = rho;
-          s.ttft_wait_s = md1_wait_seconds(rho, per_prompt);
-          s.ttft_s = service + s.ttft_wait_s;
-          if (pct > 0.0) s.ttft_quantile_s = service + wait(rho);
-          s.tpot_s = dec.step_s;
-          s.requests_per_s = lambda;
-          s.gpus_used = x * p + y * d;
-          s.tokens_per_s_per_gpu = lambda * w.osl / (offered ? s.gpus_used : budget);
-          s.tokens_per_s_per_user = 1.0 / dec.step_s;
-          if (better(offered, w.osl, s, out.disaggregated)) out.disaggregated = s;
+          if (found && better(offered, w.osl, *found, out.disaggregated)) out.disaggregated = found;
         }
       }
     }
@@ -418,63 +511,99 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
       const double lambda_sat = g * static_cast<double>(b) / (w.osl * pass);  // per instance
       const double per_prompt = t_m * w.isl / (g * chunk);
       const double service = std::max(per_prompt, t_m);
-      // The wait the target judges: the mean, or the requested percentile.
-      const auto wait = [&](double r) {
-        return pct > 0.0 ? md1_vacation_wait_quantile(r, per_prompt, t_d, pct)
-                         : md1_wait_seconds(r, per_prompt) + 0.5 * t_d;
-      };
-      // The most utilisation: the batch's (x·t_m / t̄ at saturation) and the TTFT target's.
-      // λ_sat·D = b·isl / (osl·c) · t_m / t̄, written so that a batch whose passes are all mixed
-      // (x = 1, c = b·isl/osl) gives exactly 1 — the queue at its capacity — not 1 − ε.
-      double rho_max = std::min(
+      const double slots = static_cast<double>(g) * b;
+      // The prompt-token queue's most utilisation, the batch's: λ_sat·D = b·isl / (osl·c) ·
+      // t_m / t̄, written so that a batch whose passes are all mixed (x = 1, c = b·isl/osl)
+      // gives exactly 1 — the queue at its capacity — not 1 − ε.
+      const double rho_batch = std::min(
           1.0,
           x * t_m / pass * (b * static_cast<double>(w.isl) / (static_cast<double>(w.osl) * c_bal)));
+      // n instances at λ requests/s each: the prompt tokens' queue at ρ = λ·D (decode passes
+      // as vacations) and the g·b sequence slots, each held osl·t̄, at λ / λ_sat.
+      const auto agg_at = [&](int n, double lambda) {
+        AggServing s;
+        s.instance = inst;
+        s.instance.layout.layout = pass_layout;
+        s.instance.step_s = pass;
+        s.instance.requests_per_s = lambda_sat;
+        s.chunk_tokens_per_gpu = chunk;
+        s.mixed_pass_s = t_m;
+        s.decode_pass_s = t_d;
+        s.mixed_share = x;
+        s.prefill_s = per_prompt;
+        s.instances = n;
+        s.prefill_utilization = lambda == lambda_sat ? rho_batch : lambda * per_prompt;
+        s.slot_utilization = std::min(1.0, lambda / lambda_sat);
+        s.ttft_wait_s = md1_wait_seconds(s.prefill_utilization, per_prompt) + 0.5 * t_d;
+        s.slot_wait_s = mdc_wait_seconds(s.slot_utilization, slots, w.osl * pass);
+        s.ttft_s = service + s.ttft_wait_s + s.slot_wait_s;
+        if (pct > 0.0) {
+          s.ttft_quantile_s =
+              service + two_queue_quantile(
+                            [&](double level) {
+                              return md1_vacation_wait_quantile(s.prefill_utilization, per_prompt,
+                                                                t_d, level);
+                            },
+                            SlotQueue{s.slot_utilization, slots, w.osl * pass}, pct);
+        }
+        s.tpot_s = pass;
+        s.requests_per_s = lambda * n;
+        s.gpus_used = n * g;
+        s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / (offered ? s.gpus_used : budget);
+        s.tokens_per_s_per_user = 1.0 / s.tpot_s;
+        return s;
+      };
+      const auto fits = [&](const AggServing& s) {
+        return req.ttft_target_s <= 0.0 ||
+               (pct > 0.0 ? s.ttft_quantile_s : s.ttft_s) <= req.ttft_target_s;
+      };
+      // The prompt-token queue alone bounds the rate a TTFT target allows (the slot wait only
+      // adds): the mean's closed form, or the percentile's bisection.
+      double rho_bound = rho_batch;
       if (req.ttft_target_s > 0.0) {
         const double slack = req.ttft_target_s - service;
         if (pct > 0.0) {
-          rho_max = max_utilization(wait, slack, rho_max);
-          if (wait(rho_max) > slack) continue;
+          const auto wait = [&](double r) {
+            return md1_vacation_wait_quantile(r, per_prompt, t_d, pct);
+          };
+          rho_bound = max_utilization(wait, slack, rho_bound);
+          if (wait(rho_bound) > slack) continue;
         } else {
           const double s_md1 = slack - 0.5 * t_d;  // the M/D/1 part's share
           if (s_md1 < 0.0) continue;
-          rho_max = std::min(rho_max, 2.0 * s_md1 / (per_prompt + 2.0 * s_md1));
+          rho_bound = std::min(rho_bound, 2.0 * s_md1 / (per_prompt + 2.0 * s_md1));
         }
       }
-      if (!(rho_max > 0.0)) continue;
-      AggServing s;
-      s.instance = inst;
-      s.instance.layout.layout = pass_layout;
-      s.instance.step_s = pass;
-      s.instance.requests_per_s = lambda_sat;
-      s.chunk_tokens_per_gpu = chunk;
-      s.mixed_pass_s = t_m;
-      s.decode_pass_s = t_d;
-      s.mixed_share = x;
-      s.prefill_s = per_prompt;
-      double rho = rho_max;
+      if (!(rho_bound > 0.0)) continue;
+      std::optional<AggServing> found;
       if (offered) {
-        const double needed = std::ceil(rate * per_prompt / rho_max);
-        if (needed * g > budget) continue;
-        s.instances = static_cast<int>(needed);
-        rho = rate * per_prompt / s.instances;
-        while (rho >= 1.0 || rho > rho_max) {  // rounding at the boundary
-          ++s.instances;
-          rho = rate * per_prompt / s.instances;
+        // The fewest instances whose rate each keeps the slots below saturation and meets
+        // the target (the wait falls as instances are added).
+        const int most = budget / g;
+        int least = std::max(1, static_cast<int>(std::ceil(rate / lambda_sat)));
+        if (!(rate / least < lambda_sat)) ++least;
+        if (least > most || !fits(agg_at(most, rate / most))) continue;
+        int lo = least, hi = most;
+        while (lo < hi) {
+          const int mid = lo + (hi - lo) / 2;
+          if (fits(agg_at(mid, rate / mid))) {
+            hi = mid;
+          } else {
+            lo = mid + 1;
+          }
         }
-        if (s.instances * g > budget) continue;
+        found = agg_at(lo, rate / lo);
       } else {
-        s.instances = budget / g;
+        const int n = budget / g;
+        const double bound = rho_bound == rho_batch ? lambda_sat : rho_bound / per_prompt;
+        if (cur && n * bound < cur->requests_per_s * (1.0 - 1e-12)) continue;
+        const double lambda = req.ttft_target_s > 0.0
+                                  ? max_rate([&](double l) { return fits(agg_at(n, l)); }, bound)
+                                  : lambda_sat;
+        if (!(lambda > 0.0)) continue;
+        found = agg_at(n, lambda);
       }
-      s.prefill_utilization = rho;
-      s.ttft_wait_s = md1_wait_seconds(rho, per_prompt) + 0.5 * t_d;
-      s.ttft_s = service + s.ttft_wait_s;
-      if (pct > 0.0) s.ttft_quantile_s = service + wait(rho);
-      s.tpot_s = pass;
-      s.requests_per_s = rho / per_prompt * s.instances;
-      s.gpus_used = s.instances * g;
-      s.tokens_per_s_per_gpu = s.requests_per_s * w.osl / (offered ? s.gpus_used : budget);
-      s.tokens_per_s_per_user = 1.0 / s.tpot_s;
-      if (better(offered, w.osl, s, out.aggregated)) out.aggregated = s;
+      if (better(offered, w.osl, *found, out.aggregated)) out.aggregated = found;
     }
   }
   out.plans_costed = cache.made();
@@ -488,14 +617,20 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
            std::to_string(s.prefill.batch) + " prompts per step at " +
            format_fixed(100.0 * s.prefill_utilization, 1) + "% utilisation, mean TTFT " +
            (std::isfinite(s.ttft_s)
-                ? ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, "
-                : std::string("unbounded — the prefill pool runs at its capacity and its queue "
-                              "grows without bound; set --ttft-ms or --rate — ")) +
+                ? ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, " +
+                      ms_text(s.decode_slot_wait_s, 2) + " waiting for a decode slot, "
+                : std::string(s.prefill_utilization >= 1.0
+                                  ? "unbounded — the prefill pool runs at its capacity and its "
+                                    "queue grows without bound; set --ttft-ms or --rate — "
+                                  : "unbounded — the decode pool's slots run at their capacity "
+                                    "and requests wait for one without bound; set --ttft-ms or "
+                                    "--rate — ")) +
            ms_text(s.prefill.step_s, 1) + " prefill step, " + ms_text(s.kv_transfer_s, 2) +
            " KV transfer) + " + std::to_string(s.decode_instances) + " decode × " +
            std::to_string(s.decode.gpus) + " GPUs (" + s.decode.layout.layout.shape_name() + " " +
            dispatcher_name(s.decode.layout.layout.dispatcher) + ", " +
-           std::to_string(s.decode.batch) + " sequences per GPU, TPOT " +
+           std::to_string(s.decode.batch) + " sequences per GPU at " +
+           format_fixed(100.0 * s.decode_utilization, 1) + "% slot utilisation, TPOT " +
            format_fixed(s.tpot_s * 1e3, 2) + " ms): " + format_fixed(s.tokens_per_s_per_gpu, 1) +
            " tokens/s/GPU, " + format_fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user, " +
            std::to_string(s.gpus_used) + " of " + std::to_string(budget) + " GPUs used";
@@ -509,11 +644,17 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
            format_fixed(s.chunk_tokens_per_gpu, 0) + " prompt tokens per GPU (" +
            ms_text(s.mixed_pass_s, 2) + " against " + ms_text(s.decode_pass_s, 2) +
            " decode), prefill at " + format_fixed(100.0 * s.prefill_utilization, 1) +
-           "% utilisation, mean TTFT " +
+           "%, sequence slots at " + format_fixed(100.0 * s.slot_utilization, 1) + "%, mean TTFT " +
            (std::isfinite(s.ttft_s)
-                ? ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, "
-                : std::string("unbounded — the chunks run at their capacity and the prompts' "
-                              "queue grows without bound; set --ttft-ms or --rate — ")) +
+                ? ms_text(s.ttft_s, 1) + ": " + ms_text(s.ttft_wait_s, 1) + " queueing, " +
+                      ms_text(s.slot_wait_s, 2) + " waiting for a sequence slot, "
+                : std::string(s.prefill_utilization >= 1.0
+                                  ? "unbounded — the chunks run at their capacity and the "
+                                    "prompts' queue grows without bound; set --ttft-ms or --rate "
+                                    "— "
+                                  : "unbounded — the sequence slots run at their capacity and "
+                                    "requests wait for one without bound; set --ttft-ms or "
+                                    "--rate — ")) +
            ms_text(s.prefill_s, 1) + " per prompt's tokens; TPOT " + ms_text(s.tpot_s, 2) +
            "): " + format_fixed(s.tokens_per_s_per_gpu, 1) + " tokens/s/GPU, " +
            format_fixed(s.tokens_per_s_per_user, 1) + " tokens/s/user";
@@ -609,6 +750,39 @@ double md1_wait_seconds(double rho, double d) {
   return rho > 0.0 ? rho * d / (2.0 * (1.0 - rho)) : 0.0;
 }
 
+double erlang_c(double servers, double rho) {
+  if (!(rho > 0.0)) return 0.0;
+  if (!(rho < 1.0)) return 1.0;
+  const double c = servers;
+  const double a = rho * c;  // offered load, Erlangs
+  // Erlang B = P(Poisson(a) = c) / P(Poisson(a) ≤ c); then C = c·B / (c − a·(1 − B)).
+  using namespace boost::math::policies;
+  using Quiet = policy<underflow_error<ignore_error>, overflow_error<ignore_error>,
+                       evaluation_error<ignore_error>>;
+  const double pmf = boost::math::gamma_p_derivative(c + 1.0, a, Quiet());
+  const double cdf = boost::math::gamma_q(c + 1.0, a, Quiet());
+  if (!(cdf > 0.0) || !std::isfinite(pmf)) return 1.0;
+  const double b = std::clamp(pmf / cdf, 0.0, 1.0);
+  return std::clamp(c * b / (c - a * (1.0 - b)), 0.0, 1.0);
+}
+
+double mdc_wait_seconds(double rho, double servers, double service) {
+  if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
+  if (!(rho > 0.0) || !(service > 0.0)) return 0.0;
+  const double c = servers;
+  const double mmc = erlang_c(c, rho) * service / (c * (1.0 - rho));
+  const double f = (1.0 - rho) * (c - 1.0) * (std::sqrt(4.0 + 5.0 * c) - 2.0) / (16.0 * rho * c);
+  return 0.5 * (1.0 + f) * mmc;
+}
+
+double mdc_wait_quantile(double rho, double servers, double service, double p) {
+  if (!(rho > 0.0) || !(service > 0.0)) return 0.0;
+  if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
+  const double wait_probability = erlang_c(servers, rho);
+  if (wait_probability <= 1.0 - p) return 0.0;
+  return service * std::log(wait_probability / (1.0 - p)) / (servers * (1.0 - rho));
+}
+
 namespace {
 /// The M/D/1 wait's tail, P(W > y) ≈ C·e^(−θ·y) for y ≥ 0 (Cramér–Lundberg): θ = u / D with u
 /// the positive root of ρ·(e^u − 1) = u, C = (1 − ρ) / (ρ·e^u − 1); capped at P(W > 0) = ρ.
@@ -697,11 +871,15 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
       {"mixed_passes_costed", plan.mixed_passes_costed}};
   if (plan.disaggregated) {
     const auto& s = *plan.disaggregated;
-    j["disaggregated"] = {
-        {"prefill", instance_json(s.prefill, false)},     {"decode", instance_json(s.decode, true)},
-        {"prefill_instances", s.prefill_instances},       {"decode_instances", s.decode_instances},
-        {"kv_bytes_per_request", s.kv_bytes_per_request}, {"kv_transfer_ms", s.kv_transfer_s * 1e3},
-        {"prefill_utilization", s.prefill_utilization}};
+    j["disaggregated"] = {{"prefill", instance_json(s.prefill, false)},
+                          {"decode", instance_json(s.decode, true)},
+                          {"prefill_instances", s.prefill_instances},
+                          {"decode_instances", s.decode_instances},
+                          {"kv_bytes_per_request", s.kv_bytes_per_request},
+                          {"kv_transfer_ms", s.kv_transfer_s * 1e3},
+                          {"prefill_utilization", s.prefill_utilization},
+                          {"decode_utilization", s.decode_utilization},
+                          {"decode_slot_wait_ms", ms_or_null(s.decode_slot_wait_s)}};
     add_figures(j["disaggregated"], s);
   } else {
     j["disaggregated"] = nullptr;
@@ -715,7 +893,9 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
                        {"decode_pass_ms", s.decode_pass_s * 1e3},
                        {"mixed_share", s.mixed_share},
                        {"prefill_ms_per_prompt", s.prefill_s * 1e3},
-                       {"prefill_utilization", s.prefill_utilization}};
+                       {"prefill_utilization", s.prefill_utilization},
+                       {"slot_utilization", s.slot_utilization},
+                       {"slot_wait_ms", ms_or_null(s.slot_wait_s)}};
     add_figures(j["aggregated"], s);
   } else {
     j["aggregated"] = nullptr;

@@ -9,8 +9,10 @@
 // — a prefill instance is an M/D/1 queue (DistServe's prefill model, the batch of n prompts
 // served at its rate); an aggregated instance's prompt tokens queue for the chunks of its mixed
 // passes, an M/D/1 queue with its decode passes as vacations — and the mean TTFT is that wait
-// plus its own prefill (and the KV transfer). The wait for a free decode slot is not modelled: a
-// decode pool runs at or below its saturation rate.
+// plus its own prefill (and the KV transfer) plus the wait for a free decode slot: each
+// instance's sequences per GPU × GPUs are the servers of an M/D/c queue whose service is the osl
+// passes a sequence holds its slot (SGLang's and Dynamo's decode side admit a request, and so
+// take its KV cache, only into a free slot).
 #pragma once
 
 #include <optional>
@@ -67,7 +69,13 @@ struct DisaggServing {
   /// The mean wait for the prefill work ahead, M/D/1: ρ·D / (2·(1 − ρ)), D = step / prompts;
   /// +∞ when the prefill pool runs at its capacity (ρ = 1: the queue grows without bound).
   double ttft_wait_s = 0.0;
-  double ttft_s = 0.0;  ///< mean: the wait + the prefill step + the KV transfer
+  /// Each decode instance's slot utilisation: its arrival rate × osl·TPOT / (GPUs × sequences
+  /// per GPU).
+  double decode_utilization = 0.0;
+  /// The mean wait for a free decode slot (mdc_wait_seconds; +∞ at utilisation 1).
+  double decode_slot_wait_s = 0.0;
+  /// mean: the prefill wait + the prefill step + the KV transfer + the decode slot wait
+  double ttft_s = 0.0;
   /// With ServingRequest::ttft_percentile: that percentile of the TTFT (+∞ at ρ = 1); else 0.
   double ttft_quantile_s = 0.0;
   double tpot_s = 0.0;
@@ -99,7 +107,12 @@ struct AggServing {
   /// The mean wait of a prompt, M/D/1 with decode passes as vacations:
   /// ρ·D / (2·(1 − ρ)) + t_d / 2; +∞ at ρ = 1.
   double ttft_wait_s = 0.0;
-  double ttft_s = 0.0;  ///< mean: the wait + max(D, t_m)
+  /// The sequence slots' utilisation: the instance's rate / its saturation rate g·b/(osl·t̄).
+  double slot_utilization = 0.0;
+  /// The mean wait for a free sequence slot: M/D/c of g·b slots held osl·t̄ each
+  /// (mdc_wait_seconds; +∞ at utilisation 1).
+  double slot_wait_s = 0.0;
+  double ttft_s = 0.0;  ///< mean: the prompt-token wait + max(D, t_m) + the slot wait
   /// With ServingRequest::ttft_percentile: that percentile of the TTFT (+∞ at ρ = 1); else 0.
   double ttft_quantile_s = 0.0;
   double tpot_s = 0.0;          ///< the mean pass x·t_m + (1 − x)·t_d
@@ -136,6 +149,25 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
 
 /// The mean wait of an M/D/1 queue of service time `d` at utilisation `rho`; +∞ at ρ ≥ 1.
 double md1_wait_seconds(double rho, double d);
+
+/// Erlang's C formula: the probability that an arrival waits in an M/M/c queue of `servers`
+/// servers at utilisation ρ (offered load ρ·c Erlangs), from the Poisson distribution's
+/// probability and cumulative probability at c (regularised incomplete gamma): 0 at ρ ≤ 0, 1 at
+/// ρ ≥ 1.
+double erlang_c(double servers, double rho);
+
+/// The mean wait for a free decode slot: an M/D/c queue of `servers` slots each held for
+/// `service` seconds, at utilisation ρ, by Cosmetatos' approximation ½·(1 + f)·W(M/M/c),
+/// f = (1 − ρ)(c − 1)(√(4 + 5c) − 2) / (16·ρ·c), W(M/M/c) = C·S / (c·(1 − ρ)); exact at c = 1
+/// (Pollaczek–Khinchine); +∞ at ρ ≥ 1.
+double mdc_wait_seconds(double rho, double servers, double service);
+
+/// The p-quantile of that wait from the M/M/c tail P(W > t) = C·e^(−c(1 − ρ)·t / S): Erlang's C
+/// for the probability of waiting and the exponential service's decay rate, both above
+/// deterministic service's (whose heavy-traffic decay is twice as fast): conservative, at or
+/// above the simulated quantile in every case of ServingQueue.MdcWaitAgainstASimulation. 0 when
+/// C ≤ 1 − p; +∞ at ρ ≥ 1.
+double mdc_wait_quantile(double rho, double servers, double service, double p);
 
 /// "p99", "p99.9", "p50" for 0.99, 0.999, 0.5.
 std::string percentile_name(double fraction);

@@ -349,8 +349,8 @@ int run_place(const PlaceOptions& o) {
     if (!mean) return report_error(mean.error());
     timing->mean_seconds = *mean;
     timing->steps_scored = outcome->unseen_steps.size();
-    auto reference = planner::balanced_reference_seconds(ctx, timing->layout,
-                                                         outcome->unseen_steps, data->load.source);
+    auto reference = planner::balanced_reference_seconds(ctx, timing->layout, outcome->unseen_steps,
+                                                         data->load.source);
     if (reference) {
       timing->reference_seconds = *reference;
     } else {

@@ -375,7 +375,9 @@ std::string render_serving(const planner::ServingPlan& s) {
       "TTFT: the mean under Poisson arrivals at the deployment's rate — the wait for the "
       "prefill work ahead (M/D/1 per prefill instance; in an aggregated one, M/D/1 for the "
       "chunks of its mixed passes, its decode passes as vacations) + the prompt's prefill (+ "
-      "the KV transfer); unbounded where the prefill runs at its capacity\n";
+      "the KV transfer) + the wait for a free decode slot (M/D/c: GPUs × sequences per GPU "
+      "slots, each held osl × TPOT); unbounded where the prefill or the slots run at their "
+      "capacity\n";
   out += s.arrival_rate > 0.0
              ? "tok/s/GPU: output tokens per second over the GPUs used; req/s: requests the "
                "pool can complete per second (the deployment runs at the offered rate)\n"

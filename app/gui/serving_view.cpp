@@ -296,7 +296,9 @@ void ServingView::showResult() {
   rec += tr("TTFT: the mean under Poisson arrivals at the deployment's rate — the wait for the "
             "prefill work ahead (M/D/1 per prefill instance; in an aggregated one, M/D/1 for the "
             "chunks of its mixed passes, its decode passes as vacations) + the prompt's prefill "
-            "(+ the KV transfer); unbounded where the prefill runs at its capacity.<br>"
+            "(+ the KV transfer) + the wait for a free decode slot (M/D/c: GPUs × sequences "
+            "per GPU slots, each held osl × TPOT); unbounded where the prefill or the slots run "
+            "at their capacity.<br>"
             "%1; "
             "step ms: one prefill step of the pool's prompts, one decode step; aggregated: the "
             "mean pass (decode and mixed).")

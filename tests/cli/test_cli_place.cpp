@@ -229,8 +229,7 @@ TEST(CliPlace, BalancedReferenceIsTheFloorOfPrefillTime) {
       "--cluster 1x-hgx-h200 --eval-steps 2 --policy eplb --step-tokens 2048";
   const auto none = run_json(odd).at("predicted_moe_ms");
   EXPECT_FALSE(none.contains("balanced_reference_per_step"));
-  EXPECT_EQ(none.at("balanced_reference_absent"),
-            "60 experts do not divide evenly over ep_size 8");
+  EXPECT_EQ(none.at("balanced_reference_absent"), "60 experts do not divide evenly over ep_size 8");
   const auto odd_text = run_cli(odd);
   ASSERT_EQ(odd_text.exit_code, 0) << odd_text.err;
   EXPECT_NE(odd_text.out.find("balanced reference  none (60 experts do not divide evenly over "

@@ -325,6 +325,16 @@ TEST(CliPlan, DisaggregatedServing) {
   EXPECT_NEAR(rec.at("requests_per_s").get<double>(), 40.0, 40.0 * 1e-12);
   EXPECT_LT(rec.at("gpus_used").get<int>(), 8);
   EXPECT_LE(rec.at("ttft_ms").get<double>(), 300.0 * (1.0 + 1e-12));
+  // The decode slots below their capacity, their wait counted in the TTFT.
+  if (!o.at("disaggregated").is_null()) {
+    const auto& d = o.at("disaggregated");
+    EXPECT_LT(d.at("decode_utilization").get<double>(), 1.0);
+    EXPECT_GE(d.at("decode_slot_wait_ms").get<double>(), 0.0);
+    EXPECT_LE(d.at("decode_slot_wait_ms").get<double>() + d.at("ttft_wait_ms").get<double>() +
+                  d.at("prefill").at("step_ms").get<double>() +
+                  d.at("kv_transfer_ms").get<double>(),
+              d.at("ttft_ms").get<double>() * (1.0 + 1e-12));
+  }
   const auto text = run_cli(base + "--rate 40");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("40.00 requests/s offered"), std::string::npos) << text.out;
@@ -342,6 +352,15 @@ TEST(CliPlan, DisaggregatedServing) {
   EXPECT_DOUBLE_EQ(sj.at("prefill_utilization").get<double>(), 1.0);
   EXPECT_TRUE(sj.at("ttft_ms").is_null());
   EXPECT_TRUE(sj.at("ttft_wait_ms").is_null());
+  // Short prompts, long answers: the decode pool is the bottleneck; at its capacity the wait
+  // for a free slot is unbounded — said so, with what to set.
+  const auto dec_sat = nlohmann::json::parse(run_cli(base + "--json").out).at("disaggregated");
+  EXPECT_DOUBLE_EQ(dec_sat.at("decode_utilization").get<double>(), 1.0);
+  EXPECT_TRUE(dec_sat.at("decode_slot_wait_ms").is_null());
+  EXPECT_TRUE(dec_sat.at("ttft_ms").is_null());
+  EXPECT_NE(r.out.find("unbounded — the decode pool's slots run at their capacity"),
+            std::string::npos)
+      << r.out;
   const auto sat_text = run_cli(long_prompts);
   EXPECT_NE(sat_text.out.find("unbounded — the prefill pool runs at its capacity"),
             std::string::npos)

@@ -101,8 +101,8 @@ TEST(PlacementTime, BalancedReferenceIsTheEvenSplitOfEachStep) {
   EXPECT_DOUBLE_EQ(*reference, *on_even);
   // The skewed step on the contiguous map and on a map that spreads the hot experts.
   std::vector<int> spread = contiguous_map(64);
-  for (int e = 0; e < 8; ++e) std::swap(spread[static_cast<std::size_t>(e)],
-                                        spread[static_cast<std::size_t>(e * 4 + 32)]);
+  for (int e = 0; e < 8; ++e)
+    std::swap(spread[static_cast<std::size_t>(e)], spread[static_cast<std::size_t>(e * 4 + 32)]);
   for (const auto& map : {contiguous_map(64), spread}) {
     auto t = mean_moe_seconds(ctx, layout, with_map(map, 64, 16), steps, "skewed");
     ASSERT_TRUE(t.ok());

@@ -11,19 +11,21 @@ if [ "${1:-}" = "--tsan" ]; then
   # The tests of the code with threads: in-process ranks and the rank watchdog (kernels_test),
   # the profiler on in-process ranks (profiler_test), and of cli_test the tests whose TSan-built
   # moeplan starts ranks — profile, validate, verify, Ctrl-C, kill -9 and fault injection
-  # (ProfileCli, CliVerify). The other CLI commands (plan, place, export, rebalance, costs,
-  # models) start no thread, so TSan has nothing to check there. Not gui_test: Debian's Qt is not
+  # (ProfileCli, CliVerify); and `best`'s layer search, which shares the layers among the cores
+  # (planner_test's Best.*: `place`, `plan --placement best` and `rebalance` run that same
+  # function). The other CLI commands start no thread, so TSan has nothing to check there. Not gui_test: Debian's Qt is not
   # built with TSan, which then cannot see Qt's thread-pool hand-offs (docs/RELIABILITY.md). -O1
   # -g1: ThreadSanitizer's recommended optimisation, line tables for its reports.
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DMOEPLAN_TSAN=ON -DMOEPLAN_ENABLE_CUDA=OFF \
     -DMOEPLAN_BUILD_BENCHMARKS=OFF >/dev/null
-  suites=(kernels_test profiler_test cli_test)
+  suites=(kernels_test profiler_test cli_test planner_test)
   cmake --build build-tsan --parallel "$(nproc)" --target moeplan "${suites[@]}"
   export TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 second_deadlock_stack=1"
   for suite in "${suites[@]}"; do
     filter='*'
     [ "$suite" = cli_test ] && filter='ProfileCli.*:CliVerify.*'
+    [ "$suite" = planner_test ] && filter='Best.*'
     echo "tsan: $suite ($filter)"
     "build-tsan/bin/$suite" --gtest_brief=1 "--gtest_filter=$filter"
   done

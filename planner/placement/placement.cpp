@@ -6,11 +6,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <thread>
+#include <vector>
 
 namespace moeplan::planner {
 
@@ -326,10 +331,35 @@ Result<PlacementResult> place_experts(const ExpertLoad& load, PlacementPolicy po
       auto e = run_eplb(load, config, num_slots);
       if (!e) return e.error();
       r.placement.physical_to_logical = std::move(e->placement.physical_to_logical);
-      for (int l = 0; l < load.num_layers(); ++l) {
-        auto& map = r.placement.physical_to_logical[uz(l)];
-        map = best_layer_map(load.counts[uz(l)], map, config, num_slots, best, l);
-      }
+      // Each layer is searched on its own (its counts, samples and EPLB map): the layers are
+      // shared among the cores, each taking the next one left, and every layer's result is the
+      // one a single thread gives. With fewer than two layers per core one thread does it all:
+      // starting the others costs more than they share (a 3-layer load: 0.24 → 0.6–0.9 ms).
+      // (Asking for the cores reads a file: not done where two cores could not share it.)
+      const int layers = load.num_layers();
+      const int cores =
+          layers >= 4 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency())) : 1;
+      const int workers = layers >= 2 * cores ? cores : 1;
+      std::atomic<int> next{0};
+      std::exception_ptr failure;
+      std::mutex failure_mutex;
+      const auto work = [&] {
+        try {
+          for (int l = next++; l < layers; l = next++) {
+            auto& map = r.placement.physical_to_logical[uz(l)];
+            map = best_layer_map(load.counts[uz(l)], map, config, num_slots, best, l);
+          }
+        } catch (...) {
+          const std::lock_guard<std::mutex> lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+          next = layers;  // the others stop at their next layer
+        }
+      };
+      std::vector<std::thread> threads;
+      for (int t = 1; t < workers; ++t) threads.emplace_back(work);
+      work();
+      for (auto& t : threads) t.join();
+      if (failure) std::rethrow_exception(failure);
       break;
     }
   }

@@ -9,6 +9,7 @@
 
 #include "models/registry.hpp"
 #include "models/resources.hpp"
+#include "planner/placement/best_search.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/placement.hpp"
 #include "planner/placement/placement_file.hpp"
@@ -212,6 +213,38 @@ TEST(Best, NeverBelowEplbOnRandomLoads) {
   // show a significant gain best keeps EPLB's map, so ask for a strict gain in a third.
   EXPECT_GE(strictly_better_steps, trials / 3);
   EXPECT_GT(strictly_better_fit, 0);
+}
+
+// `best` searches the layers on every core, each layer on its own: the result is, layer by layer,
+// what one thread gives from EPLB's map of that layer (many layers, so the threads interleave).
+TEST(Best, LayersSearchedInParallelGiveTheSequentialAnswer) {
+  std::mt19937_64 rng(20261205);
+  ExpertLoad load;
+  load.source = "random";
+  load.num_experts = 64;
+  std::uniform_int_distribution<int> count(1, 1000);
+  for (int l = 0; l < 24; ++l) {
+    std::vector<double> row(64);
+    for (double& x : row) x = count(rng);
+    load.counts.push_back(row);
+  }
+  // Four experts per GPU, no samples: phase A's swaps lower the fitted maximum EPLB's greedy
+  // packing leaves, and that result is kept.
+  const PlacementConfig c{16, 1, 64, 1};
+  const BestOptions opts;
+  auto e = place_experts(load, PlacementPolicy::kEplb, c);
+  auto b = place_experts(load, PlacementPolicy::kBest, c, opts);
+  ASSERT_TRUE(e.ok() && b.ok());
+  expect_consistent(*b);
+  int changed = 0;
+  for (int l = 0; l < load.num_layers(); ++l) {
+    const auto li = static_cast<std::size_t>(l);
+    const auto want =
+        best_layer_map(load.counts[li], e->placement.physical_to_logical[li], c, 64, opts, l);
+    EXPECT_EQ(b->placement.physical_to_logical[li], want) << "layer " << l;
+    changed += want != e->placement.physical_to_logical[li] ? 1 : 0;
+  }
+  EXPECT_GT(changed, 0);  // the search did something the comparison can see
 }
 
 // On the measured loads EPLB is already close to the bound on the aggregate; on unseen

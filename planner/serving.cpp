@@ -815,11 +815,48 @@ std::string percentile_name(double fraction) {
   return "p" + v;
 }
 
+namespace {
+/// Erlang's M/D/1 waiting-time distribution (D = 1): P(W ≤ t) = (1 − ρ)·Σ_{k ≤ t} (ρ(k − t))^k /
+/// k!·e^(ρ(t − k)). An alternating sum whose terms grow to about e^(ρt): in long double (64-bit
+/// significand) its cancellation costs at most e^(ρt)·2^−64, under 10^−13 at the t ≤ 12 it is
+/// used for.
+double md1_exact_cdf(double rho, double t) {
+  if (t < 0.0) return 0.0;
+  const long double r = rho;
+  const long double step = std::exp(-r);  // e^(−ρ), one factor per k
+  long double e = std::exp(r * t);        // e^(ρ(t − k)) at k = 0
+  long double sum = 0.0L, fact = 1.0L;
+  for (int k = 0; k <= static_cast<int>(std::floor(t)); ++k) {
+    if (k > 0) {
+      fact *= k;
+      e *= step;
+    }
+    const long double x = r * (static_cast<long double>(k) - t);
+    long double power = 1.0L;
+    for (int i = 0; i < k; ++i) power *= x;
+    sum += power / fact * e;
+  }
+  return static_cast<double>((1.0L - r) * sum);
+}
+/// The exact sum is used where the quantile's search range, [0, 2·y + D] with y the asymptote's
+/// answer, ends within 12 D: past a few D the asymptote has converged (its error in probability
+/// under 3·10^−3 at ρ 0.1 and y 6 D, under 2·10^−5 from ρ 0.3), and the sum's terms grow with t.
+constexpr double kExactRangeD = 12.0;
+}  // namespace
+
 double md1_wait_quantile(double rho, double d, double p) {
   if (!(rho > 0.0) || p <= 1.0 - rho) return 0.0;  // P(W = 0) = 1 − ρ
   if (!(rho < 1.0)) return std::numeric_limits<double>::infinity();
   const Md1Tail tail(rho, d);
-  return std::max(0.0, std::log(tail.c / (1.0 - p)) / tail.theta);
+  const double asymptote = std::max(0.0, std::log(tail.c / (1.0 - p)) / tail.theta);
+  const double hi = 2.0 * asymptote / d + 1.0;  // in units of D
+  if (hi > kExactRangeD || md1_exact_cdf(rho, hi) < p) return asymptote;
+  double lo = 0.0, up = hi;
+  while (up - lo > 1e-10 * up) {
+    const double mid = 0.5 * (lo + up);
+    (md1_exact_cdf(rho, mid) < p ? lo : up) = mid;
+  }
+  return up * d;
 }
 
 double md1_vacation_wait_quantile(double rho, double d, double vacation, double p) {

@@ -329,8 +329,10 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     s.decode_instances = y;
     s.kv_transfer_s = kv;
     s.kv_bytes_per_request = kv_bytes_per_request;
-    s.prefill_utilization = std::min(1.0, lambda * per_prompt / x);
-    s.decode_utilization = std::min(1.0, lambda / (y * dec.requests_per_s));
+    // At a pool's capacity its utilisation is 1 exactly (not 1 − ε from rounding).
+    const double prefill_cap = x / per_prompt, decode_cap = y * dec.requests_per_s;
+    s.prefill_utilization = lambda >= prefill_cap ? 1.0 : lambda * per_prompt / x;
+    s.decode_utilization = lambda >= decode_cap ? 1.0 : lambda / decode_cap;
     s.ttft_wait_s = md1_wait_seconds(s.prefill_utilization, per_prompt);
     s.decode_slot_wait_s = mdc_wait_seconds(s.decode_utilization, slots, w.osl * dec.step_s);
     s.ttft_s = pre.step_s + kv + s.ttft_wait_s + s.decode_slot_wait_s;
@@ -358,10 +360,12 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
       // With an offered rate: at least the decode instances whose slots keep up (ρ_d < 1).
       int y_least = 1;
       if (offered) {
-        y_least = std::max(1, static_cast<int>(std::ceil(rate / dec.requests_per_s)));
+        const double needed = std::max(1.0, std::ceil(rate / dec.requests_per_s));
+        if (needed * d > budget) continue;  // the decode pool alone exceeds the budget
+        y_least = static_cast<int>(needed);
         if (!(rate < y_least * dec.requests_per_s)) ++y_least;
       }
-      if (y_least * d > budget) continue;  // the decode pool alone exceeds the budget
+      if (y_least * d > budget) continue;
       for (int x = 1; x * p + y_least * d <= budget; ++x) {
         const int y_most = (budget - x * p) / d;
         const KvRoute route = kv_route(cluster, kv_bytes_per_request, p, x * p, d);
@@ -580,7 +584,9 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
         // The fewest instances whose rate each keeps the slots below saturation and meets
         // the target (the wait falls as instances are added).
         const int most = budget / g;
-        int least = std::max(1, static_cast<int>(std::ceil(rate / lambda_sat)));
+        const double needed = std::max(1.0, std::ceil(rate / lambda_sat));
+        if (needed > most) continue;
+        int least = static_cast<int>(needed);
         if (!(rate / least < lambda_sat)) ++least;
         if (least > most || !fits(agg_at(most, rate / most))) continue;
         int lo = least, hi = most;

@@ -1,5 +1,6 @@
 // `moeplan place`: places experts (with redundant slots) on EP ranks for a measured, traced or
 // synthetic load and reports balance on the load and on steps the placement has not seen.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -156,9 +157,10 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
   return j;
 }
 
-/// "+4.66%" / "-0.21%".
-std::string signed_percent(double fraction) {
-  return (fraction >= 0.0 ? "+" : "") + format_fixed(fraction * 100.0, 2) + "%";
+/// "4.66% above it" / "0.21% below it" for a placement's time over the reference's − 1.
+std::string relative_to_reference(double fraction) {
+  return format_fixed(std::abs(fraction) * 100.0, 2) + (fraction >= 0.0 ? "% above" : "% below") +
+         " it";
 }
 
 std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
@@ -219,8 +221,8 @@ std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
             ? format_fixed(*timing->reference_seconds * 1e3, 3) +
                   " ms per step (the same tokens spread evenly over the experts, one slot each; "
                   "this placement " +
-                  signed_percent(timing->mean_seconds / *timing->reference_seconds - 1.0) +
-                  " above it)"
+                  relative_to_reference(timing->mean_seconds / *timing->reference_seconds - 1.0) +
+                  ")"
             : "none (" + timing->no_reference + ")");
   }
   if (out.spread) {

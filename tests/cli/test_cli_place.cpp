@@ -220,9 +220,10 @@ TEST(CliPlace, BalancedReferenceIsTheFloorOfPrefillTime) {
   const auto text = run_cli(base + " --slots 144 --policy eplb");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("(the same tokens spread evenly over the experts, one slot each; this "
-                          "placement +"),
+                          "placement "),
             std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find("% above it)"), std::string::npos) << text.out;
   // Qwen1.5-MoE-A2.7B's 60 experts on 8 GPUs: no one-slot-per-expert placement exists.
   const std::string odd =
       "place --synthetic hot:n=4,share=0.3 --model qwen1.5-moe-a2.7b --gpus 8 --slots 64 "

@@ -299,6 +299,11 @@ TEST(Serving, OfferedRateIsServedOnTheFewestGpus) {
   EXPECT_EQ(none->recommended, "");
   ASSERT_EQ(none->reasons.size(), 1U);
   EXPECT_NE(none->reasons[0].find("lower --rate"), std::string::npos) << none->reasons[0];
+  // A rate far past any instance count an int holds: the same answer, no overflow.
+  req.arrival_rate = 1e15;
+  auto far = plan_serving(f.model, f.cluster, f.costs, req);
+  ASSERT_TRUE(far.ok());
+  EXPECT_EQ(far->recommended, "");
   req.arrival_rate = -1.0;
   auto bad = plan_serving(f.model, f.cluster, f.costs, req);
   ASSERT_FALSE(bad.ok());

@@ -13,9 +13,10 @@ if [ "${1:-}" = "--tsan" ]; then
   # moeplan starts ranks — profile, validate, verify, Ctrl-C, kill -9 and fault injection
   # (ProfileCli, CliVerify); and `best`'s layer search, which shares the layers among the cores
   # (planner_test's Best.*: `place`, `plan --placement best` and `rebalance` run that same
-  # function). The other CLI commands start no thread, so TSan has nothing to check there. Not gui_test: Debian's Qt is not
-  # built with TSan, which then cannot see Qt's thread-pool hand-offs (docs/RELIABILITY.md). -O1
-  # -g1: ThreadSanitizer's recommended optimisation, line tables for its reports.
+  # function). The other CLI commands start no thread, so TSan has nothing to check there. Not
+  # gui_test: Debian's Qt is not built with TSan, which then cannot see Qt's thread-pool
+  # hand-offs (docs/RELIABILITY.md). -O1 -g1: ThreadSanitizer's recommended optimisation, line
+  # tables for its reports.
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DMOEPLAN_TSAN=ON -DMOEPLAN_ENABLE_CUDA=OFF \
     -DMOEPLAN_BUILD_BENCHMARKS=OFF >/dev/null

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -525,10 +524,6 @@ class LayerSearch {
       ++node_cnt_[uz(a * num_nodes_ + node_of_slot(j))];
       --node_cnt_[uz(b * num_nodes_ + node_of_slot(j))];
       ++node_cnt_[uz(b * num_nodes_ + node_of_slot(i))];
-      if (!node_mask_.empty()) {
-        node_mask_[uz(a)] = mask_of(a);
-        node_mask_[uz(b)] = mask_of(b);
-      }
     }
     swap_slots(i, j);
     refresh_gpu(gpu_of(i));
@@ -544,19 +539,6 @@ class LayerSearch {
     node_cnt_.assign(uz(num_experts_ * num_nodes_), 0);
     for (int s = 0; s < num_slots_; ++s)
       ++node_cnt_[uz(slot_[uz(s)] * num_nodes_ + node_of_slot(s))];
-    node_mask_.clear();
-    if (num_nodes_ <= 64) {
-      for (int e = 0; e < num_experts_; ++e) node_mask_.push_back(mask_of(e));
-    }
-  }
-
-  // The nodes holding expert e, one bit each (up to 64 nodes).
-  std::uint64_t mask_of(int e) const {
-    std::uint64_t m = 0;
-    for (int n = 0; n < num_nodes_; ++n) {
-      if (node_cnt_[uz(e * num_nodes_ + n)] > 0) m |= std::uint64_t{1} << n;
-    }
-    return m;
   }
 
   bool share_node(const std::vector<int>& cnt, int e, int f) const {
@@ -571,7 +553,6 @@ class LayerSearch {
     if (!(total_pairs_ > 0.0)) return 0.0;
     const int a = slot_[uz(i)];
     const int b = slot_[uz(j)];
-    if (!node_mask_.empty()) return cut_delta_masks(i, j, a, b);
     std::vector<int>& after = scratch_cnt_;
     after = node_cnt_;
     --after[uz(a * num_nodes_ + node_of_slot(i))];
@@ -586,33 +567,6 @@ class LayerSearch {
         if (c == 0.0) continue;
         const bool before_split = !share_node(node_cnt_, x, f);
         const bool after_split = !share_node(after, x, f);
-        delta += c * (static_cast<double>(after_split) - static_cast<double>(before_split));
-      }
-    }
-    return delta / total_pairs_;
-  }
-
-  // cut_delta on the experts' node masks: the same pairs in the same order, each "shares a
-  // node" one AND instead of a pass over the node counts (and no copy of them per pair).
-  double cut_delta_masks(int i, int j, int a, int b) const {
-    const int ni = node_of_slot(i), nj = node_of_slot(j);
-    const auto bit = [](int n) { return std::uint64_t{1} << n; };
-    std::uint64_t after_a = node_mask_[uz(a)] | bit(nj);
-    if (node_cnt_[uz(a * num_nodes_ + ni)] == 1) after_a &= ~bit(ni);
-    std::uint64_t after_b = node_mask_[uz(b)] | bit(ni);
-    if (node_cnt_[uz(b * num_nodes_ + nj)] == 1) after_b &= ~bit(nj);
-    const auto after = [&](int e) {
-      return e == a ? after_a : (e == b ? after_b : node_mask_[uz(e)]);
-    };
-    double delta = 0.0;
-    for (const int x : {a, b}) {
-      const std::uint64_t mx = node_mask_[uz(x)], ax = after(x);
-      for (int f = 0; f < num_experts_; ++f) {
-        if (f == x || (x == b && f == a)) continue;
-        const double c = pairs_[uz(x * num_experts_ + f)];
-        if (c == 0.0) continue;
-        const bool before_split = (mx & node_mask_[uz(f)]) == 0;
-        const bool after_split = (ax & after(f)) == 0;
         delta += c * (static_cast<double>(after_split) - static_cast<double>(before_split));
       }
     }
@@ -635,8 +589,7 @@ class LayerSearch {
   SampleSet samples_;
   std::vector<double> pairs_;
   double total_pairs_ = 0.0;
-  std::vector<int> node_cnt_;             // [E·nodes]
-  std::vector<std::uint64_t> node_mask_;  // [E]: node_cnt_ > 0 as bits (≤ 64 nodes; else empty)
+  std::vector<int> node_cnt_;  // [E·nodes]
   std::vector<int> scratch_cnt_;
   std::vector<double> trial_;  // improve_by_replica's scratch loads
   std::vector<char> touched_;  // improve_by_replica: GPUs holding the replaced expert

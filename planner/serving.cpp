@@ -356,7 +356,10 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     return (pct > 0.0 ? s.ttft_quantile_s : s.ttft_s) - s.prefill.step_s - s.kv_transfer_s;
   };
   for (const auto& [p, candidates] : prefill) {
-    for (const auto& [d, dec] : decode) {
+    for (const auto& decode_entry : decode) {
+      // Named, not a structured binding: clang 14 (Debian 12) cannot capture a binding.
+      const int d = decode_entry.first;
+      const auto& dec = decode_entry.second;
       // With an offered rate: at least the decode instances whose slots keep up (ρ_d < 1).
       int y_least = 1;
       if (offered) {

@@ -172,6 +172,16 @@ class Backend {
   /// unrounded. Only where can_implement({kGemmFp8Block, kFp8}) is OK.
   virtual void gemm_fp8(const OpContext& ctx, std::span<const float> a, int m, int k,
                         const Fp8Act& act, std::span<const Fp8Part> parts, std::span<float> c) = 0;
+  /// How gemm_fp8 accumulates for activations quantized as `act` and weight blocks of
+  /// block_rows × block_cols (0 × 0: channel or tensor scales): fp32 throughout unless a
+  /// backend says otherwise (the CUDA backend's fp8 tensor cores).
+  virtual Fp8Accumulation fp8_accumulation(const Fp8Act& act, int block_rows,
+                                           int block_cols) const {
+    (void)act;
+    (void)block_rows;
+    (void)block_cols;
+    return {};
+  }
   /// SiLU-and-mul of gate/up rows [rows][2·width]: act[r][c] = round(SiLU(round(gu[r][c])) ·
   /// round(gu[r][width + c])) in `dtype`.
   virtual void silu_mul(const OpContext& ctx, std::span<const float> gate_up, int rows, int width,

@@ -53,6 +53,23 @@ struct Fp8Act {
   std::string describe() const;
 };
 
+/// How a backend's fp8 GEMM accumulates beyond fp32, for the bounds that check it: within each
+/// run of `chunk` products along K (0: all of K) an addition may lose up to `unit` relative to
+/// the running sum (fp8 tensor cores keep about 14 bits — DeepSeek-V3's report, §3.3.2 — and
+/// promote to fp32 only between chunks); unit 0 when it accumulates in fp32 throughout.
+struct Fp8Accumulation {
+  double unit = 0.0;
+  int chunk = 0;
+
+  /// The relative error this adds to a K-term dot product, as a multiple of Σ|a·b|:
+  /// γ(n) = n·unit / (1 − n·unit) for the n = min(chunk, K) − 1 additions of one chunk.
+  double extra(int k) const {
+    if (unit <= 0.0 || k <= 1) return 0.0;
+    const int n = (chunk > 0 && chunk < k ? chunk : k) - 1;
+    return n * unit / (1.0 - n * unit);
+  }
+};
+
 /// x [rows × cols] quantized to e4m3 and dequantized in place, as `act` says: quantize_blocks
 /// then dequantize_blocks with blocks of 1 × group or 1 × cols; or each value e4m3(v / scale)
 /// · scale with the static scale (saturating at ±448 · scale).

@@ -42,7 +42,7 @@ double after_rounding(double delta, double ref_abs, double u) {
 
 MlpOut mlp_with_bound(const RowMat& x_in, const ExpertWeights& w, int hidden, DType dtype,
                       const Eigen::VectorXf& scale, const Eigen::VectorXd& scale_delta,
-                      int tp_slices) {
+                      int tp_slices, const Fp8Accumulation& fp8_acc = {}) {
   const double u = unit_roundoff(dtype);
   const double u32 = std::ldexp(1.0, -24);
   const int width = w.width;
@@ -71,7 +71,8 @@ MlpOut mlp_with_bound(const RowMat& x_in, const ExpertWeights& w, int hidden, DT
   RowMat act(m, width);
   RowMat act_abs(m, width);
   RowMat dact(m, width);
-  const double g_h = gamma32(hidden);
+  // fp8 GEMMs: the backend's accumulation beyond fp32 (the down GEMM's K is at most width).
+  const double g_h = gamma32(hidden) + (f8 != nullptr ? fp8_acc.extra(hidden) : 0.0);
   for (Eigen::Index r = 0; r < m; ++r) {
     for (int c = 0; c < width; ++c) {
       const float g = round_to(dtype, gu(r, c));
@@ -147,7 +148,7 @@ MlpOut mlp_with_bound(const RowMat& x_in, const ExpertWeights& w, int hidden, DT
   MlpOut out;
   out.y.resize(m, hidden);
   out.bound.resize(m, hidden);
-  const double g_i = gamma32(width);
+  const double g_i = gamma32(width) + (f8 != nullptr ? fp8_acc.extra(width) : 0.0);
   for (Eigen::Index r = 0; r < m; ++r) {
     const double sc = scale(r);
     for (int h = 0; h < hidden; ++h) {
@@ -165,15 +166,22 @@ MlpOut mlp_with_bound(const RowMat& x_in, const ExpertWeights& w, int hidden, DT
 
 }  // namespace
 
+Fp8Accumulation fp8_accumulation_of(const Backend& backend, const LayerSpec& s) {
+  if (!s.fp8()) return {};
+  const bool blocks = s.fp8_scheme == WeightScheme::kFp8Block;
+  return backend.fp8_accumulation(s.fp8_act, blocks ? s.fp8_block_in : 0,
+                                  blocks ? s.fp8_block_out : 0);
+}
+
 MlpReference mlp_reference(std::span<const float> x, int num_rows, int hidden,
                            const ExpertWeights& w, DType dtype, std::span<const float> scale,
-                           std::span<const double> scale_delta) {
+                           std::span<const double> scale_delta, const Fp8Accumulation& fp8_acc) {
   const RowMat xm = Eigen::Map<const RowMat>(x.data(), num_rows, hidden);
   Eigen::VectorXf sc = Eigen::VectorXf::Ones(num_rows);
   Eigen::VectorXd sd = Eigen::VectorXd::Zero(num_rows);
   for (int r = 0; r < num_rows && !scale.empty(); ++r) sc(r) = scale[sz(r)];
   for (int r = 0; r < num_rows && !scale_delta.empty(); ++r) sd(r) = scale_delta[sz(r)];
-  const MlpOut out = mlp_with_bound(xm, w, hidden, dtype, sc, sd, 1);
+  const MlpOut out = mlp_with_bound(xm, w, hidden, dtype, sc, sd, 1, fp8_acc);
   MlpReference ref;
   ref.y.assign(out.y.data(), out.y.data() + out.y.size());
   ref.bound.assign(out.bound.data(), out.bound.data() + out.bound.size());
@@ -237,8 +245,9 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         rows.row(static_cast<Eigen::Index>(i)) = inputs.row(tokens[i].first);
       }
-      const MlpOut y = mlp_with_bound(rows, w, h, s.dtype, Eigen::VectorXf::Ones(m),
-                                      Eigen::VectorXd::Zero(m), extra.tp_slices);
+      const MlpOut y =
+          mlp_with_bound(rows, w, h, s.dtype, Eigen::VectorXf::Ones(m), Eigen::VectorXd::Zero(m),
+                         extra.tp_slices, extra.fp8_accumulation);
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         const auto r = static_cast<Eigen::Index>(i);
         const double wt = tokens[i].second;
@@ -271,7 +280,8 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
       }
     }
     const RowMat xs = xm;
-    const MlpOut y = mlp_with_bound(xs, w, h, s.dtype, scale, scale_delta, extra.tp_slices);
+    const MlpOut y = mlp_with_bound(xs, w, h, s.dtype, scale, scale_delta, extra.tp_slices,
+                                    extra.fp8_accumulation);
     acc += y.y.cast<double>();
     mag += y.y.cast<double>().cwiseAbs();
     delta += y.bound;

@@ -13,6 +13,8 @@
 
 namespace moeplan::kernels {
 
+class Backend;
+
 struct ReferenceOutput {
   std::vector<float> output;  ///< [T][H], values of the storage dtype
   std::vector<float> bound;   ///< [T][H]: |sharded − reference| ≤ bound for any correct layout
@@ -34,7 +36,14 @@ struct ReferenceBounds {
   /// quantizes its tp-slice of a row of the down projection's input with its own scale, so the
   /// reference depends on it (ref_tp_slices); otherwise any.
   int tp_slices = 1;
+  /// The fp8 expert GEMMs' accumulation beyond fp32 (Backend::fp8_accumulation of the backend
+  /// checked), added to the bounds of both GEMMs of every fp8 expert.
+  Fp8Accumulation fp8_accumulation{};
 };
+
+/// How `backend`'s fp8 GEMMs accumulate for the weight format of `s` (Backend::fp8_accumulation
+/// with its activation quantization and, for block scales, its blocks); none without fp8.
+Fp8Accumulation fp8_accumulation_of(const Backend& backend, const LayerSpec& s);
 
 /// The tp_slices a reference of `s` must be made with for layouts of tp size `tp`: `tp` with
 /// per-token fp8 activations, else 1 (one reference serves every layout).
@@ -60,9 +69,11 @@ struct MlpReference {
   std::vector<float> y;
   std::vector<double> bound;
 };
+/// `fp8_acc`: the fp8 GEMMs' accumulation beyond fp32 of the backend checked.
 MlpReference mlp_reference(std::span<const float> x, int num_rows, int hidden,
                            const ExpertWeights& w, DType dtype, std::span<const float> scale = {},
-                           std::span<const double> scale_delta = {});
+                           std::span<const double> scale_delta = {},
+                           const Fp8Accumulation& fp8_acc = {});
 
 /// Runs the reference on x[T][H]. Routing uses the backend-independent route_token math (the
 /// router is replicated, not sharded, and is tested against a naive router on its own).

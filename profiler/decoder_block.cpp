@@ -250,7 +250,8 @@ class BlockCase : public DecoderCase {
     const int n = static_cast<int>(tokens.size());
     const kernels::ReferenceOutput ref = kernels::reference_forward(
         *spec_, in, n,
-        {kernels::sends_fp8(*spec_, layout_.dispatcher), kernels::ref_tp_slices(*spec_, 1)});
+        {kernels::sends_fp8(*spec_, layout_.dispatcher), kernels::ref_tp_slices(*spec_, 1),
+         kernels::fp8_accumulation_of(backend_, *spec_)});
     const std::vector<float>& expected = kernels::reference_of(ref, *spec_, layout_.dispatcher);
     const std::vector<float>& bound = kernels::bound_of(ref, *spec_, layout_.dispatcher);
     for (int i = 0; i < n; ++i) {

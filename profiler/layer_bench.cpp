@@ -40,7 +40,8 @@ class LayerCase final : public OpCase {
     const kernels::ReferenceOutput ref =
         kernels::reference_forward(spec_, x_, count_,
                                    {kernels::sends_fp8(spec_, layout_.dispatcher),
-                                    kernels::ref_tp_slices(spec_, layout_.tp_size)});
+                                    kernels::ref_tp_slices(spec_, layout_.tp_size),
+                                    kernels::fp8_accumulation_of(*backend_, spec_)});
     const std::vector<float>& expected = kernels::reference_of(ref, spec_, layout_.dispatcher);
     const std::vector<float>& bound = kernels::bound_of(ref, spec_, layout_.dispatcher);
     for (std::size_t i = 0; i < out_.size(); ++i) {

@@ -2,6 +2,7 @@
 #include "kernels/cuda/cuda_backend.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_probe.hpp"
 #include "kernels/cuda/expert_ffn.hpp"
+#include "kernels/cuda/fp8_gemm.hpp"
 #include "kernels/cuda/launch_params.hpp"
 #include "kernels/cuda/moe_kernels.hpp"
 #include "kernels/router_math.hpp"
@@ -29,10 +31,12 @@ class CudaBackend final : public Backend {
     MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
     MOEPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ffn_ = std::make_unique<ExpertFfn>(stream_);
+    fp8_ = std::make_unique<Fp8Gemm>(stream_, *ffn_);
     MOEPLAN_CUDA_CHECK(cudaEventCreate(&kernels_start_));
     MOEPLAN_CUDA_CHECK(cudaEventCreate(&kernels_stop_));
   }
   ~CudaBackend() override {
+    fp8_.reset();
     ffn_.reset();
     if (kernels_start_ != nullptr) cudaEventDestroy(kernels_start_);
     if (kernels_stop_ != nullptr) cudaEventDestroy(kernels_stop_);
@@ -53,19 +57,53 @@ class CudaBackend final : public Backend {
 
   Status can_implement(const OpQuery& q) const override {
     if (q.op == BackendOp::kGemmFp8Block) {
-      return Error{"cuda backend: no fp8 block-scaled GEMM yet (cuBLASLt is not wired in)"};
+      if (q.dtype == DType::kFp8) return Status::Ok();  // fp8_gemm.hpp: cuBLASLt or emulated
+      return Error{"cuda backend: gemm_fp8 takes fp8 weights"};
     }
-    // Storage in fp32, bf16 or fp16 (fp8 weights are refused above); the router works on fp32
-    // logits.
+    // Storage in fp32, bf16 or fp16; the router works on fp32 logits.
     if (q.dtype == DType::kFp8 && q.op != BackendOp::kRoute && q.op != BackendOp::kPermute) {
       return Error{"cuda backend: fp8 is not a storage dtype of these ops (fp32, bf16, fp16)"};
     }
     return Status::Ok();
   }
 
-  void gemm_fp8(const OpContext&, std::span<const float>, int, int, const Fp8Act&,
-                std::span<const Fp8Part>, std::span<float>) override {
-    throw std::logic_error("cuda backend: gemm_fp8 is refused by can_implement");
+  Fp8Gemm::Calls fp8_calls() const { return fp8_->calls(); }
+
+  // cuBLASLt's fp8 matmul on the tensor cores: products exact, sums of about 14 bits
+  // (DeepSeek-V3's report measured H800's accumulator; unit 2^-13 covers truncation), promoted
+  // to fp32 with the scales every 128 values of K when both operands carry 1 × 128 / 128 × 128
+  // scales; with channel or tensor scales the promotion interval is cuBLASLt's own: assume
+  // none. The emulated path (fp32 throughout) is within the same bound.
+  Fp8Accumulation fp8_accumulation(const Fp8Act& act, int block_rows,
+                                   int block_cols) const override {
+    const bool blocks = block_rows == 128 && block_cols == 128 &&
+                        act.kind == Fp8Act::Kind::kGroups && act.group == 128;
+    return {std::ldexp(1.0, -13), blocks ? 128 : 0};
+  }
+
+  void gemm_fp8(const OpContext&, std::span<const float> a, int m, int k, const Fp8Act& act,
+                std::span<const Fp8Part> parts, std::span<float> c) override {
+    enter();
+    if (m == 0) return;
+    int n = 0;
+    for (const Fp8Part& p : parts) n += p.cols;
+    fp8_->reset();
+    const float* da = upload(a_, a.first(sz(m) * sz(k)));
+    std::vector<Fp8Weight> w;
+    w.reserve(parts.size());
+    for (const Fp8Part& p : parts) w.push_back(fp8_->prepare(p, k));
+    float* dc = b_.reserve_as<float>(sz(m) * sz(n));
+    fp8_->reserve(m, k);
+    // Timed from the quantization of the input (the CPU's gemm_fp8 quantizes a copy too).
+    begin_kernels();
+    const Fp8DeviceAct q = fp8_->quantize(da, m, k, act);
+    int col = 0;
+    for (const Fp8Weight& part : w) {
+      fp8_->run(q, part, dc, n, col);
+      col += part.cols;
+    }
+    end_kernels();
+    download(dc, c.first(sz(m) * sz(n)));
   }
 
   void gemm(const OpContext&, std::span<const float> a, int m, int k, std::span<const float> b,
@@ -253,6 +291,10 @@ class CudaBackend final : public Backend {
                            out.size()));
     const int width = widths[0];
     const int total = offsets[experts.size()];
+    if (!experts[0].fp8.empty()) {
+      fp8_experts(rows, offsets, experts, hidden, dtype, out);
+      return;
+    }
     const std::size_t es = dtype_size(dtype);
     const std::size_t n_rows = sz(total) * sz(hidden);
     const std::size_t gu_elems = sz(hidden) * 2 * sz(width);
@@ -315,6 +357,23 @@ class CudaBackend final : public Backend {
                      std::span<float> out) override {
     enter();
     if (num_tokens == 0) return;
+    if (!w.fp8.empty()) {
+      const int offsets[] = {0, num_tokens};
+      fp8_experts(x, offsets, std::span(&w, 1), hidden, dtype, out);
+      if (!gate.empty()) {
+        const std::size_t n = sz(num_tokens) * sz(hidden);
+        const float* dx = upload(a_, x.first(n));
+        const float* dg = upload(b_, gate.first(sz(hidden)));
+        float* y = c_.reserve_as<float>(n);
+        MOEPLAN_CUDA_CHECK(
+            cudaMemcpyAsync(y, out.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        begin_kernels();
+        launch_shared_gate(dx, dg, num_tokens, hidden, y, stream_);
+        end_kernels();
+        download(y, out.first(n));
+      }
+      return;
+    }
     const std::size_t es = dtype_size(dtype);
     const int width = w.width;
     const std::size_t n_x = sz(num_tokens) * sz(hidden);
@@ -344,6 +403,71 @@ class CudaBackend final : public Backend {
 
  private:
   void enter() { MOEPLAN_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  // The fp8 expert MLP (the CPU backend's mlp_fp8): per expert, its rows quantized as the
+  // format says, gate/up through the fp8 GEMM (fp32 out), SiLU·mul in `dtype`, the activation
+  // quantized, down through the fp8 GEMM; out [total][H] fp32, unrounded. The weights are
+  // uploaded and laid out before the timed region, as a deployment holds them on the device.
+  void fp8_experts(std::span<const float> rows, std::span<const int> offsets,
+                   std::span<const ExpertWeights> experts, int hidden, DType dtype,
+                   std::span<float> out) {
+    const int total = offsets[experts.size()];
+    const int width = experts[0].width;
+    const std::size_t n_rows = sz(total) * sz(hidden);
+    fp8_->reset();
+    struct Prepared {
+      Fp8Weight gate, up, down;
+    };
+    std::vector<Prepared> w(experts.size());
+    for (std::size_t e = 0; e < experts.size(); ++e) {
+      if (offsets[e + 1] == offsets[e]) continue;
+      if (experts[e].fp8.empty() || experts[e].width != width) {
+        require("expert_ffn: every expert needs the fp8 form and the same width");
+      }
+      const Fp8ExpertWeights& f = experts[e].fp8.front();
+      w[e].gate = fp8_->prepare({f.gate_up.data(), 2 * width, 0, width, f.gate_scales.data(),
+                                 f.gate_up_block_rows, f.gate_up_block_cols},
+                                hidden);
+      w[e].up = fp8_->prepare({f.gate_up.data(), 2 * width, width, width, f.up_scales.data(),
+                               f.gate_up_block_rows, f.gate_up_block_cols},
+                              hidden);
+      w[e].down = fp8_->prepare({f.down.data(), hidden, 0, hidden, f.down_scales.data(),
+                                 f.down_block_rows, f.down_block_cols},
+                                width);
+    }
+    const float* dx = upload(a_, rows.first(n_rows));
+    float* dout = b_.reserve_as<float>(n_rows);
+    float* gu = c_.reserve_as<float>(sz(total) * 2 * sz(width));
+    void* gu_stored = d_.reserve(sz(total) * 2 * sz(width) * dtype_size(dtype));
+    void* act_stored = e_.reserve(sz(total) * sz(width) * dtype_size(dtype));
+    float* act = f_.reserve_as<float>(sz(total) * sz(width));
+    int most = 0;
+    for (std::size_t e = 0; e < experts.size(); ++e)
+      most = std::max(most, offsets[e + 1] - offsets[e]);
+    fp8_->reserve(most, std::max(hidden, width));
+    begin_kernels();
+    for (std::size_t e = 0; e < experts.size(); ++e) {
+      const int r0 = offsets[e];
+      const int m = offsets[e + 1] - r0;
+      if (m == 0) continue;
+      const Fp8ExpertWeights& f = experts[e].fp8.front();
+      const std::size_t gu_off = sz(r0) * 2 * sz(width);
+      const Fp8DeviceAct xq = fp8_->quantize(dx + sz(r0) * sz(hidden), m, hidden, f.input_act());
+      fp8_->run(xq, w[e].gate, gu + gu_off, 2 * width, 0);
+      fp8_->run(xq, w[e].up, gu + gu_off, 2 * width, width);
+      const std::size_t n_gu = sz(m) * 2 * sz(width);
+      char* gs = static_cast<char*>(gu_stored) + gu_off * dtype_size(dtype);
+      char* as = static_cast<char*>(act_stored) + sz(r0) * sz(width) * dtype_size(dtype);
+      launch_to_storage(dtype, gu + gu_off, n_gu, gs, stream_);
+      launch_silu_mul(dtype, gs, m, width, as, stream_);
+      float* act_e = act + sz(r0) * sz(width);
+      launch_from_storage(dtype, as, sz(m) * sz(width), act_e, stream_);
+      const Fp8DeviceAct aq = fp8_->quantize(act_e, m, width, f.mid_act());
+      fp8_->run(aq, w[e].down, dout + sz(r0) * sz(hidden), hidden, 0);
+    }
+    end_kernels();
+    download(dout, out.first(n_rows));
+  }
 
   // Kernel-only time (what the profiler records): events around an op's device work, after its
   // uploads and storage conversions and before its conversion back and download; summed into
@@ -394,6 +518,7 @@ class CudaBackend final : public Backend {
   FfnChoice choice_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<ExpertFfn> ffn_;
+  std::unique_ptr<Fp8Gemm> fp8_;
   DeviceBuffer a_, b_, c_, d_, e_, f_, staging_, weights_;
   cudaEvent_t kernels_start_ = nullptr;
   cudaEvent_t kernels_stop_ = nullptr;
@@ -410,6 +535,13 @@ std::string cuda_unusable_reason(int device) {
            std::to_string(p.devices.size()) + " device(s))";
   }
   return {};
+}
+
+std::optional<Fp8PathCounts> fp8_path_counts(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
+  if (cuda == nullptr) return std::nullopt;
+  const Fp8Gemm::Calls c = cuda->fp8_calls();
+  return Fp8PathCounts{c.cublaslt, c.emulated};
 }
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device, FfnChoice ffn) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/backend.hpp"
@@ -26,5 +27,14 @@ std::string cuda_unusable_reason(int device = 0);
 /// The CUDA backend on `device`; an error when no usable device exists.
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device = 0,
                                                    FfnChoice ffn = FfnChoice::kAuto);
+
+/// The fp8 GEMMs a CUDA backend has run, by path (kernels/cuda/fp8_gemm.hpp): through
+/// cuBLASLt's fp8 matmul, or emulated in fp32 where cuBLASLt has no algorithm for the format or
+/// shape. Empty for a backend that is not the CUDA one.
+struct Fp8PathCounts {
+  std::uint64_t cublaslt = 0;
+  std::uint64_t emulated = 0;
+};
+std::optional<Fp8PathCounts> fp8_path_counts(const Backend& backend);
 
 }  // namespace moeplan::kernels::cuda

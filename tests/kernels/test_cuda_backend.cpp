@@ -271,7 +271,8 @@ TEST_F(CudaOps, SharedExpertMatchesCpuGatedAndUngated) {
 }
 
 // The ops the profiler times one by one (gemm stored in fp32 or the dtype, SiLU·mul, the
-// shared gate) against the CPU backend, and fp8 refused by can_implement on both.
+// shared gate) against the CPU backend; fp8 is no storage dtype of these ops, and gemm_fp8 takes
+// fp8 weights only.
 TEST_F(CudaOps, GemmSiluGateMatchCpuAndFp8IsRefused) {
   const int m = 37, k = 192, n = 96;
   for (const DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
@@ -300,6 +301,8 @@ TEST_F(CudaOps, GemmSiluGateMatchCpuAndFp8IsRefused) {
   EXPECT_LE(nmse(out, ref), nmse_bound(DType::kFp32, k));
   EXPECT_FALSE(grouped_->can_implement({BackendOp::kGemm, DType::kFp8}).ok());
   EXPECT_TRUE(grouped_->can_implement({BackendOp::kGemm, DType::kBf16}).ok());
+  EXPECT_TRUE(grouped_->can_implement({BackendOp::kGemmFp8Block, DType::kFp8}).ok());
+  EXPECT_FALSE(grouped_->can_implement({BackendOp::kGemmFp8Block, DType::kBf16}).ok());
 }
 
 // The device clock the profiler times GPU ops by: CUDA events around each op's kernels, not its
@@ -442,8 +445,7 @@ TEST_F(CudaOps, VerifyQwen2AndDeepSeekV3OnGpu) {
     SCOPED_TRACE(model);
     VerifyRequest req;
     req.model = load(model);
-    // Plain weights: the CUDA backend has no fp8 block-scaled GEMM yet (DeepSeek-V3's own
-    // format is refused on it, CudaOps.Fp8BlockWeightsRefused).
+    // Plain weights here; the fp8 formats: CudaOps.VerifyFp8FormatsOnGpu.
     ASSERT_TRUE(models::apply_weights_choice(req.model, "bf16").ok());
     req.scale = scale;
     req.token_counts = {64, 300};
@@ -463,19 +465,32 @@ TEST_F(CudaOps, VerifyQwen2AndDeepSeekV3OnGpu) {
   }
 }
 
-TEST(CudaVerify, Fp8BlockWeightsRefused) {
-  VerifyRequest req;
-  req.model = load("deepseek-v3");
-  req.scale = 8;
-  req.token_counts = {64};
-  req.dtypes = {DType::kBf16};
-  req.layouts = {Layout::of(1, 1, RankMapping::kTpInnermost)};
-  req.dispatchers = {Dispatcher::kA2av};
-  req.backend = "cuda";
-  const Status st = check_request(req, 1);
-  ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().input, "backend");
-  EXPECT_NE(st.error().message.find("no fp8 expert GEMM"), std::string::npos);
+// DeepSeek-V3 (1/8 width: H 896, expert width 256) in its own fp8 format (128×128 blocks,
+// 1×128 activation groups: cuBLASLt's block-scaled fp8 matmul) and in the channel (per-token)
+// and tensor (static) formats, every dispatcher, against the reference whose bound adds the
+// backend's fp8 accumulation (Backend::fp8_accumulation).
+TEST_F(CudaOps, VerifyFp8FormatsOnGpu) {
+  for (const char* weights : {"fp8-block", "fp8-channel", "fp8-tensor"}) {
+    SCOPED_TRACE(weights);
+    VerifyRequest req;
+    req.model = load("deepseek-v3");
+    ASSERT_TRUE(models::apply_weights_choice(req.model, weights).ok());
+    req.scale = 8;
+    req.token_counts = {64, 300};
+    req.dtypes = {DType::kBf16};
+    req.layouts = {Layout::of(1, 1, RankMapping::kTpInnermost)};
+    req.dispatchers = {std::begin(kKernelDispatchers), std::end(kKernelDispatchers)};
+    req.backend = "cuda";
+    ASSERT_TRUE(check_request(req, 1).ok());
+    std::vector<VerifyRow> rows;
+    run_in_process(1, [&](Communicator& world) { rows = run_verify(world, req); });
+    ASSERT_EQ(rows.size(), 2U * std::size(kKernelDispatchers));
+    for (const auto& r : rows) {
+      EXPECT_TRUE(r.passed) << dispatcher_name(r.layout.dispatcher) << " T=" << r.num_tokens
+                            << " bound use " << r.max_bound_use;
+      EXPECT_GT(r.max_abs_ref, 0.0);
+    }
+  }
 }
 
 TEST_F(CudaOps, VerifyTwoInProcessRanksShareTheGpu) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/fp8_layout.hpp"
 #include "kernels/cuda/launch_params.hpp"
 #include "kernels/router_math.hpp"
 
@@ -32,6 +33,44 @@ TEST(CudaCheck, OutOfDeviceMemoryIsABadAllocNamingTheCall) {
   EXPECT_THROW(MOEPLAN_CUDA_CHECK(cudaErrorInvalidValue), std::runtime_error);
   EXPECT_THROW(MOEPLAN_CUBLAS_CHECK(CUBLAS_STATUS_INVALID_VALUE), std::runtime_error);
   EXPECT_NO_THROW(MOEPLAN_CUDA_CHECK(cudaSuccess));
+}
+
+// The fp8 GEMM's cuBLASLt scale modes: DeepSeek-V3's 128×128 weight blocks with 1×128
+// activation groups, channel scales with per-token activations, a tensor scale with a static
+// one; anything else (other blocks or groups, K or cols off the 16-byte grid) is emulated (−1).
+TEST(CudaFp8Layout, ScaleModesOfEachFormat) {
+  EXPECT_EQ(fp8_weight_scale_mode(7168, 2048, 128, 128),
+            CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
+  EXPECT_EQ(fp8_weight_scale_mode(896, 256, 896, 1), CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  EXPECT_EQ(fp8_weight_scale_mode(896, 256, 896, 256), CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+  EXPECT_EQ(fp8_weight_scale_mode(896, 256, 64, 64), -1);
+  EXPECT_EQ(fp8_weight_scale_mode(200, 256, 128, 128), -1);  // K not a multiple of 16
+  EXPECT_EQ(fp8_weight_scale_mode(256, 200, 128, 128), -1);  // nor the output rows
+  EXPECT_EQ(fp8_act_scale_mode(7168, 128), CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
+  EXPECT_EQ(fp8_act_scale_mode(7168, 7168), CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  EXPECT_EQ(fp8_act_scale_mode(128, 128), CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  EXPECT_EQ(fp8_act_scale_mode(7168, 0), CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+  EXPECT_EQ(fp8_act_scale_mode(7168, 64), -1);
+}
+
+// 128×128 block scales from the checkpoint's row-major [K-blocks][column blocks] to BLK128x128's
+// [column blocks][K-blocks padded to 4]: K 640 (5 blocks, padded to 8) × 300 columns (3 blocks,
+// the last partial): each scale lands at kb + cb·8, the padding is zero.
+TEST(CudaFp8Layout, BlockScalesTransposedWithPaddedKBlocks) {
+  const int k = 640, cols = 300, kb = 5, cb = 3;
+  const auto value = [](int i, int j) { return static_cast<float>(10 * i + j + 1); };
+  std::vector<float> s(static_cast<std::size_t>(kb * cb));
+  for (int i = 0; i < kb; ++i) {
+    for (int j = 0; j < cb; ++j) s[static_cast<std::size_t>(i * cb + j)] = value(i, j);
+  }
+  const std::vector<float> out = blk128_scales(s.data(), k, cols);
+  ASSERT_EQ(out.size(), 8U * 3U);
+  for (int j = 0; j < cb; ++j) {
+    for (int i = 0; i < 8; ++i) {
+      const float want = i < kb ? value(i, j) : 0.0F;
+      EXPECT_EQ(out[static_cast<std::size_t>(j * 8 + i)], want) << "kb " << i << " cb " << j;
+    }
+  }
 }
 
 TEST(CudaLaunchParams, RouterSlotsCoverEveryWidthAndFallBackAbove512) {

@@ -1,11 +1,14 @@
 // CUDA kernel throughput on one GPU: the grouped expert FFN (cuBLAS grouped GEMM and the cuBLASLt
 // per-expert loop) at the expert shapes of Qwen2-57B-A14B, Qwen3-30B-A3B and DeepSeek-V3, EP 8
 // (E/8 local experts, tokens·k rows spread evenly), for decode and prefill token counts per GPU,
-// next to dense cuBLAS GEMMs of the same FLOPs; and router + permute at 4096 tokens.
+// next to dense cuBLAS GEMMs of the same FLOPs; DeepSeek-V3's fp8 expert FFN (128×128 block
+// scales, cuBLASLt's fp8 matmul) at the same token counts; and router + permute at 4096 tokens.
 // Counters: TFLOPs (per second), of_989 (fraction of H100/H200 SXM dense bf16 peak, 989 TFLOP/s),
 // vs_dense (dense time / this time: ≥ 0.6 is the target at prefill), of_layer (router and
-// permute time over router + permute + grouped FFN). Without a usable device it prints why and
-// exits 0.
+// permute time over router + permute + grouped FFN); fp8: of_1979 (fraction of the H100/H200
+// dense fp8 peak), vs_bf16 (the bf16 grouped FFN's time / this time), emulated (GEMMs that ran
+// emulated in fp32: then the figure is not the fp8 tensor cores'). Without a usable device it
+// prints why and exits 0.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -25,6 +28,7 @@ using moeplan::kernels::cuda::BenchAlgo;
 using moeplan::kernels::cuda::FfnBenchmark;
 
 constexpr double kPeakBf16 = 989e12;
+constexpr double kPeakFp8 = 1979e12;
 constexpr int kEpSize = 8;
 constexpr int kTimedReps = 10;
 const char* const kModels[] = {"qwen2-57b-a14b", "qwen3-30b-a3b", "deepseek-v3"};
@@ -87,6 +91,27 @@ void bm_ffn(benchmark::State& state, const std::string& model, BenchAlgo algo, i
   }
 }
 
+void bm_fp8_ffn(benchmark::State& state, const std::string& model, int tokens) {
+  const Shape s = shape_of(model);
+  FfnBenchmark& b = bench_for(model, s);
+  const int rows = tokens * s.top_k;
+  const std::vector<int> off = even_offsets(rows, s.local);
+  const double flops = 2.0 * 3.0 * rows * static_cast<double>(s.hidden) * s.width;
+  double seconds = 0.0;
+  std::uint64_t emulated = 0;
+  for (auto _ : state) {
+    seconds = b.time_fp8_ffn(off, kTimedReps, &emulated);
+    state.SetIterationTime(seconds);
+  }
+  state.counters["TFLOPs"] =
+      benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["of_1979"] =
+      benchmark::Counter(flops / kPeakFp8, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows"] = rows;
+  state.counters["vs_bf16"] = b.time_ffn(off, BenchAlgo::kGrouped, kTimedReps) / seconds;
+  state.counters["emulated"] = static_cast<double>(emulated);
+}
+
 void bm_router_permute(benchmark::State& state, const std::string& model, int tokens) {
   const Shape s = shape_of(model);
   FfnBenchmark& b = bench_for(model, s);
@@ -119,6 +144,16 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(
             label.c_str(),
             [model, algo, tokens](benchmark::State& st) { bm_ffn(st, model, algo, tokens); })
+            ->UseManualTime()
+            ->Iterations(5)
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+    if (std::string(model) == "deepseek-v3") {  // its published format
+      for (const int tokens : kTokens) {
+        benchmark::RegisterBenchmark(
+            (std::string("ffn_fp8_block/") + model + "/" + std::to_string(tokens)).c_str(),
+            [model, tokens](benchmark::State& st) { bm_fp8_ffn(st, model, tokens); })
             ->UseManualTime()
             ->Iterations(5)
             ->Unit(benchmark::kMicrosecond);

@@ -335,7 +335,7 @@ fi
 
 # ---- 5. kernel benchmark ---------------------------------------------------------------------
 CURRENT=benchmark
-step "CUDA kernel benchmark (grouped FFN vs dense cuBLAS, router + permute)"
+step "CUDA kernel benchmark (grouped FFN vs dense cuBLAS, fp8 block FFN, router + permute)"
 set +e
 bounded 60 "$BIN/bench_cuda_kernels" --benchmark_out="$OUT/bench_cuda_kernels.json" \
   --benchmark_out_format=json --benchmark_counters_tabular=true >"$WORK/bench.txt" 2>&1

@@ -7,6 +7,8 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/expert_ffn.hpp"
+#include "kernels/cuda/fp8_gemm.hpp"
+#include "kernels/cuda/fp8_kernels.hpp"
 #include "kernels/cuda/launch_params.hpp"
 #include "kernels/cuda/moe_kernels.hpp"
 
@@ -34,8 +36,13 @@ struct FfnBenchmark::Impl {
   // Router + permute buffers.
   DeviceBuffer x32, tokens, router_w, logits, ids, route_w, offsets, order, pair_row, scratch,
       gathered;
+  // fp8 FFN: weights (codes per expert: gate, up [H][w], down [w][H]), fp32 rows and scratch.
+  std::unique_ptr<Fp8Gemm> fp8;
+  std::vector<Fp8Expert> fp8_experts;
+  DeviceBuffer fp8_codes, fp8_rows, fp8_gu, fp8_gu_stored, fp8_act_stored, fp8_act, fp8_out;
 
   ~Impl() {
+    fp8.reset();
     ffn.reset();
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
@@ -106,6 +113,69 @@ double FfnBenchmark::time_ffn(std::span<const int> offsets, BenchAlgo algo, int 
     const FfnAlgo f = algo == BenchAlgo::kGrouped ? FfnAlgo::kGrouped : FfnAlgo::kLtLoop;
     ms = m.ffn->time_ms([&] { m.ffn->run(f, a); }, reps);
   }
+  return static_cast<double>(ms) * 1e-3;
+}
+
+double FfnBenchmark::time_fp8_ffn(std::span<const int> offsets, int reps, std::uint64_t* emulated) {
+  Impl& m = *impl_;
+  if (offsets.size() != sz(m.num_experts) + 1 || offsets.back() > m.max_rows) {
+    throw std::invalid_argument(
+        "FfnBenchmark: offsets must have num_experts + 1 entries and at "
+        "most max_rows rows");
+  }
+  const int h = m.hidden;
+  const int w = m.width;
+  if (!m.fp8) {
+    m.fp8 = std::make_unique<Fp8Gemm>(m.stream, *m.ffn);
+    const std::size_t part = sz(h) * sz(w);
+    auto* codes = static_cast<std::uint8_t*>(m.fp8_codes.reserve(3 * part * sz(m.num_experts)));
+    // Random values in [-1, 1) cast to e4m3 with scale 1/448 (codes over the whole range);
+    // every block's scale 0.05/448, weights of about ±0.05.
+    float* x = m.x32.reserve_as<float>(part);
+    std::vector<float> scales(sz((h + 127) / 128) * sz((w + 127) / 128), 0.05F / 448.0F);
+    for (int e = 0; e < m.num_experts; ++e) {
+      Fp8Expert x8;
+      x8.input_act = x8.mid_act = Fp8Act::groups(128);
+      Fp8Weight* parts[] = {&x8.gate, &x8.up, &x8.down};
+      for (int p = 0; p < 3; ++p) {
+        std::uint8_t* c = codes + (3 * sz(e) + sz(p)) * part;
+        fill_random(DType::kFp32, x, part, 1.0F, static_cast<std::uint32_t>(100 + 3 * e + p),
+                    m.stream);
+        launch_quantize_e4m3(x, 1, static_cast<int>(part), 0, 1.0F / 448.0F, c, nullptr, m.stream);
+        const int k = p < 2 ? h : w;
+        const int cols = p < 2 ? w : h;
+        *parts[p] = m.fp8->prepare_device(c, k, cols, 128, 128, scales.data());
+      }
+      m.fp8_experts.push_back(x8);
+    }
+    m.fp8_rows.reserve(sz(m.max_rows) * sz(h) * sizeof(float));
+    fill_random(DType::kFp32, m.fp8_rows.get(), sz(m.max_rows) * sz(h), 1.0F, 17, m.stream);
+    m.fp8_gu.reserve(sz(m.max_rows) * 2 * sz(w) * sizeof(float));
+    m.fp8_gu_stored.reserve(sz(m.max_rows) * 2 * sz(w) * dtype_size(m.dtype));
+    m.fp8_act_stored.reserve(sz(m.max_rows) * sz(w) * dtype_size(m.dtype));
+    m.fp8_act.reserve(sz(m.max_rows) * sz(w) * sizeof(float));
+    m.fp8_out.reserve(sz(m.max_rows) * sz(h) * sizeof(float));
+    MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  }
+  int most = 0;
+  for (std::size_t e = 0; e + 1 < offsets.size(); ++e) {
+    most = std::max(most, offsets[e + 1] - offsets[e]);
+  }
+  m.fp8->reserve(most, std::max(h, w));
+  Fp8MlpBuffers buf;
+  buf.gate_up = static_cast<float*>(m.fp8_gu.get());
+  buf.gate_up_stored = m.fp8_gu_stored.get();
+  buf.act_stored = m.fp8_act_stored.get();
+  buf.act = static_cast<float*>(m.fp8_act.get());
+  const auto before = m.fp8->calls().emulated;
+  const float ms = m.ffn->time_ms(
+      [&] {
+        m.fp8->mlp(offsets, m.fp8_experts, h, w, m.dtype,
+                   static_cast<const float*>(m.fp8_rows.get()),
+                   static_cast<float*>(m.fp8_out.get()), buf);
+      },
+      reps);
+  if (emulated != nullptr) *emulated = m.fp8->calls().emulated - before;
   return static_cast<double>(ms) * 1e-3;
 }
 

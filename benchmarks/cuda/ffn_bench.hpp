@@ -30,6 +30,13 @@ class FfnBenchmark {
   /// num_experts + 1), averaged over `reps` runs after a warm-up.
   double time_ffn(std::span<const int> offsets, BenchAlgo algo, int reps);
 
+  /// Seconds per fp8 expert FFN (DeepSeek-V3's recipe: e4m3 weights with 128×128 block scales,
+  /// activations quantized in 1×128 groups on the fly; kernels/cuda/fp8_gemm.hpp) over the same
+  /// row groups, averaged over `reps` runs after a warm-up; `emulated` gets how many of its
+  /// GEMMs ran emulated in fp32 (0 when cuBLASLt's fp8 matmul took them all). The fp8 weights
+  /// are made on first use (random codes, uniform scales).
+  double time_fp8_ffn(std::span<const int> offsets, int reps, std::uint64_t* emulated);
+
   /// Seconds per router (logit GEMM + fused top-k) and permute (histogram, scan, scatter, row
   /// gather) of `num_tokens` tokens over `total_experts` experts, top-k `top_k`, keeping the
   /// experts [0, num_experts) of this benchmark (softmax greedy routing).

@@ -415,10 +415,7 @@ class CudaBackend final : public Backend {
     const int width = experts[0].width;
     const std::size_t n_rows = sz(total) * sz(hidden);
     fp8_->reset();
-    struct Prepared {
-      Fp8Weight gate, up, down;
-    };
-    std::vector<Prepared> w(experts.size());
+    std::vector<Fp8Expert> w(experts.size());
     for (std::size_t e = 0; e < experts.size(); ++e) {
       if (offsets[e + 1] == offsets[e]) continue;
       if (experts[e].fp8.empty() || experts[e].width != width) {
@@ -434,37 +431,23 @@ class CudaBackend final : public Backend {
       w[e].down = fp8_->prepare({f.down.data(), hidden, 0, hidden, f.down_scales.data(),
                                  f.down_block_rows, f.down_block_cols},
                                 width);
+      w[e].input_act = f.input_act();
+      w[e].mid_act = f.mid_act();
     }
     const float* dx = upload(a_, rows.first(n_rows));
     float* dout = b_.reserve_as<float>(n_rows);
-    float* gu = c_.reserve_as<float>(sz(total) * 2 * sz(width));
-    void* gu_stored = d_.reserve(sz(total) * 2 * sz(width) * dtype_size(dtype));
-    void* act_stored = e_.reserve(sz(total) * sz(width) * dtype_size(dtype));
-    float* act = f_.reserve_as<float>(sz(total) * sz(width));
+    Fp8MlpBuffers buf;
+    buf.gate_up = c_.reserve_as<float>(sz(total) * 2 * sz(width));
+    buf.gate_up_stored = d_.reserve(sz(total) * 2 * sz(width) * dtype_size(dtype));
+    buf.act_stored = e_.reserve(sz(total) * sz(width) * dtype_size(dtype));
+    buf.act = f_.reserve_as<float>(sz(total) * sz(width));
     int most = 0;
-    for (std::size_t e = 0; e < experts.size(); ++e)
+    for (std::size_t e = 0; e < experts.size(); ++e) {
       most = std::max(most, offsets[e + 1] - offsets[e]);
+    }
     fp8_->reserve(most, std::max(hidden, width));
     begin_kernels();
-    for (std::size_t e = 0; e < experts.size(); ++e) {
-      const int r0 = offsets[e];
-      const int m = offsets[e + 1] - r0;
-      if (m == 0) continue;
-      const Fp8ExpertWeights& f = experts[e].fp8.front();
-      const std::size_t gu_off = sz(r0) * 2 * sz(width);
-      const Fp8DeviceAct xq = fp8_->quantize(dx + sz(r0) * sz(hidden), m, hidden, f.input_act());
-      fp8_->run(xq, w[e].gate, gu + gu_off, 2 * width, 0);
-      fp8_->run(xq, w[e].up, gu + gu_off, 2 * width, width);
-      const std::size_t n_gu = sz(m) * 2 * sz(width);
-      char* gs = static_cast<char*>(gu_stored) + gu_off * dtype_size(dtype);
-      char* as = static_cast<char*>(act_stored) + sz(r0) * sz(width) * dtype_size(dtype);
-      launch_to_storage(dtype, gu + gu_off, n_gu, gs, stream_);
-      launch_silu_mul(dtype, gs, m, width, as, stream_);
-      float* act_e = act + sz(r0) * sz(width);
-      launch_from_storage(dtype, as, sz(m) * sz(width), act_e, stream_);
-      const Fp8DeviceAct aq = fp8_->quantize(act_e, m, width, f.mid_act());
-      fp8_->run(aq, w[e].down, dout + sz(r0) * sz(hidden), hidden, 0);
-    }
+    fp8_->mlp(offsets, w, hidden, width, dtype, dx, dout, buf);
     end_kernels();
     download(dout, out.first(n_rows));
   }

@@ -19,6 +19,7 @@
 #include "kernels/cuda/expert_ffn.hpp"
 #include "kernels/cuda/fp8_kernels.hpp"
 #include "kernels/cuda/fp8_layout.hpp"
+#include "kernels/cuda/moe_kernels.hpp"
 
 namespace moeplan::kernels::cuda {
 
@@ -171,31 +172,37 @@ Fp8Gemm::Calls Fp8Gemm::calls() const { return impl_->calls; }
 
 Fp8Weight Fp8Gemm::prepare(const Fp8Part& part, int k) {
   Impl& s = *impl_;
-  Fp8Weight w;
-  w.k = k;
-  w.cols = part.cols;
-  w.block_rows = part.block_rows;
-  w.block_cols = part.block_cols;
   auto* codes = static_cast<std::uint8_t*>(s.slot().reserve(sz(k) * sz(part.cols)));
   if (k > 0 && part.cols > 0) {
     MOEPLAN_CUDA_CHECK(cudaMemcpy2DAsync(codes, sz(part.cols), part.codes + part.c0, sz(part.ld),
                                          sz(part.cols), sz(k), cudaMemcpyHostToDevice, s.stream));
   }
+  return prepare_device(codes, k, part.cols, part.block_rows, part.block_cols, part.scales);
+}
+
+Fp8Weight Fp8Gemm::prepare_device(const std::uint8_t* codes, int k, int cols, int block_rows,
+                                  int block_cols, const float* host_scales) {
+  Impl& s = *impl_;
+  Fp8Weight w;
+  w.k = k;
+  w.cols = cols;
+  w.block_rows = block_rows;
+  w.block_cols = block_cols;
   w.codes = codes;
-  const int kb = ceil_div(k, part.block_rows);
-  const int cb = ceil_div(part.cols, part.block_cols);
+  const int kb = ceil_div(k, block_rows);
+  const int cb = ceil_div(cols, block_cols);
   float* scales = s.slot().reserve_as<float>(sz(kb) * sz(cb));
-  MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(scales, part.scales, sz(kb) * sz(cb) * sizeof(float),
+  MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(scales, host_scales, sz(kb) * sz(cb) * sizeof(float),
                                      cudaMemcpyHostToDevice, s.stream));
   w.scales = scales;
-  w.lt_mode = fp8_weight_scale_mode(k, part.cols, part.block_rows, part.block_cols);
+  w.lt_mode = fp8_weight_scale_mode(k, cols, block_rows, block_cols);
   if (w.lt_mode < 0) return w;
-  auto* kmajor = static_cast<std::uint8_t*>(s.slot().reserve(sz(k) * sz(part.cols)));
-  launch_transpose_e4m3(codes, part.cols, 0, k, part.cols, kmajor, s.stream);
+  auto* kmajor = static_cast<std::uint8_t*>(s.slot().reserve(sz(k) * sz(cols)));
+  launch_transpose_e4m3(codes, cols, 0, k, cols, kmajor, s.stream);
   w.kmajor = kmajor;
   w.lt_scales = scales;  // OUTER_VEC (one per column) and SCALAR keep the part's layout
   if (w.lt_mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F) {
-    const std::vector<float> blk = blk128_scales(part.scales, k, part.cols);
+    const std::vector<float> blk = blk128_scales(host_scales, k, cols);
     float* lt_scales = s.slot().reserve_as<float>(blk.size());
     // NOTE: a pageable source: the copy has been staged when cudaMemcpyAsync returns.
     MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(lt_scales, blk.data(), blk.size() * sizeof(float),
@@ -203,6 +210,31 @@ Fp8Weight Fp8Gemm::prepare(const Fp8Part& part, int k) {
     w.lt_scales = lt_scales;
   }
   return w;
+}
+
+void Fp8Gemm::mlp(std::span<const int> offsets, std::span<const Fp8Expert> experts, int hidden,
+                  int width, DType dtype, const float* rows, float* out, const Fp8MlpBuffers& buf) {
+  const std::size_t es = dtype_size(dtype);
+  for (std::size_t e = 0; e < experts.size(); ++e) {
+    const int r0 = offsets[e];
+    const int m = offsets[e + 1] - r0;
+    if (m == 0) continue;
+    const Fp8Expert& x = experts[e];
+    const std::size_t gu_off = sz(r0) * 2 * sz(width);
+    const Fp8DeviceAct xq = quantize(rows + sz(r0) * sz(hidden), m, hidden, x.input_act);
+    run(xq, x.gate, buf.gate_up + gu_off, 2 * width, 0);
+    run(xq, x.up, buf.gate_up + gu_off, 2 * width, width);
+    // SiLU·mul on gate and up stored in the dtype, the activation stored in the dtype (the
+    // CPU's silu_mul_rows), then quantized for the down GEMM.
+    char* gs = static_cast<char*>(buf.gate_up_stored) + gu_off * es;
+    char* as = static_cast<char*>(buf.act_stored) + sz(r0) * sz(width) * es;
+    launch_to_storage(dtype, buf.gate_up + gu_off, sz(m) * 2 * sz(width), gs, impl_->stream);
+    launch_silu_mul(dtype, gs, m, width, as, impl_->stream);
+    float* act = buf.act + sz(r0) * sz(width);
+    launch_from_storage(dtype, as, sz(m) * sz(width), act, impl_->stream);
+    const Fp8DeviceAct aq = quantize(act, m, width, x.mid_act);
+    run(aq, x.down, out + sz(r0) * sz(hidden), hidden, 0);
+  }
 }
 
 void Fp8Gemm::reserve(int m, int k) {

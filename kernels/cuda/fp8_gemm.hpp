@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "kernels/backend.hpp"
 #include "kernels/fp8.hpp"
@@ -51,6 +52,22 @@ struct Fp8DeviceAct {
   float static_scale = 0.0F;
 };
 
+/// One expert's fp8 weights on the device and how its two GEMMs quantize their inputs.
+struct Fp8Expert {
+  Fp8Weight gate, up, down;
+  Fp8Act input_act;
+  Fp8Act mid_act;
+};
+
+/// mlp()'s device scratch for `rows` rows: gate/up [rows][2w] in fp32 and in the dtype, the
+/// activation [rows][w] in the dtype and in fp32.
+struct Fp8MlpBuffers {
+  float* gate_up = nullptr;
+  void* gate_up_stored = nullptr;
+  void* act_stored = nullptr;
+  float* act = nullptr;
+};
+
 class Fp8Gemm {
  public:
   /// `fp32` runs the emulated path's GEMMs; both enqueue on `stream`.
@@ -63,6 +80,9 @@ class Fp8Gemm {
   void reset();
   /// Uploads the part (its codes from host memory, k rows) and lays it out for run().
   Fp8Weight prepare(const Fp8Part& part, int k);
+  /// The same for codes already on the device ([k][cols], row-major), scales on the host.
+  Fp8Weight prepare_device(const std::uint8_t* codes, int k, int cols, int block_rows,
+                           int block_cols, const float* host_scales);
   /// Grows quantize()'s buffers for up to m × k values in groups of 16 or more beforehand, so
   /// that no allocation (which synchronizes the device) falls inside a timed region.
   void reserve(int m, int k);
@@ -71,6 +91,11 @@ class Fp8Gemm {
   /// c[r][c_col + j] (device fp32, row stride ldc) = Σ_i deq(a)[r][i] · deq(w)[i][j], fp32
   /// accumulation of the scaled block products, unrounded.
   Fp8Path run(const Fp8DeviceAct& a, const Fp8Weight& w, float* c, int ldc, int c_col);
+  /// The fp8 expert MLP (the CPU backend's mlp_fp8) over device rows [total][H] grouped by
+  /// `offsets` (host, experts + 1): per expert its rows quantized, gate and up (fp32 out),
+  /// SiLU·mul in `dtype`, the activation quantized, down; out [total][H] fp32, unrounded.
+  void mlp(std::span<const int> offsets, std::span<const Fp8Expert> experts, int hidden, int width,
+           DType dtype, const float* rows, float* out, const Fp8MlpBuffers& buf);
 
   /// Calls run so far by path.
   struct Calls {

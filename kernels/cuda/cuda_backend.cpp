@@ -524,7 +524,7 @@ std::optional<Fp8PathCounts> fp8_path_counts(const Backend& backend) {
   const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
   if (cuda == nullptr) return std::nullopt;
   const Fp8Gemm::Calls c = cuda->fp8_calls();
-  return Fp8PathCounts{c.cublaslt, c.emulated};
+  return Fp8PathCounts{c.cublaslt, c.emulated, c.refusal};
 }
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device, FfnChoice ffn) {

@@ -34,6 +34,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device = 0,
 struct Fp8PathCounts {
   std::uint64_t cublaslt = 0;
   std::uint64_t emulated = 0;
+  std::string refusal;  ///< why cuBLASLt last refused a matmul its heuristic offered, if it did
 };
 std::optional<Fp8PathCounts> fp8_path_counts(const Backend& backend);
 

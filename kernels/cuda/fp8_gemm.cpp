@@ -283,9 +283,17 @@ Fp8Path Fp8Gemm::run(const Fp8DeviceAct& a, const Fp8Weight& w, float* c, int ld
   Impl::set_scales(p, w.lt_scales, a.scales);
   const float alpha = 1.0F;
   const float beta = 0.0F;
-  MOEPLAN_CUBLAS_CHECK(cublasLtMatmul(s.lt, p.desc, &alpha, w.kmajor, p.a, a.codes, p.b, &beta, d,
-                                      p.d, d, p.d, &p.algo, s.workspace.get(), kWorkspaceBytes,
-                                      s.stream));
+  const cublasStatus_t st =
+      cublasLtMatmul(s.lt, p.desc, &alpha, w.kmajor, p.a, a.codes, p.b, &beta, d, p.d, d, p.d,
+                     &p.algo, s.workspace.get(), kWorkspaceBytes, s.stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+    // The heuristic offered an algorithm the matmul then refused for these operands: this
+    // shape runs emulated from now on, and the refusal is kept for the report.
+    s.calls.refusal = std::string("cublasLtMatmul: ") + cublasGetStatusName(st);
+    p.ok = false;
+    return s.emulate(a, w, c, ldc, c_col);
+  }
+  MOEPLAN_CUBLAS_CHECK(st);
   if (!direct) {
     MOEPLAN_CUDA_CHECK(cudaMemcpy2DAsync(c + c_col, sz(ldc) * sizeof(float), d,
                                          sz(w.cols) * sizeof(float), sz(w.cols) * sizeof(float),

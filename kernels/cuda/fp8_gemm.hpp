@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "kernels/backend.hpp"
 #include "kernels/fp8.hpp"
@@ -101,6 +102,7 @@ class Fp8Gemm {
   struct Calls {
     std::uint64_t cublaslt = 0;
     std::uint64_t emulated = 0;
+    std::string refusal;  ///< the last matmul cuBLASLt refused after its heuristic offered it
   };
   Calls calls() const;
 

@@ -165,7 +165,8 @@ TEST_F(CudaFp8, GemmMatchesCpuWithinTheAccumulationBound) {
     const auto emulated = after.emulated - before.emulated;
     EXPECT_EQ(lt + emulated, static_cast<std::uint64_t>(tc.parts));
     if (tc.cublaslt && major_ == 9) {
-      EXPECT_EQ(lt, static_cast<std::uint64_t>(tc.parts)) << "cuBLASLt refused the format";
+      EXPECT_EQ(lt, static_cast<std::uint64_t>(tc.parts))
+          << "cuBLASLt refused the format: " << after.refusal;
     }
     if (!tc.cublaslt) {
       EXPECT_EQ(emulated, static_cast<std::uint64_t>(tc.parts));

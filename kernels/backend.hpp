@@ -182,6 +182,15 @@ class Backend {
     (void)block_cols;
     return {};
   }
+  /// The times this backend has run a stand-in rather than its kernel — the CUDA backend's fp8
+  /// GEMM emulated in fp32 where cuBLASLt has no fp8 algorithm — and why, the last time: the
+  /// result is right, the time is not the kernel's (the profiler records no time for a point
+  /// during which the count grew).
+  struct Fallbacks {
+    std::uint64_t count = 0;
+    std::string last;
+  };
+  virtual Fallbacks fallbacks() const { return {}; }
   /// SiLU-and-mul of gate/up rows [rows][2·width]: act[r][c] = round(SiLU(round(gu[r][c])) ·
   /// round(gu[r][width + c])) in `dtype`.
   virtual void silu_mul(const OpContext& ctx, std::span<const float> gate_up, int rows, int width,

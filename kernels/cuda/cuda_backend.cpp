@@ -69,6 +69,8 @@ class CudaBackend final : public Backend {
 
   Fp8Gemm::Calls fp8_calls() const { return fp8_->calls(); }
 
+  Fallbacks fallbacks() const override { return fallbacks_; }
+
   // cuBLASLt's fp8 matmul on the tensor cores: products exact, sums of about 14 bits
   // (DeepSeek-V3's report measured H800's accumulator; unit 2^-13 covers truncation), promoted
   // to fp32 with the scales every 128 values of K when both operands carry 1 × 128 / 128 × 128
@@ -95,6 +97,7 @@ class CudaBackend final : public Backend {
     float* dc = b_.reserve_as<float>(sz(m) * sz(n));
     fp8_->reserve(m, k);
     // Timed from the quantization of the input (the CPU's gemm_fp8 quantizes a copy too).
+    const std::uint64_t emulated = fp8_->calls().emulated;
     begin_kernels();
     const Fp8DeviceAct q = fp8_->quantize(da, m, k, act);
     int col = 0;
@@ -103,6 +106,7 @@ class CudaBackend final : public Backend {
       col += part.cols;
     }
     end_kernels();
+    note_fp8_fallback(emulated);
     download(dc, c.first(sz(m) * sz(n)));
   }
 
@@ -404,6 +408,17 @@ class CudaBackend final : public Backend {
  private:
   void enter() { MOEPLAN_CUDA_CHECK(cudaSetDevice(device_)); }
 
+  // After an op's fp8 GEMMs: a fallback when any of them ran emulated since `before`.
+  void note_fp8_fallback(std::uint64_t before) {
+    const Fp8Gemm::Calls c = fp8_->calls();
+    if (c.emulated == before) return;
+    ++fallbacks_.count;
+    fallbacks_.last =
+        "fp8 GEMM emulated in fp32: cuBLASLt has no fp8 algorithm for this format or shape" +
+        (c.refusal.empty() ? std::string() : " (" + c.refusal + ")") +
+        " — not the fp8 kernel's time";
+  }
+
   // The fp8 expert MLP (the CPU backend's mlp_fp8): per expert, its rows quantized as the
   // format says, gate/up through the fp8 GEMM (fp32 out), SiLU·mul in `dtype`, the activation
   // quantized, down through the fp8 GEMM; out [total][H] fp32, unrounded. The weights are
@@ -446,9 +461,11 @@ class CudaBackend final : public Backend {
       most = std::max(most, offsets[e + 1] - offsets[e]);
     }
     fp8_->reserve(most, std::max(hidden, width));
+    const std::uint64_t emulated = fp8_->calls().emulated;
     begin_kernels();
     fp8_->mlp(offsets, w, hidden, width, dtype, dx, dout, buf);
     end_kernels();
+    note_fp8_fallback(emulated);
     download(dout, out.first(n_rows));
   }
 
@@ -506,6 +523,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t kernels_start_ = nullptr;
   cudaEvent_t kernels_stop_ = nullptr;
   double device_seconds_ = 0.0;
+  Fallbacks fallbacks_;
 };
 
 }  // namespace

@@ -97,17 +97,23 @@ class RecordingBackend final : public kernels::Backend {
     record(kernels::BackendOp::kSharedExpert);
     cpu_->shared_expert(c, x, t, h, w, g, d, out);
   }
+  Fallbacks fallbacks() const override { return {stand_ins_, "stand-in ran for this op (test)"}; }
   std::map<kernels::BackendOp, int> calls;
   int total_calls = 0;
+  /// An op this backend says it ran a stand-in for (Backend::fallbacks), as the CUDA
+  /// backend says of an fp8 GEMM emulated in fp32.
+  std::optional<kernels::BackendOp> stand_in;
 
  private:
   void record(kernels::BackendOp op) {
+    if (stand_in && op == *stand_in) ++stand_ins_;
     ++calls[op];
     ++total_calls;
     device_s_ += tick_;
   }
   double tick_;
   double device_s_ = 0.0;
+  std::uint64_t stand_ins_ = 0;
   std::unique_ptr<kernels::Backend> cpu_ = kernels::make_cpu_backend();
 };
 

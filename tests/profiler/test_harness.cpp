@@ -497,6 +497,51 @@ TEST(Profile, DeviceProfileTimesTheBackendAndLeavesHostOpsOut) {
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
 
+// A backend that ran a stand-in for an op's kernel (the CUDA fp8 GEMM emulated in fp32) gives a
+// right result in the wrong time: the point is recorded without a time, saying why, and the
+// other ops are measured as usual.
+TEST(Profile, AStandInForTheKernelIsRecordedWithoutATime) {
+  const auto path =
+      (std::filesystem::temp_directory_path() / "moeplan_profile_standin.db").string();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  ProfileRequest req;
+  req.sweep = tiny_sweep(1);
+  req.ops = {"gemm", "silu_mul"};
+  req.harness = fast();
+  req.out_path = path;
+  auto backend = std::make_shared<RecordingBackend>(2.5e-4);
+  backend->stand_in = kernels::BackendOp::kGemm;
+  req.backend = backend;
+  kernels::run_in_process(1, [&](kernels::Communicator& world) {
+    auto s = run_profile(world, req, {}, {});
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_GT(s->measured, 0);
+    EXPECT_GT(s->not_supported, 0);
+  });
+  auto db = planner::CostDb::open(path, false);
+  ASSERT_TRUE(db.ok());
+  auto pts = (*db)->points();
+  ASSERT_TRUE(pts.ok());
+  // The gemm op's router-logit points run another backend op (measured); its GEMMs ran the
+  // stand-in (no time).
+  int stood_in = 0, router = 0;
+  for (const auto& p : *pts) {
+    if (p.op == "gemm" && p.disposition == planner::Disposition::kNotSupported) {
+      ++stood_in;
+      EXPECT_NE(p.detail.find("stand-in ran for this op (test)"), std::string::npos) << p.detail;
+    } else if (p.op == "gemm") {
+      ++router;
+      EXPECT_EQ(p.disposition, planner::Disposition::kPassed) << p.shape;
+      EXPECT_NE(p.detail.find("router_logits"), std::string::npos) << p.detail;
+    } else {
+      EXPECT_EQ(p.disposition, planner::Disposition::kPassed) << p.op << " " << p.detail;
+    }
+  }
+  EXPECT_GT(stood_in, 0);
+  EXPECT_GT(router, 0);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
 // The whole layer on a backend with a device clock: its time and its phases are the backend's
 // kernel time (what validate --backend cuda compares with the prediction).
 TEST(HarnessOps, LayerTimedByTheDeviceClock) {

@@ -69,6 +69,16 @@ std::vector<int> even_offsets(int rows, int experts) {
   return off;
 }
 
+// TFLOP/s, the fraction of `peak` (counter `peak_name`) and the rows of an FFN benchmark.
+void rate_counters(benchmark::State& state, double flops, const char* peak_name, double peak,
+                   int rows) {
+  state.counters["TFLOPs"] =
+      benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters[peak_name] =
+      benchmark::Counter(flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows"] = rows;
+}
+
 void bm_ffn(benchmark::State& state, const std::string& model, BenchAlgo algo, int tokens) {
   const Shape s = shape_of(model);
   FfnBenchmark& b = bench_for(model, s);
@@ -80,11 +90,7 @@ void bm_ffn(benchmark::State& state, const std::string& model, BenchAlgo algo, i
     seconds = b.time_ffn(off, algo, kTimedReps);
     state.SetIterationTime(seconds);
   }
-  state.counters["TFLOPs"] =
-      benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["of_989"] =
-      benchmark::Counter(flops / kPeakBf16, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["rows"] = rows;
+  rate_counters(state, flops, "of_989", kPeakBf16, rows);
   if (algo != BenchAlgo::kDense) {
     const double dense = b.time_ffn(off, BenchAlgo::kDense, kTimedReps);
     state.counters["vs_dense"] = dense / seconds;
@@ -103,11 +109,7 @@ void bm_fp8_ffn(benchmark::State& state, const std::string& model, int tokens) {
     seconds = b.time_fp8_ffn(off, kTimedReps, &emulated);
     state.SetIterationTime(seconds);
   }
-  state.counters["TFLOPs"] =
-      benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["of_1979"] =
-      benchmark::Counter(flops / kPeakFp8, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["rows"] = rows;
+  rate_counters(state, flops, "of_1979", kPeakFp8, rows);
   state.counters["vs_bf16"] = b.time_ffn(off, BenchAlgo::kGrouped, kTimedReps) / seconds;
   state.counters["emulated"] = static_cast<double>(emulated);
 }

@@ -364,18 +364,7 @@ class CudaBackend final : public Backend {
     if (!w.fp8.empty()) {
       const int offsets[] = {0, num_tokens};
       fp8_experts(x, offsets, std::span(&w, 1), hidden, dtype, out);
-      if (!gate.empty()) {
-        const std::size_t n = sz(num_tokens) * sz(hidden);
-        const float* dx = upload(a_, x.first(n));
-        const float* dg = upload(b_, gate.first(sz(hidden)));
-        float* y = c_.reserve_as<float>(n);
-        MOEPLAN_CUDA_CHECK(
-            cudaMemcpyAsync(y, out.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
-        begin_kernels();
-        launch_shared_gate(dx, dg, num_tokens, hidden, y, stream_);
-        end_kernels();
-        download(y, out.first(n));
-      }
+      if (!gate.empty()) sigmoid_gate(OpContext{}, x, num_tokens, hidden, gate, out);
       return;
     }
     const std::size_t es = dtype_size(dtype);

@@ -69,48 +69,56 @@ std::vector<int> even_offsets(int rows, int experts) {
   return off;
 }
 
-// TFLOP/s, the fraction of `peak` (counter `peak_name`) and the rows of an FFN benchmark.
-void rate_counters(benchmark::State& state, double flops, const char* peak_name, double peak,
-                   int rows) {
+// One FFN benchmark's case: the model's EP-8 rank at `tokens` tokens per GPU, rows spread
+// evenly over its local experts, and the FFN's FLOPs.
+struct FfnCase {
+  FfnCase(const std::string& model, int tokens)
+      : shape(shape_of(model)),
+        bench(bench_for(model, shape)),
+        rows(tokens * shape.top_k),
+        offsets(even_offsets(rows, shape.local)),
+        flops(2.0 * 3.0 * rows * static_cast<double>(shape.hidden) * shape.width) {}
+  Shape shape;
+  FfnBenchmark& bench;
+  int rows;
+  std::vector<int> offsets;
+  double flops;
+};
+
+// TFLOP/s, the fraction of `peak` (counter `peak_name`) and the rows of an FFN case.
+void rate_counters(benchmark::State& state, const FfnCase& c, const char* peak_name, double peak) {
   state.counters["TFLOPs"] =
-      benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(c.flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
   state.counters[peak_name] =
-      benchmark::Counter(flops / peak, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["rows"] = rows;
+      benchmark::Counter(c.flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows"] = c.rows;
 }
 
 void bm_ffn(benchmark::State& state, const std::string& model, BenchAlgo algo, int tokens) {
-  const Shape s = shape_of(model);
-  FfnBenchmark& b = bench_for(model, s);
-  const int rows = tokens * s.top_k;
-  const std::vector<int> off = even_offsets(rows, s.local);
-  const double flops = 2.0 * 3.0 * rows * static_cast<double>(s.hidden) * s.width;
+  const FfnCase c(model, tokens);
   double seconds = 0.0;
   for (auto _ : state) {
-    seconds = b.time_ffn(off, algo, kTimedReps);
+    seconds = c.bench.time_ffn(c.offsets, algo, kTimedReps);
     state.SetIterationTime(seconds);
   }
-  rate_counters(state, flops, "of_989", kPeakBf16, rows);
+  rate_counters(state, c, "of_989", kPeakBf16);
   if (algo != BenchAlgo::kDense) {
-    const double dense = b.time_ffn(off, BenchAlgo::kDense, kTimedReps);
+    const double dense = c.bench.time_ffn(c.offsets, BenchAlgo::kDense, kTimedReps);
     state.counters["vs_dense"] = dense / seconds;
   }
 }
 
 void bm_fp8_ffn(benchmark::State& state, const std::string& model, int tokens) {
-  const Shape s = shape_of(model);
-  FfnBenchmark& b = bench_for(model, s);
-  const int rows = tokens * s.top_k;
-  const std::vector<int> off = even_offsets(rows, s.local);
-  const double flops = 2.0 * 3.0 * rows * static_cast<double>(s.hidden) * s.width;
+  const FfnCase c(model, tokens);
   double seconds = 0.0;
   std::uint64_t emulated = 0;
   for (auto _ : state) {
-    seconds = b.time_fp8_ffn(off, kTimedReps, &emulated);
+    seconds = c.bench.time_fp8_ffn(c.offsets, kTimedReps, &emulated);
     state.SetIterationTime(seconds);
   }
-  rate_counters(state, flops, "of_1979", kPeakFp8, rows);
-  state.counters["vs_bf16"] = b.time_ffn(off, BenchAlgo::kGrouped, kTimedReps) / seconds;
+  rate_counters(state, c, "of_1979", kPeakFp8);
+  state.counters["vs_bf16"] =
+      c.bench.time_ffn(c.offsets, BenchAlgo::kGrouped, kTimedReps) / seconds;
   state.counters["emulated"] = static_cast<double>(emulated);
 }
 

@@ -41,6 +41,14 @@ struct FfnBenchmark::Impl {
   std::vector<Fp8Expert> fp8_experts;
   DeviceBuffer fp8_codes, fp8_rows, fp8_gu, fp8_gu_stored, fp8_act_stored, fp8_act, fp8_out;
 
+  void check(std::span<const int> groups) const {
+    if (groups.size() != sz(num_experts) + 1 || groups.back() > max_rows) {
+      throw std::invalid_argument(
+          "FfnBenchmark: offsets must have num_experts + 1 entries and at "
+          "most max_rows rows");
+    }
+  }
+
   ~Impl() {
     fp8.reset();
     ffn.reset();
@@ -80,11 +88,7 @@ FfnBenchmark::~FfnBenchmark() = default;
 
 double FfnBenchmark::time_ffn(std::span<const int> offsets, BenchAlgo algo, int reps) {
   Impl& m = *impl_;
-  if (offsets.size() != sz(m.num_experts) + 1 || offsets.back() > m.max_rows) {
-    throw std::invalid_argument(
-        "FfnBenchmark: offsets must have num_experts + 1 entries and at "
-        "most max_rows rows");
-  }
+  m.check(offsets);
   const int total = offsets.back();
   float ms = 0.0F;
   if (algo == BenchAlgo::kDense) {
@@ -118,11 +122,7 @@ double FfnBenchmark::time_ffn(std::span<const int> offsets, BenchAlgo algo, int 
 
 double FfnBenchmark::time_fp8_ffn(std::span<const int> offsets, int reps, std::uint64_t* emulated) {
   Impl& m = *impl_;
-  if (offsets.size() != sz(m.num_experts) + 1 || offsets.back() > m.max_rows) {
-    throw std::invalid_argument(
-        "FfnBenchmark: offsets must have num_experts + 1 entries and at "
-        "most max_rows rows");
-  }
+  m.check(offsets);
   const int h = m.hidden;
   const int w = m.width;
   if (!m.fp8) {
@@ -157,11 +157,7 @@ double FfnBenchmark::time_fp8_ffn(std::span<const int> offsets, int reps, std::u
     m.fp8_out.reserve(sz(m.max_rows) * sz(h) * sizeof(float));
     MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   }
-  int most = 0;
-  for (std::size_t e = 0; e + 1 < offsets.size(); ++e) {
-    most = std::max(most, offsets[e + 1] - offsets[e]);
-  }
-  m.fp8->reserve(most, std::max(h, w));
+  m.fp8->reserve_for(offsets, std::max(h, w));
   Fp8MlpBuffers buf;
   buf.gate_up = static_cast<float*>(m.fp8_gu.get());
   buf.gate_up_stored = m.fp8_gu_stored.get();

@@ -445,11 +445,7 @@ class CudaBackend final : public Backend {
     buf.gate_up_stored = d_.reserve(sz(total) * 2 * sz(width) * dtype_size(dtype));
     buf.act_stored = e_.reserve(sz(total) * sz(width) * dtype_size(dtype));
     buf.act = f_.reserve_as<float>(sz(total) * sz(width));
-    int most = 0;
-    for (std::size_t e = 0; e < experts.size(); ++e) {
-      most = std::max(most, offsets[e + 1] - offsets[e]);
-    }
-    fp8_->reserve(most, std::max(hidden, width));
+    fp8_->reserve_for(offsets, std::max(hidden, width));
     const std::uint64_t emulated = fp8_->calls().emulated;
     begin_kernels();
     fp8_->mlp(offsets, w, hidden, width, dtype, dx, dout, buf);

@@ -242,6 +242,14 @@ void Fp8Gemm::reserve(int m, int k) {
   impl_->act_scales.reserve(sz(m) * sz(ceil_div(k, 16)) * sizeof(float));
 }
 
+void Fp8Gemm::reserve_for(std::span<const int> offsets, int k) {
+  int most = 0;
+  for (std::size_t e = 0; e + 1 < offsets.size(); ++e) {
+    most = std::max(most, offsets[e + 1] - offsets[e]);
+  }
+  reserve(most, k);
+}
+
 Fp8DeviceAct Fp8Gemm::quantize(const float* x, int m, int k, const Fp8Act& act) {
   Impl& s = *impl_;
   Fp8DeviceAct a;

@@ -87,6 +87,8 @@ class Fp8Gemm {
   /// Grows quantize()'s buffers for up to m × k values in groups of 16 or more beforehand, so
   /// that no allocation (which synchronizes the device) falls inside a timed region.
   void reserve(int m, int k);
+  /// The same for mlp() over rows grouped by `offsets` (the largest group) and widths up to k.
+  void reserve_for(std::span<const int> offsets, int k);
   /// Quantizes x (device fp32 [m][k]) to e4m3 as `act` says (the CPU's arithmetic, bit for bit).
   Fp8DeviceAct quantize(const float* x, int m, int k, const Fp8Act& act);
   /// c[r][c_col + j] (device fp32, row stride ldc) = Σ_i deq(a)[r][i] · deq(w)[i][j], fp32

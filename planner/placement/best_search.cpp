@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -183,31 +184,54 @@ class LayerSearch {
     refit_gpu(gpu_of(j));
   }
 
+  // The swap of a slot of g with a slot of another GPU of its domain that most lowers the larger
+  // of the two GPUs' loads below `limit`; the first such pair in slot order on ties. Two passes
+  // the compiler can vectorise: the lowest peak over every pair, then the first pair giving it.
+  // (A pair of two replicas of one expert has delta 0 and is never taken.)
   bool improve_by_swap(int g, double limit) {
     const int d = domain_of(g);
     const int first = d * gpus_per_domain_ * spg_;
     const int last = (d + 1) * gpus_per_domain_ * spg_;
     slot_fit_.resize(uz(num_slots_));
-    for (int k = first; k < last; ++k) slot_fit_[uz(k)] = fit_slot(k);
-    int best_i = -1, best_j = -1;
-    double best_peak = limit;
+    slot_gpu_fit_.resize(uz(num_slots_));
+    for (int k = first; k < last; ++k) {
+      slot_fit_[uz(k)] = fit_slot(k);
+      slot_gpu_fit_[uz(k)] = fit_[uz(gpu_of(k))];
+    }
+    const double fg = fit_[uz(g)];
+    const double* sf = slot_fit_.data();
+    const double* gf = slot_gpu_fit_.data();
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    // The other GPUs' slots: [first, g·spg) and [(g+1)·spg, last).
+    const std::array<std::pair<int, int>, 2> ranges{std::pair{first, g * spg_},
+                                                    std::pair{(g + 1) * spg_, last}};
+    const auto peak_of = [&](double li, int j) {
+      const double delta = li - sf[j];
+      return delta > 0.0 ? std::max(fg - delta, gf[j] + delta) : kInf;
+    };
+    double lowest = limit;
     for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
-      const double li = slot_fit_[uz(i)];
-      for (int j = first; j < last; ++j) {
-        if (gpu_of(j) == g || slot_[uz(j)] == slot_[uz(i)]) continue;
-        const double delta = li - slot_fit_[uz(j)];
-        if (delta <= 0.0) continue;
-        const double peak = std::max(fit_[uz(g)] - delta, fit_[uz(gpu_of(j))] + delta);
-        if (peak < best_peak) {
-          best_peak = peak;
-          best_i = i;
-          best_j = j;
+      const double li = sf[i];
+      for (const auto& [lo, hi] : ranges) {
+        double m = lowest;
+#pragma omp simd reduction(min : m)
+        for (int j = lo; j < hi; ++j) m = std::min(m, peak_of(li, j));
+        lowest = m;
+      }
+    }
+    if (!(lowest < limit)) return false;
+    for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
+      const double li = sf[i];
+      for (const auto& [lo, hi] : ranges) {
+        for (int j = lo; j < hi; ++j) {
+          if (peak_of(li, j) == lowest) {
+            swap_slots(i, j);
+            return true;
+          }
         }
       }
     }
-    if (best_i < 0) return false;
-    swap_slots(best_i, best_j);
-    return true;
+    return false;  // not reached: the lowest peak is some pair's
   }
 
   // Turns slot i (a replica of a, cnt[a] ≥ 2) into a replica of b: a's other replicas grow,
@@ -455,20 +479,43 @@ class LayerSearch {
     int best_i = -1, best_j = -1;
     double best_gain = kGainEps;
     std::vector<int>& allowed = allowed_;
+    ok_.resize(uz(spg_) * uz(spg_));
+    const double f1 = fit_[uz(g1)];
+    const double f1_lower = f1 * (1.0 - kMargin);
+    const double cap = fit_cap_;
     for (int g2 = d * gpus_per_domain_; g2 < (d + 1) * gpus_per_domain_; ++g2) {
       if (g2 == g1) continue;
       const double* l2 = &samples_.gpu[uz(g2) * S];
       bool other_ready = false;
+      // The fitted cap rules out most pairs: which pairs it allows (fitted_allowed on both
+      // GPUs, branch-free over the pairs), before touching samples.
+      const double f2 = fit_[uz(g2)];
+      const double f2_lower = f2 * (1.0 - kMargin);
+      const double* sf1 = &slot_fit_[uz(g1 * spg_)];
+      const double* sf2 = &slot_fit_[uz(g2 * spg_)];
+      const int* e1 = &slot_[uz(g1 * spg_)];
+      const int* e2 = &slot_[uz(g2 * spg_)];
+      bool any = false;
+      for (int x = 0; x < spg_; ++x) {
+        char* ok = &ok_[uz(x * spg_)];
+#pragma omp simd
+        for (int y = 0; y < spg_; ++y) {
+          const double dfit = sf1[x] - sf2[y];
+          const double n1 = f1 - dfit;
+          const double n2 = f2 + dfit;
+          ok[y] = static_cast<char>((e2[y] != e1[x]) & ((n1 <= cap) | (n1 <= f1_lower)) &
+                                    ((n2 <= cap) | (n2 <= f2_lower)));
+        }
+        for (int y = 0; y < spg_; ++y) any = any || ok[y] != 0;
+      }
+      evals += spg_ * spg_;
+      if (!any) continue;
       for (int i = g1 * spg_; i < (g1 + 1) * spg_; ++i) {
         const int a = slot_[uz(i)];
-        // The fitted cap rules out most pairs: find the allowed ones before touching samples.
         allowed.clear();
-        for (int j = g2 * spg_; j < (g2 + 1) * spg_; ++j) {
-          ++evals;
-          if (slot_[uz(j)] == a) continue;
-          const double dfit = slot_fit_[uz(i)] - slot_fit_[uz(j)];
-          if (fitted_allowed(g1, fit_[uz(g1)] - dfit) && fitted_allowed(g2, fit_[uz(g2)] + dfit))
-            allowed.push_back(j);
+        const char* ok = &ok_[uz((i - g1 * spg_) * spg_)];
+        for (int y = 0; y < spg_; ++y) {
+          if (ok[y] != 0) allowed.push_back(g2 * spg_ + y);
         }
         if (allowed.empty()) continue;
         if (!other_ready) {
@@ -595,7 +642,9 @@ class LayerSearch {
   std::vector<char> touched_;  // improve_by_replica: GPUs holding the replaced expert
   // sample_swap_from's per-sample scratch ([S] each).
   std::vector<double> ex1_, ex2_, other_, weight_, p1_, p2_, slot_fit_;
+  std::vector<double> slot_gpu_fit_;  // improve_by_swap: each slot's GPU's fitted load
   std::vector<int> a1_, allowed_;
+  std::vector<char> ok_;  // sample_swap_from: the fitted cap's verdict on each pair of two GPUs
 };
 
 // Each sample's mean GPU load / max GPU load (1 for samples with no tokens).
@@ -659,6 +708,8 @@ std::vector<std::vector<int>> count_candidates(const std::vector<double>& w,
   static constexpr std::array<double, 12> kRatios{2.0, 1.5, 1.25, 1.1, 1.0, 0.9,
                                                   0.8, 0.7, 0.6,  0.5, 0.4, 0.3};
   std::vector<std::vector<int>> seen;
+  std::vector<std::pair<double, std::size_t>> light;  // (replica size, index) heap
+  std::vector<std::pair<double, int>> open;           // (load, GPU) heap
   for (const double ratio : kRatios) {
     std::vector<int> map(eplb_map.size(), -1);
     bool ok = true;
@@ -689,13 +740,20 @@ std::vector<std::vector<int>> count_candidates(const std::vector<double>& w,
         break;
       }
       // Leftover slots hold extra replicas of the lightest items: small fillers that let
-      // every GPU reach its slot count without adding a mid-sized item.
-      for (; used < slots_per_domain; ++used) {
-        std::size_t pick = 0;
-        for (std::size_t i = 1; i < experts.size(); ++i) {
-          if (w[uz(experts[i])] / cnt[i] < w[uz(experts[pick])] / cnt[pick]) pick = i;
+      // every GPU reach its slot count without adding a mid-sized item. (A heap of (replica
+      // size, index): the lightest, the lowest index on ties.)
+      if (used < slots_per_domain) {
+        light.clear();
+        for (std::size_t i = 0; i < experts.size(); ++i)
+          light.emplace_back(w[uz(experts[i])] / cnt[i], i);
+        std::make_heap(light.begin(), light.end(), std::greater<>{});
+        for (; used < slots_per_domain; ++used) {
+          std::pop_heap(light.begin(), light.end(), std::greater<>{});
+          const std::size_t pick = light.back().second;
+          ++cnt[pick];
+          light.back().first = w[uz(experts[pick])] / cnt[pick];
+          std::push_heap(light.begin(), light.end(), std::greater<>{});
         }
-        ++cnt[pick];
       }
       counts_key.insert(counts_key.end(), cnt.begin(), cnt.end());
       // Greedy packing with exactly spg items per GPU.
@@ -705,17 +763,22 @@ std::vector<std::vector<int>> count_candidates(const std::vector<double>& w,
       }
       std::stable_sort(items.begin(), items.end(),
                        [](const auto& a, const auto& b) { return a.first > b.first; });
-      std::vector<double> load(uz(gpus_per_domain), 0.0);
+      // Each item to the least loaded GPU with a free slot (the lowest index on ties): a heap
+      // of (load, GPU) holding the GPUs not yet full.
       std::vector<int> fill(uz(gpus_per_domain), 0);
+      open.clear();
+      for (int k = 0; k < gpus_per_domain; ++k) open.emplace_back(0.0, k);
       for (const auto& [size, e] : items) {
-        int g = -1;
-        for (int k = 0; k < gpus_per_domain; ++k) {
-          if (fill[uz(k)] < spg && (g < 0 || load[uz(k)] < load[uz(g)])) g = k;
-        }
+        std::pop_heap(open.begin(), open.end(), std::greater<>{});
+        auto& [load, g] = open.back();
         const int gpu = d * gpus_per_domain + g;
         map[uz(gpu * spg + fill[uz(g)])] = e;
-        ++fill[uz(g)];
-        load[uz(g)] += size;
+        load += size;
+        if (++fill[uz(g)] < spg) {
+          std::push_heap(open.begin(), open.end(), std::greater<>{});
+        } else {
+          open.pop_back();
+        }
       }
     }
     if (!ok || std::find(seen.begin(), seen.end(), counts_key) != seen.end()) continue;
@@ -756,11 +819,15 @@ std::vector<int> best_layer_map(const std::vector<double>& counts, const std::ve
   if (!check.empty()) {
     // A refinement replaces EPLB's map only when its gain on the check half is
     // significant; otherwise the map stays EPLB's (equal, never worse, on every score).
+    // A map equal to EPLB's gains nothing (−inf, as significant_gain gives it), and a map equal
+    // to the fitted one gains what it gains: neither is scored again.
     const auto base = sampled_balance(map, check, config.num_gpus);
-    const double gain_fitted =
-        significant_gain(sampled_balance(fitted, check, config.num_gpus), base);
-    const double gain_search =
-        significant_gain(sampled_balance(search.slots(), check, config.num_gpus), base);
+    const auto gain_of = [&](const std::vector<int>& m) {
+      return m == map ? -std::numeric_limits<double>::infinity()
+                      : significant_gain(sampled_balance(m, check, config.num_gpus), base);
+    };
+    const double gain_fitted = gain_of(fitted);
+    const double gain_search = search.slots() == fitted ? gain_fitted : gain_of(search.slots());
     if (gain_search > 0.0 && gain_search >= gain_fitted) {
       chosen = search.slots();
     } else if (gain_fitted > 0.0) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -34,6 +35,7 @@ struct SampleSet {
   std::vector<double> mean;                 // [S] total / G
   std::array<std::vector<int>, 3> top;      // [3][S] GPU indices, descending (−1: none)
   std::array<std::vector<double>, 3> topv;  // [3][S] their loads
+  std::vector<double> inv_max;              // [S] 1 / topv[0] (0 where no GPU has tokens)
 
   int size() const { return num_samples; }
 };
@@ -115,7 +117,12 @@ class LayerSearch {
         for (int j = 0; j < num_slots_; ++j) {
           if (node_of_slot(i) == node_of_slot(j)) continue;
           ++evals;
-          const double gain = swap_gain(i, j, lambda);
+          if (!swap_allowed(i, j)) continue;  // swap_gain: −inf
+          // A pair whose balance gain cannot pay for its change in split pairs is not scored
+          // (the same choice: it could not beat best_gain).
+          const double cut = lambda > 0.0 ? cut_delta(i, j) : 0.0;
+          if (pair_bound(gpu_of(i), gpu_of(j)) - lambda * cut + kBoundSlack <= best_gain) continue;
+          const double gain = swap_gain(i, j, 0.0) - lambda * cut;
           if (gain > best_gain) {
             best_gain = gain;
             best_j = j;
@@ -132,6 +139,8 @@ class LayerSearch {
  private:
   static constexpr double kMargin = 1e-9;
   static constexpr double kGainEps = 1e-12;
+  // Rounding slack of balance_bound against swap_gain (gains are means of terms below 1).
+  static constexpr double kBoundSlack = 1e-9;
 
   int gpu_of(int slot) const { return slot / spg_; }
   int node_of_slot(int slot) const { return gpu_of(slot) / gpus_per_node_; }
@@ -297,9 +306,15 @@ class LayerSearch {
     const int n = static_cast<int>(rows.size());
     const auto S = uz(n);
     samples_.num_samples = n;
+    bound_at_.clear();  // pair_bound's values were for other samples
     samples_.rows.assign(uz(num_experts_) * S, 0.0);
-    for (std::size_t s = 0; s < S; ++s) {
-      for (std::size_t e = 0; e < uz(num_experts_); ++e) samples_.rows[e * S + s] = rows[s][e];
+    // Transposed in blocks of 8 samples, so each expert's 8 values fill one cache line.
+    constexpr std::size_t kBlock = 8;
+    for (std::size_t s0 = 0; s0 < S; s0 += kBlock) {
+      const std::size_t s1 = std::min(S, s0 + kBlock);
+      for (std::size_t e = 0; e < uz(num_experts_); ++e) {
+        for (std::size_t s = s0; s < s1; ++s) samples_.rows[e * S + s] = rows[s][e];
+      }
     }
     samples_.gpu.assign(uz(num_gpus_) * S, 0.0);
     samples_.mean.assign(S, 0.0);
@@ -363,10 +378,12 @@ class LayerSearch {
       }
     }
     const double inv_gpus = 1.0 / num_gpus_;
+    samples_.inv_max.resize(S);
     for (std::size_t s = 0; s < S; ++s) {
       mean[s] *= inv_gpus;
       if (t1[s] < 0) v1[s] = 0.0;
       if (t2[s] < 0) v2[s] = 0.0;
+      samples_.inv_max[s] = v0[s] > 0.0 ? 1.0 / v0[s] : 0.0;
     }
   }
 
@@ -387,18 +404,69 @@ class LayerSearch {
     return new_load <= fit_cap_ || new_load <= fit_[uz(g)] * (1.0 - kMargin);
   }
 
+  // balance_bound(g1, g2), computed once between two swaps (it is symmetric in the GPUs).
+  double pair_bound(int g1, int g2) {
+    const auto k = uz(std::min(g1, g2) * num_gpus_ + std::max(g1, g2));
+    if (bound_at_.size() != uz(num_gpus_) * uz(num_gpus_)) {
+      bound_at_.assign(uz(num_gpus_) * uz(num_gpus_), -1);
+      bound_.assign(bound_at_.size(), 0.0);
+    }
+    if (bound_at_[k] != swaps_) {
+      bound_[k] = balance_bound(g1, g2);
+      bound_at_[k] = swaps_;
+    }
+    return bound_[k];
+  }
+
+  // An upper bound on swap_gain(i, j, 0) for every slot i of g1 and j of g2: whatever is
+  // swapped, the two GPUs' loads still sum to l1 + l2, so the larger is at least half of it.
+  double balance_bound(int g1, int g2) const {
+    const int num_samples = samples_.size();
+    const auto S = uz(num_samples);
+    const double* l1 = &samples_.gpu[uz(g1) * S];
+    const double* l2 = &samples_.gpu[uz(g2) * S];
+    const int* t0 = samples_.top[0].data();
+    const int* t1 = samples_.top[1].data();
+    const int* t2 = samples_.top[2].data();
+    const double* v0 = samples_.topv[0].data();
+    const double* v1 = samples_.topv[1].data();
+    const double* v2 = samples_.topv[2].data();
+    const double* mean = samples_.mean.data();
+    const double* inv_max = samples_.inv_max.data();
+    double gain = 0.0;
+    for (std::size_t s = 0; s < S; ++s) {
+      const double old_max = v0[s];
+      if (!(old_max > 0.0)) continue;
+      double new_max = 0.5 * (l1[s] + l2[s]);
+      if (t0[s] != g1 && t0[s] != g2) {
+        new_max = std::max(new_max, v0[s]);
+      } else if (t1[s] >= 0 && t1[s] != g1 && t1[s] != g2) {
+        new_max = std::max(new_max, v1[s]);
+      } else if (t2[s] >= 0 && t2[s] != g1 && t2[s] != g2) {
+        new_max = std::max(new_max, v2[s]);
+      }
+      gain += mean[s] * (1.0 / new_max - inv_max[s]);
+    }
+    return num_samples > 0 ? gain / num_samples : gain;
+  }
+
+  // Whether slots i and j may swap: two experts on two GPUs, and the fitted cap allows it.
+  bool swap_allowed(int i, int j) const {
+    const int g1 = gpu_of(i);
+    const int g2 = gpu_of(j);
+    if (slot_[uz(i)] == slot_[uz(j)] || g1 == g2) return false;
+    const double dfit = fit_slot(i) - fit_slot(j);
+    return fitted_allowed(g1, fit_[uz(g1)] - dfit) && fitted_allowed(g2, fit_[uz(g2)] + dfit);
+  }
+
   // Gain in Σ_s mean_s / max_s − λ·S·Δcut of swapping slots i and j (−inf when the fitted cap
   // forbids it).
   double swap_gain(int i, int j, double lambda) {
+    if (!swap_allowed(i, j)) return -std::numeric_limits<double>::infinity();
     const int a = slot_[uz(i)];
     const int b = slot_[uz(j)];
     const int g1 = gpu_of(i);
     const int g2 = gpu_of(j);
-    if (a == b || g1 == g2) return -std::numeric_limits<double>::infinity();
-    const double dfit = fit_slot(i) - fit_slot(j);
-    if (!fitted_allowed(g1, fit_[uz(g1)] - dfit) || !fitted_allowed(g2, fit_[uz(g2)] + dfit)) {
-      return -std::numeric_limits<double>::infinity();
-    }
     double gain = 0.0;
     const int num_samples = samples_.size();
     const auto S = uz(num_samples);
@@ -415,6 +483,7 @@ class LayerSearch {
     const double* v1 = samples_.topv[1].data();
     const double* v2 = samples_.topv[2].data();
     const double* mean = samples_.mean.data();
+    const double* inv_max = samples_.inv_max.data();
     for (std::size_t s = 0; s < S; ++s) {
       const double old_max = v0[s];
       if (!(old_max > 0.0)) continue;
@@ -428,7 +497,7 @@ class LayerSearch {
       } else if (t2[s] >= 0 && t2[s] != g1 && t2[s] != g2) {
         new_max = std::max(new_max, v2[s]);
       }
-      gain += mean[s] * (1.0 / new_max - 1.0 / old_max);
+      gain += mean[s] * (1.0 / new_max - inv_max[s]);
     }
     if (num_samples > 0) gain /= num_samples;
     if (lambda > 0.0 && node_of_slot(i) != node_of_slot(j)) gain -= lambda * cut_delta(i, j);
@@ -571,11 +640,14 @@ class LayerSearch {
       ++node_cnt_[uz(a * num_nodes_ + node_of_slot(j))];
       --node_cnt_[uz(b * num_nodes_ + node_of_slot(j))];
       ++node_cnt_[uz(b * num_nodes_ + node_of_slot(i))];
+      remask(a);
+      remask(b);
     }
     swap_slots(i, j);
     refresh_gpu(gpu_of(i));
     refresh_gpu(gpu_of(j));
     refresh_stats();
+    ++swaps_;
   }
 
   void init_pairs(const std::vector<double>& pairs) {
@@ -586,34 +658,56 @@ class LayerSearch {
     node_cnt_.assign(uz(num_experts_ * num_nodes_), 0);
     for (int s = 0; s < num_slots_; ++s)
       ++node_cnt_[uz(slot_[uz(s)] * num_nodes_ + node_of_slot(s))];
+    words_ = (num_nodes_ + 63) / 64;
+    node_mask_.assign(uz(num_experts_) * uz(words_), 0);
+    for (int e = 0; e < num_experts_; ++e) remask(e);
   }
 
-  bool share_node(const std::vector<int>& cnt, int e, int f) const {
+  // Expert e's node set as bits (one word per 64 nodes), from its node counts.
+  void remask(int e) {
+    std::uint64_t* m = &node_mask_[uz(e) * uz(words_)];
+    std::fill(m, m + words_, 0);
     for (int n = 0; n < num_nodes_; ++n) {
-      if (cnt[uz(e * num_nodes_ + n)] > 0 && cnt[uz(f * num_nodes_ + n)] > 0) return true;
+      if (node_cnt_[uz(e * num_nodes_ + n)] > 0) m[n / 64] |= std::uint64_t{1} << (n % 64);
     }
-    return false;
   }
 
-  // Change in the fraction of co-activated pairs with no common node when slots i and j swap.
+  // Change in the fraction of co-activated pairs with no common node when slots i and j (on two
+  // nodes) swap: only a's and b's node sets change, so each pair is one AND of node sets.
   double cut_delta(int i, int j) {
     if (!(total_pairs_ > 0.0)) return 0.0;
     const int a = slot_[uz(i)];
     const int b = slot_[uz(j)];
-    std::vector<int>& after = scratch_cnt_;
-    after = node_cnt_;
-    --after[uz(a * num_nodes_ + node_of_slot(i))];
-    ++after[uz(a * num_nodes_ + node_of_slot(j))];
-    --after[uz(b * num_nodes_ + node_of_slot(j))];
-    ++after[uz(b * num_nodes_ + node_of_slot(i))];
+    const int ni = node_of_slot(i);
+    const int nj = node_of_slot(j);
+    const auto W = uz(words_);
+    // a and b after the swap: a leaves ni (if it was its last replica there) and reaches nj; b
+    // the other way.
+    after_a_.assign(&node_mask_[uz(a) * W], &node_mask_[uz(a) * W] + W);
+    after_b_.assign(&node_mask_[uz(b) * W], &node_mask_[uz(b) * W] + W);
+    const auto bit = [](int n) { return std::uint64_t{1} << (n % 64); };
+    if (node_cnt_[uz(a * num_nodes_ + ni)] == 1) after_a_[uz(ni / 64)] &= ~bit(ni);
+    after_a_[uz(nj / 64)] |= bit(nj);
+    if (node_cnt_[uz(b * num_nodes_ + nj)] == 1) after_b_[uz(nj / 64)] &= ~bit(nj);
+    after_b_[uz(ni / 64)] |= bit(ni);
+    const auto share = [W](const std::uint64_t* x, const std::uint64_t* y) {
+      for (std::size_t w = 0; w < W; ++w) {
+        if ((x[w] & y[w]) != 0) return true;
+      }
+      return false;
+    };
     double delta = 0.0;
     for (const int x : {a, b}) {
+      const std::uint64_t* before_x = &node_mask_[uz(x) * W];
+      const std::uint64_t* after_x = x == a ? after_a_.data() : after_b_.data();
       for (int f = 0; f < num_experts_; ++f) {
         if (f == x || (x == b && f == a)) continue;
         const double c = pairs_[uz(x * num_experts_ + f)];
         if (c == 0.0) continue;
-        const bool before_split = !share_node(node_cnt_, x, f);
-        const bool after_split = !share_node(after, x, f);
+        const std::uint64_t* before_f = &node_mask_[uz(f) * W];
+        const std::uint64_t* after_f = f == b ? after_b_.data() : before_f;  // f ≠ a here
+        const bool before_split = !share(before_x, before_f);
+        const bool after_split = !share(after_x, after_f);
         delta += c * (static_cast<double>(after_split) - static_cast<double>(before_split));
       }
     }
@@ -636,10 +730,15 @@ class LayerSearch {
   SampleSet samples_;
   std::vector<double> pairs_;
   double total_pairs_ = 0.0;
-  std::vector<int> node_cnt_;  // [E·nodes]
-  std::vector<int> scratch_cnt_;
-  std::vector<double> trial_;  // improve_by_replica's scratch loads
-  std::vector<char> touched_;  // improve_by_replica: GPUs holding the replaced expert
+  std::vector<int> node_cnt_;                     // [E·nodes]
+  int words_ = 0;                                 // 64-bit words per node set
+  std::vector<std::uint64_t> node_mask_;          // [E·words]: each expert's nodes as bits
+  std::vector<std::uint64_t> after_a_, after_b_;  // cut_delta: a's and b's node sets after
+  long swaps_ = 0;                                // swaps applied (the samples' state they leave)
+  std::vector<double> bound_;                     // [G·G] pair_bound's values (lower GPU first)
+  std::vector<long> bound_at_;  // [G·G] the swaps_ each was computed at (−1: never)
+  std::vector<double> trial_;   // improve_by_replica's scratch loads
+  std::vector<char> touched_;   // improve_by_replica: GPUs holding the replaced expert
   // sample_swap_from's per-sample scratch ([S] each).
   std::vector<double> ex1_, ex2_, other_, weight_, p1_, p2_, slot_fit_;
   std::vector<double> slot_gpu_fit_;  // improve_by_swap: each slot's GPU's fitted load

@@ -325,6 +325,48 @@ TEST(Best, LocalityTermCutsCrossNodePairs) {
   EXPECT_DOUBLE_EQ(fb->balancedness, 1.0);  // equal loads: locality costs no balance here
 }
 
+TEST(Best, LocalityTermWithMoreNodesThanOneWordOfNodeBits) {
+  // 66 nodes of one GPU (node sets span two 64-bit words); tokens pick pairs (2i, 2i+1), pair 0
+  // four times as often. The two GPUs holding experts 0 and 1 carry the fitted maximum, so
+  // their slots cannot move under the cap; every other pair can be brought onto one node, those
+  // on nodes 64 and 65 included. At most three pairs stay split: pair 0 and the pairs of the
+  // two experts sharing a GPU with 0 and 1.
+  constexpr int kNodes = 66;
+  TokenTrace trace;
+  trace.num_experts = 2 * kNodes;
+  trace.top_k = 2;
+  std::vector<int> ids;
+  int tokens = 0;
+  for (int t = 0; t < 6 * kNodes + 18; ++t, ++tokens) {
+    const int pair = t < 6 * kNodes ? (t * 7) % kNodes : 0;
+    ids.push_back(2 * pair);
+    ids.push_back(2 * pair + 1);
+  }
+  trace.topk_ids = {ids};
+  const ExpertLoad load = trace.counts("pairs");
+  PlacementConfig c{
+      .num_gpus = kNodes, .num_nodes = kNodes, .num_slots = 2 * kNodes, .num_groups = 1};
+  ASSERT_FALSE(c.hierarchical());
+  BestOptions opts;
+  opts.coactivation = trace.coactivation();
+  opts.locality_weight = 1.0;
+  auto b = place_experts(load, PlacementPolicy::kBest, c, opts);
+  auto e = place_experts(load, PlacementPolicy::kEplb, c);
+  ASSERT_TRUE(b.ok() && e.ok());
+  const auto tb = trace_figures(trace, b->placement, kNodes);
+  const auto te = trace_figures(trace, e->placement, kNodes);
+  ASSERT_TRUE(tb.ok() && te.ok());
+  // Tokens of pair 0 (24) and of two light pairs (6 each) may still span two nodes.
+  const double worst = 1.0 + (24.0 + 6.0 + 6.0) / tokens;
+  EXPECT_LE(tb->nodes_per_token, worst) << "EPLB: " << te->nodes_per_token;
+  EXPECT_GT(te->nodes_per_token, worst);
+  // No GPU above EPLB's fitted maximum.
+  const auto fb = balance_figures(load, b->placement);
+  const auto fe = balance_figures(load, e->placement);
+  ASSERT_TRUE(fb.ok() && fe.ok());
+  EXPECT_GE(fb->balancedness, fe->balancedness);
+}
+
 TEST(Metrics, BalanceFiguresByHand) {
   ExpertLoad load;
   load.source = "hand";

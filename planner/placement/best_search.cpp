@@ -221,7 +221,10 @@ class LayerSearch {
     double lowest = limit;
     for (int i = g * spg_; i < (g + 1) * spg_; ++i) {
       const double li = sf[i];
-      for (const auto& [lo, hi] : ranges) {
+      // (Named, not bound: clang cannot use a structured binding inside an OpenMP region.)
+      for (const auto& range : ranges) {
+        const int lo = range.first;
+        const int hi = range.second;
         double m = lowest;
 #pragma omp simd reduction(min : m)
         for (int j = lo; j < hi; ++j) m = std::min(m, peak_of(li, j));

@@ -421,13 +421,12 @@ class LayerSearch {
     return bound_[k];
   }
 
-  // An upper bound on swap_gain(i, j, 0) for every slot i of g1 and j of g2: whatever is
-  // swapped, the two GPUs' loads still sum to l1 + l2, so the larger is at least half of it.
-  double balance_bound(int g1, int g2) const {
+  // Σ_s mean_s · (1 / max(pair(s), other_s) − 1 / max_s) / S over the samples with tokens:
+  // the sampled balance gained when GPUs g1 and g2 change and the larger of their two loads is
+  // pair(s); other_s is the largest load of a GPU other than g1 and g2.
+  template <class Pair>
+  double sampled_gain(int g1, int g2, Pair pair) const {
     const int num_samples = samples_.size();
-    const auto S = uz(num_samples);
-    const double* l1 = &samples_.gpu[uz(g1) * S];
-    const double* l2 = &samples_.gpu[uz(g2) * S];
     const int* t0 = samples_.top[0].data();
     const int* t1 = samples_.top[1].data();
     const int* t2 = samples_.top[2].data();
@@ -437,10 +436,10 @@ class LayerSearch {
     const double* mean = samples_.mean.data();
     const double* inv_max = samples_.inv_max.data();
     double gain = 0.0;
-    for (std::size_t s = 0; s < S; ++s) {
+    for (std::size_t s = 0; s < uz(num_samples); ++s) {
       const double old_max = v0[s];
       if (!(old_max > 0.0)) continue;
-      double new_max = 0.5 * (l1[s] + l2[s]);
+      double new_max = pair(s);
       if (t0[s] != g1 && t0[s] != g2) {
         new_max = std::max(new_max, v0[s]);
       } else if (t1[s] >= 0 && t1[s] != g1 && t1[s] != g2) {
@@ -451,6 +450,15 @@ class LayerSearch {
       gain += mean[s] * (1.0 / new_max - inv_max[s]);
     }
     return num_samples > 0 ? gain / num_samples : gain;
+  }
+
+  // An upper bound on swap_gain(i, j, 0) for every slot i of g1 and j of g2: whatever is
+  // swapped, the two GPUs' loads still sum to l1 + l2, so the larger is at least half of it.
+  double balance_bound(int g1, int g2) const {
+    const auto S = uz(samples_.size());
+    const double* l1 = &samples_.gpu[uz(g1) * S];
+    const double* l2 = &samples_.gpu[uz(g2) * S];
+    return sampled_gain(g1, g2, [&](std::size_t s) { return 0.5 * (l1[s] + l2[s]); });
   }
 
   // Whether slots i and j may swap: two experts on two GPUs, and the fitted cap allows it.
@@ -466,43 +474,19 @@ class LayerSearch {
   // forbids it).
   double swap_gain(int i, int j, double lambda) {
     if (!swap_allowed(i, j)) return -std::numeric_limits<double>::infinity();
-    const int a = slot_[uz(i)];
-    const int b = slot_[uz(j)];
     const int g1 = gpu_of(i);
     const int g2 = gpu_of(j);
-    double gain = 0.0;
-    const int num_samples = samples_.size();
-    const auto S = uz(num_samples);
-    const double* ra = &samples_.rows[uz(a) * S];
-    const double* rb = &samples_.rows[uz(b) * S];
-    const double ca = cnt_[uz(a)];
-    const double cb = cnt_[uz(b)];
+    const auto S = uz(samples_.size());
+    const double* ra = &samples_.rows[uz(slot_[uz(i)]) * S];
+    const double* rb = &samples_.rows[uz(slot_[uz(j)]) * S];
+    const double ca = cnt_[uz(slot_[uz(i)])];
+    const double cb = cnt_[uz(slot_[uz(j)])];
     const double* l1 = &samples_.gpu[uz(g1) * S];
     const double* l2 = &samples_.gpu[uz(g2) * S];
-    const int* t0 = samples_.top[0].data();
-    const int* t1 = samples_.top[1].data();
-    const int* t2 = samples_.top[2].data();
-    const double* v0 = samples_.topv[0].data();
-    const double* v1 = samples_.topv[1].data();
-    const double* v2 = samples_.topv[2].data();
-    const double* mean = samples_.mean.data();
-    const double* inv_max = samples_.inv_max.data();
-    for (std::size_t s = 0; s < S; ++s) {
-      const double old_max = v0[s];
-      if (!(old_max > 0.0)) continue;
+    double gain = sampled_gain(g1, g2, [&](std::size_t s) {
       const double delta = ra[s] / ca - rb[s] / cb;
-      double new_max = std::max(l1[s] - delta, l2[s] + delta);
-      // The largest load of a GPU other than g1 and g2.
-      if (t0[s] != g1 && t0[s] != g2) {
-        new_max = std::max(new_max, v0[s]);
-      } else if (t1[s] >= 0 && t1[s] != g1 && t1[s] != g2) {
-        new_max = std::max(new_max, v1[s]);
-      } else if (t2[s] >= 0 && t2[s] != g1 && t2[s] != g2) {
-        new_max = std::max(new_max, v2[s]);
-      }
-      gain += mean[s] * (1.0 / new_max - inv_max[s]);
-    }
-    if (num_samples > 0) gain /= num_samples;
+      return std::max(l1[s] - delta, l2[s] + delta);
+    });
     if (lambda > 0.0 && node_of_slot(i) != node_of_slot(j)) gain -= lambda * cut_delta(i, j);
     return gain;
   }

@@ -72,9 +72,8 @@ class LayerSearch {
 
   double fitted_max() const { return *std::max_element(fit_.begin(), fit_.end()); }
 
-  // Phase B/C: raise Σ_s mean_s / max_s over the samples (the expected per-step balancedness),
-  // minus `lambda` times the split co-activated pairs, while no GPU's fitted load rises above
-  // `fit_cap` (unless it falls).
+  // Phase B: raise Σ_s mean_s / max_s over the samples (the expected per-step balancedness),
+  // while no GPU's fitted load rises above the fitted maximum (unless it falls).
   void optimise_samples(Rows rows, int max_evals) {
     fit_cap_ = fitted_max() * (1.0 - kMargin);
     init_samples(rows);
@@ -117,12 +116,12 @@ class LayerSearch {
         for (int j = 0; j < num_slots_; ++j) {
           if (node_of_slot(i) == node_of_slot(j)) continue;
           ++evals;
-          if (!swap_allowed(i, j)) continue;  // swap_gain: −inf
+          if (!swap_allowed(i, j)) continue;
           // A pair whose balance gain cannot pay for its change in split pairs is not scored
           // (the same choice: it could not beat best_gain).
           const double cut = lambda > 0.0 ? cut_delta(i, j) : 0.0;
           if (pair_bound(gpu_of(i), gpu_of(j)) - lambda * cut + kBoundSlack <= best_gain) continue;
-          const double gain = swap_gain(i, j, 0.0) - lambda * cut;
+          const double gain = swap_gain(i, j) - lambda * cut;
           if (gain > best_gain) {
             best_gain = gain;
             best_j = j;
@@ -452,7 +451,7 @@ class LayerSearch {
     return num_samples > 0 ? gain / num_samples : gain;
   }
 
-  // An upper bound on swap_gain(i, j, 0) for every slot i of g1 and j of g2: whatever is
+  // An upper bound on swap_gain(i, j) for every slot i of g1 and j of g2: whatever is
   // swapped, the two GPUs' loads still sum to l1 + l2, so the larger is at least half of it.
   double balance_bound(int g1, int g2) const {
     const auto S = uz(samples_.size());
@@ -470,10 +469,8 @@ class LayerSearch {
     return fitted_allowed(g1, fit_[uz(g1)] - dfit) && fitted_allowed(g2, fit_[uz(g2)] + dfit);
   }
 
-  // Gain in Σ_s mean_s / max_s − λ·S·Δcut of swapping slots i and j (−inf when the fitted cap
-  // forbids it).
-  double swap_gain(int i, int j, double lambda) {
-    if (!swap_allowed(i, j)) return -std::numeric_limits<double>::infinity();
+  // Gain in Σ_s mean_s / max_s / S of swapping slots i and j (a pair swap_allowed admits).
+  double swap_gain(int i, int j) const {
     const int g1 = gpu_of(i);
     const int g2 = gpu_of(j);
     const auto S = uz(samples_.size());
@@ -483,17 +480,15 @@ class LayerSearch {
     const double cb = cnt_[uz(slot_[uz(j)])];
     const double* l1 = &samples_.gpu[uz(g1) * S];
     const double* l2 = &samples_.gpu[uz(g2) * S];
-    double gain = sampled_gain(g1, g2, [&](std::size_t s) {
+    return sampled_gain(g1, g2, [&](std::size_t s) {
       const double delta = ra[s] / ca - rb[s] / cb;
       return std::max(l1[s] - delta, l2[s] + delta);
     });
-    if (lambda > 0.0 && node_of_slot(i) != node_of_slot(j)) gain -= lambda * cut_delta(i, j);
-    return gain;
   }
 
   // The swap of a slot on g1 with a slot of its domain that most raises the sampled balance:
-  // swap_gain(i, j, 0) for every pair, computed in bulk. For each sample, the largest load of a
-  // GPU other than g1 and g2 is the largest other than g1 (ex1, on GPU a1) unless a1 is g2, then
+  // swap_gain(i, j) for every allowed pair, computed in bulk. For each sample, the largest load of
+  // a GPU other than g1 and g2 is the largest other than g1 (ex1, on GPU a1) unless a1 is g2, then
   // the next (ex2); with it a pair's gain is one branch-free pass over the samples.
   bool sample_swap_from(int g1, int& evals) {
     const int d = domain_of(g1);

@@ -293,34 +293,58 @@ TEST(Best, MeasuredLoadsOnUnseenSteps) {
   }
 }
 
-TEST(Best, LocalityTermCutsCrossNodePairs) {
-  // Tokens always pick expert pairs (2i, 2i+1); contiguous-by-load placements split them.
+// A top-2 trace whose token t picks the expert pair (2p, 2p+1), p = pair_of(t), placed by
+// `best` (locality weight 1) and by `eplb` on `c`; nodes per token of each.
+struct PairTraceRun {
   TokenTrace trace;
-  trace.num_experts = 8;
-  trace.top_k = 2;
+  ExpertLoad load;
+  PlacementResult best, eplb;
+  TraceFigures best_trace, eplb_trace;
+};
+
+template <class PairOf>
+PairTraceRun place_pair_trace(int num_pairs, int tokens, PairOf pair_of, const PlacementConfig& c) {
+  PairTraceRun r;
+  r.trace.num_experts = 2 * num_pairs;
+  r.trace.top_k = 2;
   std::vector<int> ids;
-  for (int t = 0; t < 400; ++t) {
-    const int pair = t % 4;
+  for (int t = 0; t < tokens; ++t) {
+    const int pair = pair_of(t);
     ids.push_back(2 * pair);
     ids.push_back(2 * pair + 1);
   }
-  trace.topk_ids = {ids};
-  const ExpertLoad load = trace.counts("pairs");
+  r.trace.topk_ids = {ids};
+  r.load = r.trace.counts("pairs");
+  BestOptions opts;
+  opts.coactivation = r.trace.coactivation();
+  opts.locality_weight = 1.0;
+  auto b = place_experts(r.load, PlacementPolicy::kBest, c, opts);
+  auto e = place_experts(r.load, PlacementPolicy::kEplb, c);
+  EXPECT_TRUE(b.ok() && e.ok());
+  if (!b.ok() || !e.ok()) return r;
+  r.best = *b;
+  r.eplb = *e;
+  auto tb = trace_figures(r.trace, r.best.placement, c.num_nodes);
+  auto te = trace_figures(r.trace, r.eplb.placement, c.num_nodes);
+  EXPECT_TRUE(tb.ok() && te.ok());
+  if (tb.ok() && te.ok()) {
+    r.best_trace = *tb;
+    r.eplb_trace = *te;
+  }
+  return r;
+}
+
+TEST(Best, LocalityTermCutsCrossNodePairs) {
+  // Tokens always pick expert pairs (2i, 2i+1); contiguous-by-load placements split them.
   PlacementConfig c{.num_gpus = 4, .num_nodes = 2, .num_slots = 8, .num_groups = 1};
   // groups (1) % nodes (2) != 0: global mode, cross-node swaps allowed.
   ASSERT_FALSE(c.hierarchical());
-  BestOptions opts;
-  opts.coactivation = trace.coactivation();
-  opts.locality_weight = 1.0;
-  auto b = place_experts(load, PlacementPolicy::kBest, c, opts);
-  auto e = place_experts(load, PlacementPolicy::kEplb, c);
-  ASSERT_TRUE(b.ok() && e.ok());
-  const auto tb = trace_figures(trace, b->placement, 2);
-  const auto te = trace_figures(trace, e->placement, 2);
-  ASSERT_TRUE(tb.ok() && te.ok());
-  EXPECT_LE(tb->nodes_per_token, te->nodes_per_token);
-  EXPECT_DOUBLE_EQ(tb->nodes_per_token, 1.0);
-  const auto fb = balance_figures(load, b->placement);
+  const auto r = place_pair_trace(
+      4, 400, [](int t) { return t % 4; }, c);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_LE(r.best_trace.nodes_per_token, r.eplb_trace.nodes_per_token);
+  EXPECT_DOUBLE_EQ(r.best_trace.nodes_per_token, 1.0);
+  const auto fb = balance_figures(r.load, r.best.placement);
   ASSERT_TRUE(fb.ok());
   EXPECT_DOUBLE_EQ(fb->balancedness, 1.0);  // equal loads: locality costs no balance here
 }
@@ -332,37 +356,20 @@ TEST(Best, LocalityTermWithMoreNodesThanOneWordOfNodeBits) {
   // on nodes 64 and 65 included. At most three pairs stay split: pair 0 and the pairs of the
   // two experts sharing a GPU with 0 and 1.
   constexpr int kNodes = 66;
-  TokenTrace trace;
-  trace.num_experts = 2 * kNodes;
-  trace.top_k = 2;
-  std::vector<int> ids;
-  int tokens = 0;
-  for (int t = 0; t < 6 * kNodes + 18; ++t, ++tokens) {
-    const int pair = t < 6 * kNodes ? (t * 7) % kNodes : 0;
-    ids.push_back(2 * pair);
-    ids.push_back(2 * pair + 1);
-  }
-  trace.topk_ids = {ids};
-  const ExpertLoad load = trace.counts("pairs");
+  constexpr int kTokens = 6 * kNodes + 18;
   PlacementConfig c{
       .num_gpus = kNodes, .num_nodes = kNodes, .num_slots = 2 * kNodes, .num_groups = 1};
   ASSERT_FALSE(c.hierarchical());
-  BestOptions opts;
-  opts.coactivation = trace.coactivation();
-  opts.locality_weight = 1.0;
-  auto b = place_experts(load, PlacementPolicy::kBest, c, opts);
-  auto e = place_experts(load, PlacementPolicy::kEplb, c);
-  ASSERT_TRUE(b.ok() && e.ok());
-  const auto tb = trace_figures(trace, b->placement, kNodes);
-  const auto te = trace_figures(trace, e->placement, kNodes);
-  ASSERT_TRUE(tb.ok() && te.ok());
+  const auto r = place_pair_trace(
+      kNodes, kTokens, [](int t) { return t < 6 * kNodes ? (t * 7) % kNodes : 0; }, c);
+  ASSERT_FALSE(HasFailure());
   // Tokens of pair 0 (24) and of two light pairs (6 each) may still span two nodes.
-  const double worst = 1.0 + (24.0 + 6.0 + 6.0) / tokens;
-  EXPECT_LE(tb->nodes_per_token, worst) << "EPLB: " << te->nodes_per_token;
-  EXPECT_GT(te->nodes_per_token, worst);
+  const double worst = 1.0 + (24.0 + 6.0 + 6.0) / kTokens;
+  EXPECT_LE(r.best_trace.nodes_per_token, worst) << "EPLB: " << r.eplb_trace.nodes_per_token;
+  EXPECT_GT(r.eplb_trace.nodes_per_token, worst);
   // No GPU above EPLB's fitted maximum.
-  const auto fb = balance_figures(load, b->placement);
-  const auto fe = balance_figures(load, e->placement);
+  const auto fb = balance_figures(r.load, r.best.placement);
+  const auto fe = balance_figures(r.load, r.eplb.placement);
   ASSERT_TRUE(fb.ok() && fe.ok());
   EXPECT_GE(fb->balancedness, fe->balancedness);
 }

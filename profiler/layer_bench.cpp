@@ -2,6 +2,7 @@
 #include "profiler/layer_bench.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/reference.hpp"
 
@@ -55,6 +56,7 @@ class LayerCase final : public OpCase {
   }
 
   const kernels::PhaseTimes& phases() const { return phases_; }
+  const kernels::Backend& backend() const { return *backend_; }
 
  private:
   kernels::LayerSpec spec_;
@@ -103,8 +105,11 @@ LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::Laye
   HarnessOptions o = options;
   if (backend != nullptr && backend->device_seconds()) o.device_clock = backend;
   LayerMeasurement out;
+  const std::uint64_t stand_ins = c.backend().fallbacks().count;
   out.measurement = measure(c, world.size() > 1 ? &world : nullptr, o);
   out.phases = c.phases();
+  const kernels::Backend::Fallbacks f = c.backend().fallbacks();
+  if (f.count != stand_ins) out.stand_in = f.last;
   return out;
 }
 

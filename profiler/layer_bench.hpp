@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/moe_layer.hpp"
@@ -21,6 +22,10 @@ std::vector<double> routed_counts_of(const kernels::LayerSpec& spec, std::span<c
 struct LayerMeasurement {
   Measurement measurement;     ///< the slowest rank's layer time per repetition
   kernels::PhaseTimes phases;  ///< this rank's phases of the last repetition
+  /// Why the backend ran a stand-in for one of the layer's kernels while it was measured (the
+  /// CUDA backend's fp8 GEMM emulated in fp32; Backend::fallbacks): the time is not the
+  /// kernels'. Empty when every call ran the backend's own kernel.
+  std::string stand_in;
 };
 
 /// Measures the layer with the layout's dispatcher collectively on `world`

@@ -88,6 +88,10 @@ struct MeasuredCase {
   int reps = 0;
   bool verified = true;
   std::string verify_detail;
+  /// Why the backend ran a stand-in for a kernel while the case was timed (Backend::fallbacks,
+  /// e.g. the CUDA fp8 GEMM emulated in fp32): the time is not the kernels', so the case is
+  /// shown but left out of the error summary. Empty when every call ran the backend's kernel.
+  std::string stand_in;
 };
 
 struct ValidateRow : MeasuredCase {
@@ -119,11 +123,14 @@ struct ValidateSummary {
   double roofline_median_abs_error = 0.0;
   double roofline_worst_abs_error = 0.0;
   bool all_verified = true;
+  int compared = 0;        ///< cases in the errors (0: the figures above mean nothing)
+  int stand_in_cases = 0;  ///< cases left out because a stand-in ran (MeasuredCase::stand_in)
 };
 ValidateSummary summarize(const std::vector<ValidateRow>& rows);
-/// The summary of |relative errors| against the database and the roofline (medians and worst).
+/// The summary of |relative errors| against the database and the roofline (medians and worst)
+/// of the cases compared, with the count of those left out for a stand-in.
 ValidateSummary summarize_errors(const std::vector<double>& db, const std::vector<double>& roof,
-                                 bool all_verified);
+                                 bool all_verified, int stand_in_cases = 0);
 
 /// "db-exact:5 db-interp:9 ..." over the six items of a layer cost.
 std::string source_summary(const planner::LayerCost& cost);

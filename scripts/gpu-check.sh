@@ -299,11 +299,17 @@ d = json.load(open(sys.argv[1]))
 for r in d["rows"]:
     print(f'{r["layout"]} {r["dispatcher"]:<13} {r["tokens"]:>5}  measured {r["measured_ms"]:8.3f} ms'
           f'  predicted {r["predicted_ms"]:8.3f} ms  error {100 * r["error"]:+6.1f}%'
-          f'  roofline {100 * r["roofline_error"]:+6.1f}%')
+          f'  roofline {100 * r["roofline_error"]:+6.1f}%'
+          + (f'  STAND-IN (not compared): {r["stand_in"]}' if r.get("stand_in") else ''))
 s = d["summary"]
-print(f'cost DB: median |error| {100 * s["median_abs_error"]:.1f}%, worst '
-      f'{100 * s["worst_abs_error"]:.1f}%; roofline: median {100 * s["roofline_median_abs_error"]:.1f}%'
-      f', worst {100 * s["roofline_worst_abs_error"]:.1f}%')
+if s["compared_cases"] > 0:
+    print(f'cost DB: median |error| {100 * s["median_abs_error"]:.1f}%, worst '
+          f'{100 * s["worst_abs_error"]:.1f}%; roofline: median {100 * s["roofline_median_abs_error"]:.1f}%'
+          f', worst {100 * s["roofline_worst_abs_error"]:.1f}% ({s["compared_cases"]} cases)')
+else:
+    print('cost DB and roofline: no case compared')
+if s["stand_in_cases"] > 0:
+    print(f'{s["stand_in_cases"]} case(s) left out: a stand-in ran for one of their kernels')
 PY
     record cuda_validate ok
   else

@@ -42,6 +42,54 @@ using profiler::relative_error;
 using profiler::source_summary;
 
 std::string pct(double e) { return format_fixed(100.0 * e, 1) + "%"; }
+
+/// A case's stand-in (null when the backend ran its own kernels) for the JSON rows.
+nlohmann::json stand_in_json(const profiler::MeasuredCase& r) {
+  return r.stand_in.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.stand_in);
+}
+
+/// The summary object of the JSON: the errors of the cases compared (null when none was).
+nlohmann::json summary_json(const profiler::ValidateSummary& s) {
+  const auto value = [&](double v) {
+    return s.compared > 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
+  };
+  return {{"median_abs_error", value(s.median_abs_error)},
+          {"worst_abs_error", value(s.worst_abs_error)},
+          {"roofline_median_abs_error", value(s.roofline_median_abs_error)},
+          {"roofline_worst_abs_error", value(s.roofline_worst_abs_error)},
+          {"compared_cases", s.compared},
+          {"stand_in_cases", s.stand_in_cases}};
+}
+
+/// The text summary line: the errors of the cases compared, and the cases left out.
+void print_summary(const profiler::ValidateSummary& s, std::size_t cases) {
+  if (s.compared > 0) {
+    const std::string of = static_cast<std::size_t>(s.compared) == cases
+                               ? std::to_string(cases)
+                               : std::to_string(s.compared) + " of " + std::to_string(cases);
+    std::printf(
+        "cost DB: median |error| %s, worst %s; roofline: median |error| %s, worst %s (%s "
+        "cases)\n",
+        pct(s.median_abs_error).c_str(), pct(s.worst_abs_error).c_str(),
+        pct(s.roofline_median_abs_error).c_str(), pct(s.roofline_worst_abs_error).c_str(),
+        of.c_str());
+  } else {
+    std::printf("cost DB and roofline: no case compared (%zu cases)\n", cases);
+  }
+  if (s.stand_in_cases > 0) {
+    std::printf(
+        "%d case(s) left out: the backend ran a stand-in for one of their kernels while they were "
+        "timed (see the source column), so their time is not the kernels'\n",
+        s.stand_in_cases);
+  }
+}
+
+/// The source column: the prediction's sources, or why the case is not compared.
+std::string source_cell(const profiler::MeasuredCase& r, const std::string& sources) {
+  if (!r.verified) return "VERIFY FAILED: " + r.verify_detail;
+  if (!r.stand_in.empty()) return "STAND-IN, not compared: " + r.stand_in;
+  return sources;
+}
 std::string ms(double s) { return format_fixed(s * 1e3, 2); }
 
 nlohmann::json items_json(const planner::LayerCost& c, bool sources) {
@@ -59,8 +107,6 @@ nlohmann::json items_json(const planner::LayerCost& c, bool sources) {
 int print_rows(const ValidateOptions& o, const Request& req, const std::vector<Row>& rows,
                int world, const std::string& mode, const std::vector<std::string>& misses) {
   const profiler::ValidateSummary sum = profiler::summarize(rows);
-  const double med_db = sum.median_abs_error, med_roof = sum.roofline_median_abs_error;
-  const double worst_db = sum.worst_abs_error, worst_roof = sum.roofline_worst_abs_error;
   const bool all_verified = sum.all_verified;
   if (o.json) {
     nlohmann::json out = {{"model", req.model.name},
@@ -95,12 +141,10 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                                {"tp", r.phases.tp * 1e3},
                                {"combine", r.phases.combine * 1e3},
                                {"shared", r.phases.shared * 1e3}}},
-                             {"verified", r.verified}});
+                             {"verified", r.verified},
+                             {"stand_in", stand_in_json(r)}});
     }
-    out["summary"] = {{"median_abs_error", med_db},
-                      {"worst_abs_error", worst_db},
-                      {"roofline_median_abs_error", med_roof},
-                      {"roofline_worst_abs_error", worst_roof}};
+    out["summary"] = summary_json(sum);
     out["cost_source_misses"] = misses;
     out["skipped"] = req.skipped;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
@@ -123,14 +167,10 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                  std::to_string(r.c.tokens), ms(r.measured_s), ms(r.p10_s) + ".." + ms(r.p90_s),
                  ms(r.predicted.total()), pct(relative_error(r.predicted.total(), r.measured_s)),
                  ms(r.roofline.total()), pct(relative_error(r.roofline.total(), r.measured_s)),
-                 r.verified ? source_summary(r.predicted) : "VERIFY FAILED: " + r.verify_detail});
+                 source_cell(r, source_summary(r.predicted))});
     }
     std::fputs(t.render().c_str(), stdout);
-    std::printf(
-        "cost DB: median |error| %s, worst %s; roofline: median |error| %s, worst %s (%zu "
-        "cases)\n",
-        pct(med_db).c_str(), pct(worst_db).c_str(), pct(med_roof).c_str(), pct(worst_roof).c_str(),
-        rows.size());
+    print_summary(sum, rows.size());
     if (!misses.empty()) {
       std::printf("%zu kinds of query missed the cost database and used the roofline:\n",
                   misses.size());
@@ -183,12 +223,10 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
                              {"roofline_ms", r.roofline.seconds * 1e3},
                              {"error", relative_error(r.predicted.seconds, r.measured_s)},
                              {"roofline_error", relative_error(r.roofline.seconds, r.measured_s)},
-                             {"verified", r.verified}});
+                             {"verified", r.verified},
+                             {"stand_in", stand_in_json(r)}});
     }
-    out["summary"] = {{"median_abs_error", sum.median_abs_error},
-                      {"worst_abs_error", sum.worst_abs_error},
-                      {"roofline_median_abs_error", sum.roofline_median_abs_error},
-                      {"roofline_worst_abs_error", sum.roofline_worst_abs_error}};
+    out["summary"] = summary_json(sum);
     out["cost_source_misses"] = misses;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
   } else {
@@ -216,15 +254,10 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
                  ms(r.measured_s), ms(r.p10_s) + ".." + ms(r.p90_s), ms(r.predicted.seconds),
                  pct(relative_error(r.predicted.seconds, r.measured_s)), ms(r.roofline.seconds),
                  pct(relative_error(r.roofline.seconds, r.measured_s)),
-                 r.verified ? r.predicted.source : "VERIFY FAILED: " + r.verify_detail});
+                 source_cell(r, r.predicted.source)});
     }
     std::fputs(t.render().c_str(), stdout);
-    std::printf(
-        "cost DB: median |error| %s, worst %s; roofline: median |error| %s, worst %s (%zu "
-        "cases)\n",
-        pct(sum.median_abs_error).c_str(), pct(sum.worst_abs_error).c_str(),
-        pct(sum.roofline_median_abs_error).c_str(), pct(sum.roofline_worst_abs_error).c_str(),
-        rows.size());
+    print_summary(sum, rows.size());
     if (!misses.empty()) {
       std::printf("%zu kinds of query missed the cost database and used the roofline%s:\n",
                   misses.size(),

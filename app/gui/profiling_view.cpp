@@ -39,6 +39,13 @@ QString ms(double seconds) { return QString::number(seconds * 1e3, 'f', 3); }
 
 QString pct(double e) { return QString::number(100.0 * e, 'f', 1) + QStringLiteral("%"); }
 
+/// A validate row's source cell: the prediction's sources, or why the case is not compared.
+QString sourceCell(const profiler::MeasuredCase& r, const QString& sources) {
+  if (!r.verified) return QObject::tr("VERIFY FAILED: %1").arg(text(r.verify_detail));
+  if (!r.stand_in.empty()) return QObject::tr("STAND-IN, not compared: %1").arg(text(r.stand_in));
+  return sources;
+}
+
 /// "12 s", "3 min 20 s".
 QString duration(double seconds) {
   const auto s = static_cast<long long>(seconds + 0.5);
@@ -727,16 +734,15 @@ void ProfilingView::showAttentionValidate(const ProfilingOutcome& out) {
   for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
     const auto& r = rows[static_cast<std::size_t>(i)];
     const QString phase = r.c.decode ? tr("decode") : tr("prefill");
-    const QStringList cells = {
-        phase,
-        QString::number(r.c.context),
-        QString::number(r.c.tokens),
-        ms(r.measured_s),
-        ms(r.predicted.seconds),
-        pct(profiler::relative_error(r.predicted.seconds, r.measured_s)),
-        ms(r.roofline.seconds),
-        pct(profiler::relative_error(r.roofline.seconds, r.measured_s)),
-        r.verified ? text(r.predicted.source) : tr("VERIFY FAILED: %1").arg(text(r.verify_detail))};
+    const QStringList cells = {phase,
+                               QString::number(r.c.context),
+                               QString::number(r.c.tokens),
+                               ms(r.measured_s),
+                               ms(r.predicted.seconds),
+                               pct(profiler::relative_error(r.predicted.seconds, r.measured_s)),
+                               ms(r.roofline.seconds),
+                               pct(profiler::relative_error(r.roofline.seconds, r.measured_s)),
+                               sourceCell(r, text(r.predicted.source))};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       if (c >= 1 && c <= 7) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
@@ -785,8 +791,7 @@ void ProfilingView::showValidate(const ProfilingOutcome& out) {
                                pct(profiler::relative_error(r.predicted.total(), r.measured_s)),
                                ms(r.roofline.total()),
                                pct(profiler::relative_error(r.roofline.total(), r.measured_s)),
-                               r.verified ? text(profiler::source_summary(r.predicted))
-                                          : tr("VERIFY FAILED: %1").arg(text(r.verify_detail))};
+                               sourceCell(r, text(profiler::source_summary(r.predicted)))};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       if (c >= 2 && c <= 7) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
@@ -812,14 +817,22 @@ void ProfilingView::showValidate(const ProfilingOutcome& out) {
 void ProfilingView::showValidateSummary(const ProfilingOutcome& out,
                                         const profiler::ValidateSummary& sum, std::size_t rows,
                                         const QString& prefix, const QString& verifyFailed) {
+  const QString cancelled =
+      out.stopped ? tr(", cancelled after %1 of %2").arg(rows).arg(out.cases) : QString();
   QString summary =
-      prefix +
-      tr("Cost DB: median |error| %1, worst %2; roofline: median |error| %3, worst "
-         "%4 (%5 cases%6).")
-          .arg(pct(sum.median_abs_error), pct(sum.worst_abs_error),
-               pct(sum.roofline_median_abs_error), pct(sum.roofline_worst_abs_error))
-          .arg(rows)
-          .arg(out.stopped ? tr(", cancelled after %1 of %2").arg(rows).arg(out.cases) : QString());
+      sum.compared > 0
+          ? prefix + tr("Cost DB: median |error| %1, worst %2; roofline: median |error| %3, worst "
+                        "%4 (%5 cases%6).")
+                         .arg(pct(sum.median_abs_error), pct(sum.worst_abs_error),
+                              pct(sum.roofline_median_abs_error), pct(sum.roofline_worst_abs_error))
+                         .arg(sum.compared)
+                         .arg(cancelled)
+          : prefix + tr("No case compared (%1 cases%2).").arg(rows).arg(cancelled);
+  if (sum.stand_in_cases > 0) {
+    summary += tr(" %1 case(s) left out: the backend ran a stand-in for one of their kernels "
+                  "(STAND-IN rows), so their time is not the kernels'.")
+                   .arg(sum.stand_in_cases);
+  }
   if (!out.misses.empty()) {
     summary += tr(" %1 kind(s) of query missed the cost database and used the roofline.")
                    .arg(out.misses.size());

@@ -318,5 +318,43 @@ TEST(DecoderBlock, ValidateRequestOfEachScope) {
   EXPECT_EQ(r.error().input, "weights");
 }
 
+// validate's errors leave out a case timed over a stand-in (its time is not the kernels'), count
+// it, and say when no case is left to compare.
+TEST(Validate, CasesTimedOverAStandInAreLeftOutOfTheErrors) {
+  const auto row = [](double measured, double predicted, double roofline, std::string stand_in) {
+    ValidateRow r;
+    r.measured_s = measured;
+    r.predicted.experts.seconds = predicted;
+    r.roofline.experts.seconds = roofline;
+    r.stand_in = std::move(stand_in);
+    return r;
+  };
+  std::vector<ValidateRow> rows = {row(1.0, 1.1, 2.0, ""), row(1.0, 1.3, 3.0, ""),
+                                   row(1.0, 9.0, 9.0, "fp8 GEMM emulated")};
+  ValidateSummary s = summarize(rows);
+  EXPECT_EQ(s.compared, 2);
+  EXPECT_EQ(s.stand_in_cases, 1);
+  EXPECT_TRUE(s.all_verified);
+  EXPECT_NEAR(s.worst_abs_error, 0.3, 1e-12);  // 8.0 (the stand-in's) left out
+  EXPECT_NEAR(s.median_abs_error, 0.2, 1e-12);
+  EXPECT_NEAR(s.roofline_worst_abs_error, 2.0, 1e-12);
+  rows = {row(1.0, 9.0, 9.0, "fp8 GEMM emulated")};
+  s = summarize(rows);
+  EXPECT_EQ(s.compared, 0);
+  EXPECT_EQ(s.stand_in_cases, 1);
+  // The attention rows: the same rule.
+  AttentionValidateRow a;
+  a.measured_s = 1.0;
+  a.predicted.seconds = 1.5;
+  a.roofline.seconds = 2.0;
+  std::vector<AttentionValidateRow> attention = {a, a};
+  attention[1].predicted.seconds = 7.0;
+  attention[1].stand_in = "fp8 GEMM emulated";
+  s = summarize(attention);
+  EXPECT_EQ(s.compared, 1);
+  EXPECT_EQ(s.stand_in_cases, 1);
+  EXPECT_NEAR(s.worst_abs_error, 0.5, 1e-12);
+}
+
 }  // namespace
 }  // namespace moeplan::profiler

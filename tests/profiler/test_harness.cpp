@@ -570,5 +570,27 @@ TEST(HarnessOps, LayerTimedByTheDeviceClock) {
   });
 }
 
+// A stand-in for one of the layer's kernels while it is timed (the CUDA fp8 GEMM emulated in
+// fp32) is said with the measurement, with the backend's reason; a layer that ran the backend's
+// own kernels says nothing.
+TEST(HarnessOps, LayerMeasuredOverAStandInSaysSo) {
+  auto model = models::load_model("qwen1.5-moe-a2.7b");
+  ASSERT_TRUE(model.ok());
+  const auto spec = kernels::LayerSpec::from_model(*model, 16, DType::kBf16, 7);
+  ASSERT_TRUE(spec.ok());
+  for (const bool stand_in : {false, true}) {
+    RecordingBackend gpu(1e-3);
+    if (stand_in) gpu.stand_in = kernels::BackendOp::kExpertFfn;
+    kernels::run_in_process(1, [&](kernels::Communicator& world) {
+      const auto lm = measure_layer(
+          world, *spec,
+          kernels::Layout::of(1, 1, kernels::RankMapping::kTpInnermost, kernels::Dispatcher::kA2av),
+          32, fast(), false, {}, &gpu);
+      EXPECT_EQ(lm.measurement.disposition, planner::Disposition::kPassed) << lm.measurement.detail;
+      EXPECT_EQ(lm.stand_in, stand_in ? "stand-in ran for this op (test)" : "");
+    });
+  }
+}
+
 }  // namespace
 }  // namespace moeplan::profiler

@@ -9,7 +9,8 @@
 # each. Mode `mla` does the same for DeepSeek-V2-Lite (MLA: prefill expanded, decode absorbed).
 # Prints one line per run and mode (median and
 # worst |error| of the cost DB and of the roofline over layouts x dispatchers x 256/512/1024
-# tokens) and keeps every profile and validate JSON under OUT.
+# tokens) and the machine's pace before the profile and after validate (bench_kernels' dense
+# GEMM and bf16 grouped FFN), and keeps every profile and validate JSON under OUT.
 #
 #   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--first K] [--modes inproc,np2,np4,attn,layer,mla]
 #
@@ -32,7 +33,7 @@ while [[ $# -gt 0 ]]; do
     --runs) runs=$2; shift 2 ;;
     --first) first=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
-    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
     *) echo "accuracy.sh: unknown argument '$1' (expected --moeplan, --out, --runs, --first or --modes)" >&2; exit 2 ;;
   esac
 done
@@ -56,12 +57,33 @@ launch() {  # mode, then the moeplan arguments
   esac
 }
 
+# The machine's own pace around each run (this machine is shared: its GEMM rate and memory speed
+# have moved by up to 2x between days and by tens of percent within minutes), so a reader can
+# tell drift between the profile and validate from model error: a dense GEMM (compute) and a
+# grouped bf16 expert FFN at 64 rows (weight streaming), from bench_kernels beside moeplan.
+bench=$(dirname "$moeplan")/bench_kernels
+machine_pace() {
+  if [[ ! -x $bench ]]; then
+    echo "$bench not built"
+    return
+  fi
+  "$bench" --benchmark_filter='BM_EigenDenseGemm/512|BM_GroupedExpertFfnBf16/64' \
+    --benchmark_min_time=0.3 --benchmark_format=json 2>/dev/null | python3 -c '
+import json, sys
+b = {x["name"].split("/")[0]: x for x in json.load(sys.stdin)["benchmarks"]}
+rate = b["BM_EigenDenseGemm"]["GFLOP"]
+ms = b["BM_GroupedExpertFfnBf16"]["real_time"]
+print("GEMM %.1f GFLOP/s, bf16 FFN at 64 rows %.1f ms" % (rate, ms))' ||
+    echo "bench_kernels failed"
+}
+
 IFS=, read -r -a mode_list <<<"$modes"
 for run in $(seq "$first" "$((first + runs - 1))"); do
   for mode in "${mode_list[@]}"; do
     db=$out/$mode-run$run.db
     json=$out/$mode-run$run.json
     rm -f "$db" "$db-wal" "$db-shm"
+    pace_before=$(machine_pace)
     t0=$(date +%s)
     if [[ $mode == layer || $mode == mla ]]; then
       model=qwen3-30b-a3b
@@ -89,6 +111,7 @@ for run in $(seq "$first" "$((first + runs - 1))"); do
     fi
     mv "$json.tmp" "$json"
     t2=$(date +%s)
+    pace_after=$(machine_pace)
     python3 - "$json" "$mode" "$run" "$((t1 - t0))" "$((t2 - t1))" "$out/$mode-block-run$run.json" <<'EOF'
 import json, sys
 path, mode, run, tp, tv, block = sys.argv[1:]
@@ -99,5 +122,6 @@ for name, p in runs:
           f"{100*s['worst_abs_error']:.1f}%; roofline median {100*s['roofline_median_abs_error']:.1f}% "
           f"worst {100*s['roofline_worst_abs_error']:.1f}% (profile {tp} s, validate {tv} s)")
 EOF
+    echo "          machine pace before the profile: $pace_before; after validate: $pace_after"
   done
 done

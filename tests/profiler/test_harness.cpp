@@ -23,6 +23,13 @@
 namespace moeplan::profiler {
 namespace {
 
+// The layer the whole-layer tests run: Qwen1.5-MoE-A2.7B at 1/16 width, bf16, seed 7.
+Result<kernels::LayerSpec> small_layer_spec() {
+  auto model = models::load_model("qwen1.5-moe-a2.7b");
+  if (!model) return model.error();
+  return kernels::LayerSpec::from_model(*model, 16, DType::kBf16, 7);
+}
+
 TEST(HarnessStats, MedianAndPercentilesInterpolate) {
   const Stats s = summarize({10, 1, 9, 2, 8, 3, 7, 4, 6, 5});
   EXPECT_DOUBLE_EQ(s.median_s, 5.5);
@@ -323,10 +330,8 @@ TEST(HarnessOps, EveryCollectiveVerifiesAndCatchesAFault) {
 }
 
 TEST(HarnessOps, WholeLayerVerifiedAgainstTheDenseReference) {
-  auto model = models::load_model("qwen1.5-moe-a2.7b");
-  ASSERT_TRUE(model.ok());
-  const auto spec = kernels::LayerSpec::from_model(*model, 16, DType::kBf16, 7);
-  ASSERT_TRUE(spec.ok());
+  const auto spec = small_layer_spec();
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
   for (const bool fault : {false, true}) {
     std::atomic<int> ok{0};
     kernels::run_in_process(2, [&](kernels::Communicator& world) {
@@ -545,10 +550,8 @@ TEST(Profile, AStandInForTheKernelIsRecordedWithoutATime) {
 // The whole layer on a backend with a device clock: its time and its phases are the backend's
 // kernel time (what validate --backend cuda compares with the prediction).
 TEST(HarnessOps, LayerTimedByTheDeviceClock) {
-  auto model = models::load_model("qwen1.5-moe-a2.7b");
-  ASSERT_TRUE(model.ok());
-  const auto spec = kernels::LayerSpec::from_model(*model, 16, DType::kBf16, 7);
-  ASSERT_TRUE(spec.ok());
+  const auto spec = small_layer_spec();
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
   constexpr double kTick = 1e-3;
   RecordingBackend gpu(kTick);
   kernels::run_in_process(1, [&](kernels::Communicator& world) {
@@ -574,10 +577,8 @@ TEST(HarnessOps, LayerTimedByTheDeviceClock) {
 // fp32) is said with the measurement, with the backend's reason; a layer that ran the backend's
 // own kernels says nothing.
 TEST(HarnessOps, LayerMeasuredOverAStandInSaysSo) {
-  auto model = models::load_model("qwen1.5-moe-a2.7b");
-  ASSERT_TRUE(model.ok());
-  const auto spec = kernels::LayerSpec::from_model(*model, 16, DType::kBf16, 7);
-  ASSERT_TRUE(spec.ok());
+  const auto spec = small_layer_spec();
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
   for (const bool stand_in : {false, true}) {
     RecordingBackend gpu(1e-3);
     if (stand_in) gpu.stand_in = kernels::BackendOp::kExpertFfn;

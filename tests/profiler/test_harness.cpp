@@ -112,6 +112,18 @@ HarnessOptions fast() {
   return o;
 }
 
+// measure_layer of `spec` on one in-process rank (ep 1 × tp 1, a2av, 32 tokens) on `backend`.
+LayerMeasurement measure_one_rank(const kernels::LayerSpec& spec, kernels::Backend& backend) {
+  LayerMeasurement out;
+  kernels::run_in_process(1, [&](kernels::Communicator& world) {
+    out = measure_layer(
+        world, spec,
+        kernels::Layout::of(1, 1, kernels::RankMapping::kTpInnermost, kernels::Dispatcher::kA2av),
+        32, fast(), false, {}, &backend);
+  });
+  return out;
+}
+
 TEST(Harness, SweepDerivedFromModelAndWorld) {
   const SweepSpec s = tiny_sweep(2);
   EXPECT_EQ(s.hidden, 2048 / 16);
@@ -554,23 +566,18 @@ TEST(HarnessOps, LayerTimedByTheDeviceClock) {
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   constexpr double kTick = 1e-3;
   RecordingBackend gpu(kTick);
-  kernels::run_in_process(1, [&](kernels::Communicator& world) {
-    const auto lm = measure_layer(
-        world, *spec,
-        kernels::Layout::of(1, 1, kernels::RankMapping::kTpInnermost, kernels::Dispatcher::kA2av),
-        32, fast(), false, {}, &gpu);
-    ASSERT_EQ(lm.measurement.disposition, planner::Disposition::kPassed) << lm.measurement.detail;
-    const double calls = lm.measurement.stats.median_s / kTick;
-    // Router logits, route, permute, the grouped FFN, the shared expert, combine: whole ticks.
-    EXPECT_NEAR(calls, std::round(calls), 1e-9);
-    EXPECT_GE(std::round(calls), 5.0);
-    EXPECT_NEAR(lm.phases.total, lm.measurement.stats.median_s, 1e-12);
-    EXPECT_NEAR(lm.phases.experts, kTick, 1e-12);  // one grouped-FFN call
-    EXPECT_NEAR(lm.phases.shared, kTick, 1e-12);
-    const auto& ph = lm.phases;
-    EXPECT_NEAR(ph.router + ph.dispatch + ph.experts + ph.tp + ph.shared + ph.combine, ph.total,
-                1e-12);
-  });
+  const LayerMeasurement lm = measure_one_rank(*spec, gpu);
+  ASSERT_EQ(lm.measurement.disposition, planner::Disposition::kPassed) << lm.measurement.detail;
+  const double calls = lm.measurement.stats.median_s / kTick;
+  // Router logits, route, permute, the grouped FFN, the shared expert, combine: whole ticks.
+  EXPECT_NEAR(calls, std::round(calls), 1e-9);
+  EXPECT_GE(std::round(calls), 5.0);
+  EXPECT_NEAR(lm.phases.total, lm.measurement.stats.median_s, 1e-12);
+  EXPECT_NEAR(lm.phases.experts, kTick, 1e-12);  // one grouped-FFN call
+  EXPECT_NEAR(lm.phases.shared, kTick, 1e-12);
+  const auto& ph = lm.phases;
+  EXPECT_NEAR(ph.router + ph.dispatch + ph.experts + ph.tp + ph.shared + ph.combine, ph.total,
+              1e-12);
 }
 
 // A stand-in for one of the layer's kernels while it is timed (the CUDA fp8 GEMM emulated in
@@ -582,14 +589,9 @@ TEST(HarnessOps, LayerMeasuredOverAStandInSaysSo) {
   for (const bool stand_in : {false, true}) {
     RecordingBackend gpu(1e-3);
     if (stand_in) gpu.stand_in = kernels::BackendOp::kExpertFfn;
-    kernels::run_in_process(1, [&](kernels::Communicator& world) {
-      const auto lm = measure_layer(
-          world, *spec,
-          kernels::Layout::of(1, 1, kernels::RankMapping::kTpInnermost, kernels::Dispatcher::kA2av),
-          32, fast(), false, {}, &gpu);
-      EXPECT_EQ(lm.measurement.disposition, planner::Disposition::kPassed) << lm.measurement.detail;
-      EXPECT_EQ(lm.stand_in, stand_in ? "stand-in ran for this op (test)" : "");
-    });
+    const LayerMeasurement lm = measure_one_rank(*spec, gpu);
+    EXPECT_EQ(lm.measurement.disposition, planner::Disposition::kPassed) << lm.measurement.detail;
+    EXPECT_EQ(lm.stand_in, stand_in ? "stand-in ran for this op (test)" : "");
   }
 }
 

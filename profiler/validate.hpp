@@ -123,7 +123,7 @@ struct ValidateSummary {
   double roofline_median_abs_error = 0.0;
   double roofline_worst_abs_error = 0.0;
   bool all_verified = true;
-  int compared = 0;        ///< cases in the errors (0: the figures above mean nothing)
+  int compared = 0;        ///< verified cases in the errors (0: the figures above mean nothing)
   int stand_in_cases = 0;  ///< cases left out because a stand-in ran (MeasuredCase::stand_in)
 };
 ValidateSummary summarize(const std::vector<ValidateRow>& rows);

@@ -318,8 +318,8 @@ TEST(DecoderBlock, ValidateRequestOfEachScope) {
   EXPECT_EQ(r.error().input, "weights");
 }
 
-// validate's errors leave out a case timed over a stand-in (its time is not the kernels'), count
-// it, and say when no case is left to compare.
+// validate's errors leave out a case timed over a stand-in (its time is not the kernels') and
+// one that failed verification, count the stand-ins, and say when no case is left to compare.
 TEST(Validate, CasesTimedOverAStandInAreLeftOutOfTheErrors) {
   const auto row = [](double measured, double predicted, double roofline, std::string stand_in) {
     ValidateRow r;
@@ -338,6 +338,13 @@ TEST(Validate, CasesTimedOverAStandInAreLeftOutOfTheErrors) {
   EXPECT_NEAR(s.worst_abs_error, 0.3, 1e-12);  // 8.0 (the stand-in's) left out
   EXPECT_NEAR(s.median_abs_error, 0.2, 1e-12);
   EXPECT_NEAR(s.roofline_worst_abs_error, 2.0, 1e-12);
+  // A case that failed verification is not compared either (and the summary says so).
+  rows.push_back(row(1.0, 5.0, 5.0, ""));
+  rows.back().verified = false;
+  s = summarize(rows);
+  EXPECT_EQ(s.compared, 2);
+  EXPECT_FALSE(s.all_verified);
+  EXPECT_NEAR(s.worst_abs_error, 0.3, 1e-12);
   rows = {row(1.0, 9.0, 9.0, "fp8 GEMM emulated")};
   s = summarize(rows);
   EXPECT_EQ(s.compared, 0);

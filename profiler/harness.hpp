@@ -4,6 +4,7 @@
 // records, and repeats until the timing is stable (median, p10, p90, repetitions).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -158,6 +159,24 @@ struct Measurement {
   Stats stats;
   planner::Disposition disposition = planner::Disposition::kPassed;
   std::string detail;
+};
+
+/// Whether `backend` ran a stand-in for one of its kernels (Backend::fallbacks: the CUDA fp8 GEMM
+/// emulated in fp32) since the watch was made: made before a measurement, asked after it.
+class StandInWatch {
+ public:
+  explicit StandInWatch(const kernels::Backend& backend)
+      : backend_(backend), count_(backend.fallbacks().count) {}
+  /// The backend's reason for the last stand-in since the watch was made; empty when none ran.
+  std::string reason() const {
+    const kernels::Backend::Fallbacks f = backend_.fallbacks();
+    if (f.count == count_) return {};
+    return f.last.empty() ? "the backend ran a stand-in for a kernel" : f.last;
+  }
+
+ private:
+  const kernels::Backend& backend_;
+  std::uint64_t count_;
 };
 
 /// Warm-up, verification, timing until stable. With `sync` every rank of that communicator

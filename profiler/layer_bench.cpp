@@ -2,7 +2,6 @@
 #include "profiler/layer_bench.hpp"
 
 #include <cmath>
-#include <cstdint>
 
 #include "kernels/reference.hpp"
 
@@ -105,11 +104,10 @@ LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::Laye
   HarnessOptions o = options;
   if (backend != nullptr && backend->device_seconds()) o.device_clock = backend;
   LayerMeasurement out;
-  const std::uint64_t stand_ins = c.backend().fallbacks().count;
+  const StandInWatch watch(c.backend());
   out.measurement = measure(c, world.size() > 1 ? &world : nullptr, o);
   out.phases = c.phases();
-  const kernels::Backend::Fallbacks f = c.backend().fallbacks();
-  if (f.count != stand_ins) out.stand_in = f.last;
+  out.stand_in = watch.reason();
   return out;
 }
 

@@ -287,14 +287,14 @@ Result<ProfileSummary> run_profile(
         m.disposition = planner::Disposition::kNotSupported;
         m.detail = c ? std::string("another rank could not set this shape up") : c.error().message;
       } else {
-        const std::uint64_t stand_ins = backend->fallbacks().count;
+        const StandInWatch watch(*backend);
         m = measure(**c, sync, harness);
         // A stand-in ran instead of the backend's kernel (the CUDA fp8 GEMM emulated in fp32):
         // right, so verified, but not the kernel's time — no time recorded.
-        const kernels::Backend::Fallbacks f = backend->fallbacks();
-        if (any_rank(world, f.count != stand_ins)) {
+        const std::string stand_in = watch.reason();
+        if (any_rank(world, !stand_in.empty())) {
           m.disposition = planner::Disposition::kNotSupported;
-          m.detail = f.count != stand_ins ? f.last : "another rank ran a stand-in for this kernel";
+          m.detail = !stand_in.empty() ? stand_in : "another rank ran a stand-in for this kernel";
         }
       }
     }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "kernels/case_lists.hpp"
 #include "kernels/fault_inject.hpp"
@@ -248,22 +249,9 @@ ValidateSummary summarize_errors(const std::vector<double>& db, const std::vecto
 }
 
 ValidateSummary summarize(const std::vector<ValidateRow>& rows) {
-  std::vector<double> err_db, err_roof;
-  bool all_verified = true;
-  int stand_ins = 0;
-  for (const auto& r : rows) {
-    if (!r.verified) {
-      all_verified = false;  // a layer that computed a wrong result: its time is not compared
-      continue;
-    }
-    if (!r.stand_in.empty()) {
-      ++stand_ins;  // not the kernels' time: nothing to compare the prediction with
-      continue;
-    }
-    err_db.push_back(std::abs(relative_error(r.predicted.total(), r.measured_s)));
-    err_roof.push_back(std::abs(relative_error(r.roofline.total(), r.measured_s)));
-  }
-  return summarize_errors(err_db, err_roof, all_verified, stand_ins);
+  return summarize_rows(rows, [](const ValidateRow& r) {
+    return std::pair{r.predicted.total(), r.roofline.total()};
+  });
 }
 
 std::string source_summary(const planner::LayerCost& c) {

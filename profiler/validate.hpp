@@ -3,6 +3,7 @@
 // planner's prediction for each from the cost database and from the roofline.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -114,9 +115,6 @@ std::vector<ValidateRow> run_validate_cases(
 Status add_predictions(const ValidateRequest& request, const planner::CostSetup& setup,
                        std::vector<ValidateRow>& rows, int world);
 
-/// (predicted − measured) / measured; 0 when nothing was measured.
-double relative_error(double predicted, double measured);
-
 struct ValidateSummary {
   double median_abs_error = 0.0;  ///< cost DB
   double worst_abs_error = 0.0;
@@ -131,6 +129,32 @@ ValidateSummary summarize(const std::vector<ValidateRow>& rows);
 /// of the cases compared, with the count of those left out for a stand-in.
 ValidateSummary summarize_errors(const std::vector<double>& db, const std::vector<double>& roof,
                                  bool all_verified, int stand_in_cases = 0);
+
+/// (predicted − measured) / measured; 0 when nothing was measured.
+double relative_error(double predicted, double measured);
+
+/// The summary of `rows` (MeasuredCase rows; `times(row)` gives {database, roofline} seconds):
+/// the verified cases timed on the backend's own kernels are compared, a stand-in's are counted.
+template <class Row, class Times>
+ValidateSummary summarize_rows(const std::vector<Row>& rows, Times times) {
+  std::vector<double> db, roof;
+  bool all_verified = true;
+  int stand_ins = 0;
+  for (const Row& r : rows) {
+    if (!r.verified) {
+      all_verified = false;  // a layer that computed a wrong result: its time is not compared
+      continue;
+    }
+    if (!r.stand_in.empty()) {
+      ++stand_ins;  // not the kernels' time: nothing to compare the prediction with
+      continue;
+    }
+    const auto [predicted, roofline] = times(r);
+    db.push_back(std::abs(relative_error(predicted, r.measured_s)));
+    roof.push_back(std::abs(relative_error(roofline, r.measured_s)));
+  }
+  return summarize_errors(db, roof, all_verified, stand_ins);
+}
 
 /// "db-exact:5 db-interp:9 ..." over the six items of a layer cost.
 std::string source_summary(const planner::LayerCost& cost);

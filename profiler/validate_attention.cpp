@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "kernels/case_lists.hpp"
 #include "kernels/communicator.hpp"
@@ -235,10 +235,9 @@ std::vector<AttentionValidateRow> run_attention_validate(
           row.verify_detail = dc.error().message;
           return;
         }
-        const std::uint64_t stand_ins = backend->fallbacks().count;
+        const StandInWatch watch(*backend);
         const Measurement m = measure(**dc, nullptr, harness);
-        const kernels::Backend::Fallbacks f = backend->fallbacks();
-        if (f.count != stand_ins) row.stand_in = f.last;
+        row.stand_in = watch.reason();
         row.verified = m.disposition == planner::Disposition::kPassed;
         row.verify_detail = m.detail;
         row.measured_s =
@@ -273,10 +272,9 @@ std::vector<AttentionValidateRow> run_attention_validate(
       row.verified = false;
       row.verify_detail = op.error().message;
     } else {
-      const std::uint64_t stand_ins = backend->fallbacks().count;
+      const StandInWatch watch(*backend);
       const Measurement m = measure(**op, nullptr, harness);
-      const kernels::Backend::Fallbacks f = backend->fallbacks();
-      if (f.count != stand_ins) row.stand_in = f.last;
+      row.stand_in = watch.reason();
       row.verified = m.disposition == planner::Disposition::kPassed;
       row.verify_detail = m.detail;
       row.measured_s =
@@ -359,22 +357,9 @@ Status add_attention_predictions(const AttentionValidateRequest& req,
 }
 
 ValidateSummary summarize(const std::vector<AttentionValidateRow>& rows) {
-  std::vector<double> db, roof;
-  bool all_verified = true;
-  int stand_ins = 0;
-  for (const auto& r : rows) {
-    if (!r.verified) {
-      all_verified = false;
-      continue;
-    }
-    if (!r.stand_in.empty()) {
-      ++stand_ins;  // not the kernels' time: nothing to compare the prediction with
-      continue;
-    }
-    db.push_back(std::abs(relative_error(r.predicted.seconds, r.measured_s)));
-    roof.push_back(std::abs(relative_error(r.roofline.seconds, r.measured_s)));
-  }
-  return summarize_errors(db, roof, all_verified, stand_ins);
+  return summarize_rows(rows, [](const AttentionValidateRow& r) {
+    return std::pair{r.predicted.seconds, r.roofline.seconds};
+  });
 }
 
 }  // namespace moeplan::profiler

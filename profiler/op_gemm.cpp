@@ -246,6 +246,22 @@ class GemmCase final : public OpCase {
   std::size_t next_ = 0, last_ = 0, next_a_ = 0, last_a_ = 0, next_c_ = 0, last_c_ = 0;
 };
 
+/// A GEMM point of plain (not fp8) weights in the role's kernel.
+OpPoint plain_point(const std::string& backend, Role role, DType dt, int m, int n, int k) {
+  OpPoint p;
+  p.op = "gemm";
+  p.dtype = dt;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.shape = shape_text({{"m", m}, {"n", n}, {"k", k}});
+  p.flops = 2.0 * m * n * static_cast<double>(k);
+  p.bytes = (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
+            dtype_bytes(dt);
+  p.kernel = role_kernel(backend, role);
+  return p;
+}
+
 std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
   // (n, k, role) of every GEMM the cost model issues for the legal layouts.
   std::vector<std::tuple<int, int, Role>> shapes;
@@ -274,19 +290,7 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
       // fp8 weights: the expert GEMMs are fp8 ones, measured once below.
       if (fp8 && role != Role::kRouter) continue;
       for (const int m : row_counts(s.max_rows, !s.quick)) {
-        OpPoint p;
-        p.op = "gemm";
-        p.dtype = dt;
-        p.m = m;
-        p.n = n;
-        p.k = k;
-        p.shape = shape_text({{"m", m}, {"n", n}, {"k", k}});
-        p.flops = 2.0 * m * n * static_cast<double>(k);
-        p.bytes =
-            (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n) *
-            dtype_bytes(dt);
-        p.kernel = role_kernel(s.backend, role);
-        out.push_back(std::move(p));
+        out.push_back(plain_point(s.backend, role, dt, m, n, k));
       }
     }
   }
@@ -318,6 +322,10 @@ std::vector<OpPoint> gemm_sweep(const SweepSpec& s) {
 }
 
 }  // namespace
+
+OpPoint projection_gemm_point(const std::string& backend, DType dtype, int m, int n, int k) {
+  return plain_point(backend, Role::kProjection, dtype, m, n, k);
+}
 
 OpTable gemm_op() {
   OpTable t;

@@ -6,6 +6,9 @@
 namespace moeplan::profiler {
 
 OpTable gemm_op();
+/// One projection GEMM point of gemm_op (weights cold, output stored in `dtype`), as its sweep
+/// makes them for `backend` (the machine's pace probe, pace.hpp).
+OpPoint projection_gemm_point(const std::string& backend, DType dtype, int m, int n, int k);
 OpTable router_topk_op();
 OpTable permute_op();
 OpTable stage_op();

@@ -15,6 +15,7 @@
 #include "models/units.hpp"
 #include "planner/costs/cost_db.hpp"
 #include "planner/topology/local_cluster.hpp"
+#include "profiler/pace.hpp"
 #include "profiler/sweep.hpp"
 
 namespace moeplan::profiler {
@@ -182,6 +183,9 @@ Result<ProfileSummary> run_profile(
   HarnessOptions harness = req.harness;
   if (device_profile) harness.device_clock = backend.get();
   sum.total = static_cast<int>(points->size());
+  // The machine's pace before the first point (and after the last, below): what a later validate
+  // compares its own with, to tell a stale profile from the planner's error.
+  sum.pace_start = measure_pace(world, *backend);
 
   std::unique_ptr<planner::CostDb> db;
   std::int64_t run_id = 0;
@@ -204,6 +208,7 @@ Result<ProfileSummary> run_profile(
       run.command = req.command;
       run.nodes = num_nodes;
       run.ranks = places;
+      run.pace_start = sum.pace_start;
       // The watchdog ends a lost job only between commits (kernels/rank_watchdog.hpp).
       auto id = [&] {
         kernels::CommitLock lock;
@@ -345,6 +350,19 @@ Result<ProfileSummary> run_profile(
     }
     ++done;
     if (root && progress) progress(done, sum.total, point.op + " " + point.shape);
+  }
+  if (!sum.interrupted) {
+    sum.pace_end = measure_pace(world, *backend);
+    Error db_error{""};
+    if (root) {
+      const kernels::CommitLock lock;  // not a point: not counted as one
+      if (auto s = db->set_run_end_pace(run_id, sum.pace_end); !s) {
+        db_error = Error{s.error().message + " (every point measured is kept)"};
+      }
+    }
+    if (any_rank(world, root && !db_error.message.empty())) {
+      return root ? db_error : Error{"rank 0 could not write " + req.out_path};
+    }
   }
   return sum;
 }

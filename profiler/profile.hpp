@@ -68,6 +68,10 @@ struct ProfileSummary {
   int incorrect = 0;
   int not_supported = 0;
   bool interrupted = false;
+  /// The machine's pace before the first point and after the last (pace.hpp; the end's is not
+  /// measured when the profile was interrupted).
+  planner::MachinePace pace_start;
+  planner::MachinePace pace_end;
 };
 
 /// Device name of a CPU profile: "cpu:<CPU model>/ranks=<N>" (ranks share the host's cores, so

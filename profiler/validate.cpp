@@ -14,6 +14,7 @@
 #include "models/scaled_model.hpp"
 #include "models/units.hpp"
 #include "profiler/layer_bench.hpp"
+#include "profiler/pace.hpp"
 
 namespace moeplan::profiler {
 
@@ -213,6 +214,19 @@ std::vector<ValidateRow> run_validate_cases(
     }
   }
   return rows;
+}
+
+ValidateRun run_validate_paced(kernels::Communicator& world, const ValidateRequest& req,
+                               const std::function<void(int, int, const std::string&)>& progress,
+                               const std::function<bool()>& stop) {
+  const std::shared_ptr<kernels::Backend> backend =
+      req.backend ? req.backend : std::shared_ptr<kernels::Backend>(kernels::make_cpu_backend());
+  ValidateRun run;
+  run.pace_before = measure_pace(world, *backend);
+  run.rows = run_validate_cases(world, req, progress, stop);
+  // Every rank ran as many cases (stopping is agreed), so every rank agrees on this.
+  if (run.rows.size() == req.cases.size()) run.pace_after = measure_pace(world, *backend);
+  return run;
 }
 
 Status add_predictions(const ValidateRequest& req, const planner::CostSetup& setup,

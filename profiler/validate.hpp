@@ -110,6 +110,21 @@ std::vector<ValidateRow> run_validate_cases(
     const std::function<void(int done, int total, const std::string& what)>& progress,
     const std::function<bool()>& stop = {});
 
+/// What run_validate_paced measured: the rows, and the machine's pace (pace.hpp) before the
+/// first case and after the last (not measured, 0, when the run was stopped part-way).
+struct ValidateRun {
+  std::vector<ValidateRow> rows;
+  planner::MachinePace pace_before;
+  planner::MachinePace pace_after;
+};
+
+/// run_validate_cases between two probes of the machine's pace, on every rank (through the
+/// request's device backend, or a CPU backend of each rank's own).
+ValidateRun run_validate_paced(
+    kernels::Communicator& world, const ValidateRequest& request,
+    const std::function<void(int done, int total, const std::string& what)>& progress,
+    const std::function<bool()>& stop = {});
+
 /// The planner's figures for every row (on rank 0, after the measurements): `predicted` from
 /// setup.costs(), `roofline` from setup.roofline.
 Status add_predictions(const ValidateRequest& request, const planner::CostSetup& setup,

@@ -10,6 +10,7 @@
 #include "kernels/job_world.hpp"
 #include "kernels/rank_watchdog.hpp"
 #include "models/registry.hpp"
+#include "profiler/pace.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
 
@@ -29,6 +30,12 @@ int report(const profiler::ProfileSummary& s, const std::string& out) {
       out.c_str(), s.total, s.measured, s.skipped, s.incorrect, s.not_supported,
       s.interrupted ? " (interrupted: every completed point is kept; --resume continues)" : "",
       s.device.c_str());
+  // The pace validate compares its own with (profiler/pace.hpp).
+  std::printf("machine pace (%s): %s at the start", profiler::pace_probe_text().c_str(),
+              profiler::pace_text(s.pace_start).c_str());
+  if (s.pace_end.recorded())
+    std::printf(", %s at the end", profiler::pace_text(s.pace_end).c_str());
+  std::printf("\n");
   if (s.interrupted) return 130;
   return s.incorrect > 0 ? kExitFailed : kExitOk;
 }

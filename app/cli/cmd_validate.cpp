@@ -19,6 +19,7 @@
 #include "models/units.hpp"
 #include "planner/costs/cost_model.hpp"
 #include "planner/costs/cost_setup.hpp"
+#include "profiler/pace.hpp"
 #include "profiler/validate.hpp"
 #include "profiler/validate_attention.hpp"
 
@@ -59,6 +60,27 @@ nlohmann::json summary_json(const profiler::ValidateSummary& s) {
           {"roofline_worst_abs_error", value(s.roofline_worst_abs_error)},
           {"compared_cases", s.compared},
           {"stand_in_cases", s.stand_in_cases}};
+}
+
+/// The pace object of the JSON: the probe, the profile's range (null when it recorded none),
+/// validate's figures before and after its cases (null: not measured), the drift and whether
+/// the profile is stale.
+nlohmann::json pace_json(const profiler::PaceCheck& c) {
+  const auto value = [](const planner::MachinePace& p) {
+    return p.recorded() ? nlohmann::json(p.gemm_gflops) : nlohmann::json(nullptr);
+  };
+  nlohmann::json profile = nullptr;
+  if (c.profile_recorded) {
+    profile = {{"low_gflops", c.profile_low.gemm_gflops},
+               {"high_gflops", c.profile_high.gemm_gflops}};
+  }
+  return {{"probe", profiler::pace_probe_text()},
+          {"profile", profile},
+          {"before_gflops", value(c.before)},
+          {"after_gflops", value(c.after)},
+          {"drift", c.profile_recorded ? nlohmann::json(c.drift) : nlohmann::json(nullptr)},
+          {"tolerance", profiler::kPaceTolerance},
+          {"stale", c.stale}};
 }
 
 /// The text summary line: the errors of the cases compared, and the cases left out.
@@ -105,7 +127,8 @@ nlohmann::json items_json(const planner::LayerCost& c, bool sources) {
 }
 
 int print_rows(const ValidateOptions& o, const Request& req, const std::vector<Row>& rows,
-               int world, const std::string& mode, const std::vector<std::string>& misses) {
+               int world, const std::string& mode, const std::vector<std::string>& misses,
+               const profiler::PaceCheck& pace) {
   const profiler::ValidateSummary sum = profiler::summarize(rows);
   const bool all_verified = sum.all_verified;
   if (o.json) {
@@ -145,6 +168,7 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                              {"stand_in", stand_in_json(r)}});
     }
     out["summary"] = summary_json(sum);
+    out["pace"] = pace_json(pace);
     out["cost_source_misses"] = misses;
     out["skipped"] = req.skipped;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
@@ -171,6 +195,7 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
     }
     std::fputs(t.render().c_str(), stdout);
     print_summary(sum, rows.size());
+    std::printf("%s\n", profiler::describe_pace(pace).c_str());
     if (!misses.empty()) {
       std::printf("%zu kinds of query missed the cost database and used the roofline:\n",
                   misses.size());
@@ -190,7 +215,7 @@ std::function<void(int, int, const std::string&)> progress_of(Progress* progress
 
 int print_attention_rows(const ValidateOptions& o, const profiler::AttentionValidateRequest& req,
                          const std::vector<profiler::AttentionValidateRow>& rows,
-                         const std::vector<std::string>& misses) {
+                         const std::vector<std::string>& misses, const profiler::PaceCheck& pace) {
   const auto sum = profiler::summarize(rows);
   if (o.json) {
     nlohmann::json out = {
@@ -227,6 +252,7 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
                              {"stand_in", stand_in_json(r)}});
     }
     out["summary"] = summary_json(sum);
+    out["pace"] = pace_json(pace);
     out["cost_source_misses"] = misses;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
   } else {
@@ -258,6 +284,7 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
     }
     std::fputs(t.render().c_str(), stdout);
     print_summary(sum, rows.size());
+    std::printf("%s\n", profiler::describe_pace(pace).c_str());
     if (!misses.empty()) {
       std::printf("%zu kinds of query missed the cost database and used the roofline%s:\n",
                   misses.size(),
@@ -301,12 +328,16 @@ int run_validate_attention(const ValidateOptions& o) {
   auto setup = planner::make_cost_setup(req->cluster, o.costs, req->statistic);
   if (!setup) return report_error(setup.error());
   Progress progress("validate", static_cast<int>(req->cases.size()));
+  const planner::MachinePace before = profiler::measure_pace_alone(req->backend);
   auto rows = profiler::run_attention_validate(
       *req, [&](int done, int, const std::string& what) { progress.update(done, what); });
+  const planner::MachinePace after = profiler::measure_pace_alone(req->backend);
   progress.finish();
   const Status s = profiler::add_attention_predictions(*req, *setup, rows);
   if (!s) return report_error(s.error());
-  return print_attention_rows(o, *req, rows, setup->measured->misses());
+  const auto pace = profiler::check_profile_pace(*setup, before, after);
+  if (!pace) return report_error(pace.error());
+  return print_attention_rows(o, *req, rows, setup->measured->misses(), *pace);
 }
 
 int run_validate_command(const ValidateOptions& o) {
@@ -325,14 +356,17 @@ int run_validate_command(const ValidateOptions& o) {
   if (world->is_root()) {
     progress = std::make_unique<Progress>("validate", static_cast<int>(req->cases.size()));
   }
-  auto rows = world->run<std::vector<Row>>([&](kernels::Communicator& comm) {
-    return profiler::run_validate_cases(comm, *req, progress_of(progress.get()));
+  auto run = world->run<profiler::ValidateRun>([&](kernels::Communicator& comm) {
+    return profiler::run_validate_paced(comm, *req, progress_of(progress.get()));
   });
   if (progress) progress->finish();
   int rc = kExitOk;
   if (world->is_root()) {
-    const Status s = profiler::add_predictions(*req, *setup, rows, world->size());
-    rc = s ? print_rows(o, *req, rows, world->size(), world->mode(), setup->measured->misses())
+    Status s = profiler::add_predictions(*req, *setup, run.rows, world->size());
+    auto pace = profiler::check_profile_pace(*setup, run.pace_before, run.pace_after);
+    if (s && !pace) s = pace.error();
+    rc = s ? print_rows(o, *req, run.rows, world->size(), world->mode(), setup->measured->misses(),
+                        *pace)
            : report_error(s.error());
   }
   return world->agree_exit_code(rc);

@@ -46,6 +46,17 @@ QString sourceCell(const profiler::MeasuredCase& r, const QString& sources) {
   return sources;
 }
 
+/// validate's pace against the profile's into `out` (a database that cannot be read: the error).
+void checkPace(ProfilingOutcome& out, const planner::CostSetup& setup,
+               const planner::MachinePace& before, const planner::MachinePace& after) {
+  auto pace = profiler::check_profile_pace(setup, before, after);
+  if (pace) {
+    out.pace = *pace;
+  } else if (out.error.isEmpty()) {
+    out.error = errorText(pace.error());
+  }
+}
+
 /// "12 s", "3 min 20 s".
 QString duration(double seconds) {
   const auto s = static_cast<long long>(seconds + 0.5);
@@ -533,8 +544,9 @@ bool ProfilingView::startValidate() {
     ProfilingOutcome out;
     out.validate = true;
     out.cases = static_cast<int>(request.cases.size());
+    profiler::ValidateRun run;
     kernels::run_in_process(ranks, [&](kernels::Communicator& world) {
-      auto rows = profiler::run_validate_cases(
+      auto mine = profiler::run_validate_paced(
           world, request,
           [this](int done, int n, const std::string& what) {
             QMetaObject::invokeMethod(
@@ -542,12 +554,14 @@ bool ProfilingView::startValidate() {
                 Qt::QueuedConnection);
           },
           [stop] { return stop->load(); });
-      if (world.rank() == 0) out.rows = std::move(rows);
+      if (world.rank() == 0) run = std::move(mine);
     });
+    out.rows = std::move(run.rows);
     out.stopped = static_cast<int>(out.rows.size()) < out.cases;
     if (const Status s = profiler::add_predictions(request, *shared, out.rows, ranks); !s) {
       out.error = errorText(s.error());
     }
+    checkPace(out, *shared, run.pace_before, run.pace_after);
     out.misses = shared->measured->misses();
     return out;
   });
@@ -594,6 +608,7 @@ bool ProfilingView::startAttentionValidate() {
     out.attention = true;
     out.scope = request.scope;
     out.cases = static_cast<int>(request.cases.size());
+    const planner::MachinePace before = profiler::measure_pace_alone(request.backend);
     out.attentionRows = profiler::run_attention_validate(
         request,
         [this](int done, int n, const std::string& what) {
@@ -603,10 +618,14 @@ bool ProfilingView::startAttentionValidate() {
         },
         [stop] { return stop->load(); });
     out.stopped = static_cast<int>(out.attentionRows.size()) < out.cases;
+    // A cancelled run does not wait for a second probe.
+    const planner::MachinePace after =
+        out.stopped ? planner::MachinePace{} : profiler::measure_pace_alone(request.backend);
     if (const Status s = profiler::add_attention_predictions(request, *shared, out.attentionRows);
         !s) {
       out.error = errorText(s.error());
     }
+    checkPace(out, *shared, before, after);
     out.misses = shared->measured->misses();
     return out;
   });
@@ -696,7 +715,7 @@ void ProfilingView::onDone() {
     progress_->setValue(s.measured + s.skipped + s.incorrect + s.not_supported);
     status_->setText(
         tr("Profile %1: %2 points: %3 measured, %4 kept from before, %5 incorrect, %6 not "
-           "supported%7. Device: %8.")
+           "supported%7. Device: %8. Machine pace: %9.")
             .arg(path)
             .arg(s.total)
             .arg(s.measured)
@@ -706,7 +725,14 @@ void ProfilingView::onDone() {
             .arg(s.interrupted ? tr(" (cancelled: every completed point is kept; Resume "
                                     "continues)")
                                : QString(),
-                 text(s.device)));
+                 text(s.device),
+                 (s.pace_end.recorded() ? tr("%1 at the start, %2 at the end (%3)")
+                                              .arg(text(profiler::pace_text(s.pace_start)),
+                                                   text(profiler::pace_text(s.pace_end)),
+                                                   text(profiler::pace_probe_text()))
+                                        : tr("%1 at the start (%2)")
+                                              .arg(text(profiler::pace_text(s.pace_start)),
+                                                   text(profiler::pace_probe_text())))));
     if (s.incorrect > 0) {
       showError(tr("%1 point(s) computed a wrong result and are stored as incorrect (the planner "
                    "does not use them).")
@@ -837,6 +863,9 @@ void ProfilingView::showValidateSummary(const ProfilingOutcome& out,
     summary += tr(" %1 kind(s) of query missed the cost database and used the roofline.")
                    .arg(out.misses.size());
   }
+  QString pace = text(profiler::describe_pace(out.pace));
+  if (!pace.isEmpty()) pace[0] = pace[0].toUpper();
+  summary += QLatin1Char(' ') + pace + QLatin1Char('.');
   validateSummary_->setText(summary);
   QString tip;
   for (const auto& m : out.misses) tip += text(m) + QLatin1Char('\n');

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "planner/costs/cost_db.hpp"
+#include "profiler/pace.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/validate.hpp"
 #include "profiler/validate_attention.hpp"
@@ -85,6 +86,8 @@ struct ProfilingOutcome {
   profiler::ProfileSummary profile;
   std::vector<profiler::ValidateRow> rows;
   std::vector<std::string> misses;
+  /// validate: the machine's pace around the cases against the profile's (profiler/pace.hpp).
+  profiler::PaceCheck pace;
   int cases = 0;  ///< validate: cases requested
   bool stopped = false;
 };
@@ -128,6 +131,8 @@ class ProfilingView : public QWidget {
   QLabel* errorLabel() const { return error_; }
   PointTableModel* pointModel() const { return points_; }
   QTableWidget* validateTable() const { return validateTable_; }
+  /// validate's summary: the errors, the cases left out, the machine's pace against the profile's.
+  QLabel* validateSummaryLabel() const { return validateSummary_; }
   GroupedBarChart* validateChart() const { return chart_; }
   const ProfilingOutcome& lastOutcome() const { return outcome_; }
 

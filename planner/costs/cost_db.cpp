@@ -15,8 +15,8 @@ namespace moeplan::planner {
 namespace {
 
 // Version 1: runs and points. Version 2: each point's provenance (profiled here, or imported from
-// a published table). Version 3: where the ranks of a run ran. Later versions append a migration
-// here; never edit one.
+// a published table). Version 3: where the ranks of a run ran. Version 4: the machine's pace at
+// the start and end of a run. Later versions append a migration here; never edit one.
 const char* const kMigrations[] = {
     R"sql(
 CREATE TABLE runs(
@@ -48,6 +48,13 @@ CREATE TABLE run_ranks(
   rank INTEGER NOT NULL, host TEXT NOT NULL, node TEXT NOT NULL, shm_domain INTEGER NOT NULL,
   PRIMARY KEY(run_id, rank));
 )sql",
+    // Version 4: the machine's pace (a fixed GEMM's GFLOP/s) before the first point and after
+    // the last, so that a later validate can tell whether this machine still runs at the pace
+    // it was profiled at. NULL: not recorded.
+    R"sql(
+ALTER TABLE runs ADD COLUMN pace_start_gemm_gflops REAL;
+ALTER TABLE runs ADD COLUMN pace_end_gemm_gflops REAL;
+)sql",
 };
 constexpr int kNumMigrations = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 static_assert(kNumMigrations == kCostDbSchemaVersion);
@@ -74,6 +81,15 @@ class Stmt {
   sqlite3_stmt* s_ = nullptr;
   int rc_ = SQLITE_OK;
 };
+
+/// Binds a pace's figure at `i` (NULL where not measured).
+void bind_pace(Stmt& s, int i, const MachinePace& p) {
+  if (p.recorded()) {
+    s.real(i, p.gemm_gflops);
+  } else {
+    sqlite3_bind_null(s.get(), i);
+  }
+}
 
 Disposition parse_disposition(const std::string& s) {
   if (s == "incorrect") return Disposition::kIncorrect;
@@ -278,8 +294,9 @@ Result<std::int64_t> CostDb::add_run(const RunInfo& r) {
   {
     Stmt s(db_,
            "INSERT INTO runs(started_at, host, cpu_model, device, backend, communicator, "
-           "compiler, cuda, nccl, mpi, moeplan_version, world_size, command, nodes) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "compiler, cuda, nccl, mpi, moeplan_version, world_size, command, nodes, "
+           "pace_start_gemm_gflops, pace_end_gemm_gflops) "
+           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     if (!s.ok()) return fail();
     const std::string fields[] = {r.started_at, r.host,         r.cpu_model,      r.device,
                                   r.backend,    r.communicator, r.compiler,       r.cuda,
@@ -292,6 +309,8 @@ Result<std::int64_t> CostDb::add_run(const RunInfo& r) {
     } else {
       sqlite3_bind_null(s.get(), 14);
     }
+    bind_pace(s, 15, r.pace_start);
+    bind_pace(s, 16, r.pace_end);
     if (sqlite3_step(s.get()) != SQLITE_DONE) return fail();
     id = static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
   }
@@ -307,6 +326,18 @@ Result<std::int64_t> CostDb::add_run(const RunInfo& r) {
   }
   MOEPLAN_TRY_STATUS(exec("COMMIT"));
   return id;
+}
+
+Status CostDb::set_run_end_pace(std::int64_t id, const MachinePace& pace) {
+  Stmt s(db_, "UPDATE runs SET pace_end_gemm_gflops = ? WHERE id = ?");
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  bind_pace(s, 1, pace);
+  s.integer(2, id);
+  if (sqlite3_step(s.get()) != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  if (sqlite3_changes(db_) != 1) {
+    return Error{path_ + ": no run " + std::to_string(id) + " to record its end pace in"};
+  }
+  return Status::Ok();
 }
 
 Result<bool> CostDb::add_point(const CostPoint& p) {
@@ -401,7 +432,8 @@ Result<std::vector<RunInfo>> CostDb::runs() const {
   {
     Stmt s(db_,
            "SELECT id, started_at, host, cpu_model, device, backend, communicator, compiler, "
-           "cuda, nccl, mpi, moeplan_version, world_size, command, nodes FROM runs ORDER BY id");
+           "cuda, nccl, mpi, moeplan_version, world_size, command, nodes, pace_start_gemm_gflops, "
+           "pace_end_gemm_gflops FROM runs ORDER BY id");
     if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
     int rc = 0;
     while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
@@ -421,6 +453,8 @@ Result<std::vector<RunInfo>> CostDb::runs() const {
       r.world_size = sqlite3_column_int(s.get(), 12);
       r.command = s.col_text(13);
       r.nodes = sqlite3_column_int(s.get(), 14);  // NULL (not recorded) reads as 0
+      r.pace_start.gemm_gflops = sqlite3_column_double(s.get(), 15);  // NULL reads as 0
+      r.pace_end.gemm_gflops = sqlite3_column_double(s.get(), 16);
       out.push_back(std::move(r));
     }
     if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};

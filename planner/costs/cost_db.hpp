@@ -17,9 +17,10 @@ struct sqlite3;
 namespace moeplan::planner {
 
 /// The schema version this build writes and reads. Version 2 added `points.provenance`, version
-/// 3 where the ranks of a run ran (`runs.nodes`, `run_ranks`); older databases are migrated when
-/// opened and stay readable.
-inline constexpr int kCostDbSchemaVersion = 3;
+/// 3 where the ranks of a run ran (`runs.nodes`, `run_ranks`), version 4 the machine's pace at the
+/// start and end of a run (`runs.pace_*`); older databases are migrated when opened and stay
+/// readable.
+inline constexpr int kCostDbSchemaVersion = 4;
 
 /// `CostPoint::provenance` of points measured by `moeplan profile` (the default; also every point
 /// of a version-1 database).
@@ -56,6 +57,13 @@ int count_domains(const std::vector<RunRank>& ranks);
 /// grouped by shared-memory domain, each named by its first rank's node.
 std::string describe_ranks(const std::vector<RunRank>& ranks);
 
+/// How fast the machine ran a fixed probe (profiler/pace.hpp: the profile's own GEMM op at one
+/// shape) at one moment; 0 where not measured.
+struct MachinePace {
+  double gemm_gflops = 0.0;  ///< the probe GEMM's GFLOP/s
+  bool recorded() const { return gemm_gflops > 0.0; }
+};
+
 /// Where and with what a profile ran; every point refers to one run.
 struct RunInfo {
   std::int64_t id = 0;
@@ -76,6 +84,10 @@ struct RunInfo {
   int nodes = 0;
   /// Where each rank ran, by rank; empty when not recorded (schema 1 runs).
   std::vector<RunRank> ranks;
+  /// The machine's pace before the first point and after the last (not recorded: runs before
+  /// schema 4, imported tables, a profile stopped before its end).
+  MachinePace pace_start;
+  MachinePace pace_end;
 };
 
 /// One measured point. `shape` is the canonical text of the op's shape ("m=64,n=2560,k=3584");
@@ -136,6 +148,8 @@ class CostDb {
   /// The distinct devices of the points, sorted.
   Result<std::vector<std::string>> devices() const;
   Result<std::vector<RunInfo>> runs() const;
+  /// Records the machine's pace at the end of run `id`.
+  Status set_run_end_pace(std::int64_t id, const MachinePace& pace);
   /// `PRAGMA integrity_check` == "ok".
   Result<bool> integrity_ok() const;
 

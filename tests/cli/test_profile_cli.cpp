@@ -2,6 +2,7 @@
 // any file is written, and a cost database that survives kill -9 at any moment, Ctrl-C, and two
 // profiles writing it at once.
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -281,6 +282,93 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
                    "deepep_normal spans at least two nodes");
 }
 
+/// Runs one SQL statement on a database file (the test edits what profile recorded).
+void edit_db(const std::string& path, const std::string& sql) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(raw);
+  sqlite3_close(raw);
+}
+
+TEST_F(ProfileCli, ValidateSaysWhenTheMachineNoLongerRunsAtItsProfiledPace) {
+  // profile records the machine's pace (its GEMM op at one shape) before the first point and
+  // after the last, and says it.
+  const auto p = run_cli(
+      "profile --model qwen1.5-moe-a2.7b --scale 16 --quick --ops gemm --max-tokens 32 --out " +
+      db());
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("machine pace (bf16 GEMM 256×1024×1024, weights cold): "), std::string::npos)
+      << p.out;
+  double start = 0.0;
+  {
+    auto opened = planner::CostDb::open(db(), false);
+    ASSERT_TRUE(opened.ok());
+    auto runs = (*opened)->runs();
+    ASSERT_TRUE(runs.ok());
+    ASSERT_EQ(runs->size(), 1U);
+    start = runs->front().pace_start.gemm_gflops;
+    EXPECT_GT(start, 0.0);
+    EXPECT_GT(runs->front().pace_end.gemm_gflops, 0.0);
+  }
+  const std::string validate =
+      "validate --model qwen1.5-moe-a2.7b --scale 16 --layouts 1x1 --dispatcher a2av "
+      "--tokens 32 --max-seconds 0.05 --costs " +
+      db();
+  const auto pace_of = [&](const std::string& extra) {
+    const auto v = run_cli(validate + extra + " --json");
+    EXPECT_EQ(v.exit_code, 0) << v.err;
+    return nlohmann::json::parse(v.out).at("pace");
+  };
+  // As recorded: validate measures the probe before and after its cases and compares.
+  const auto j = pace_of("");
+  EXPECT_GT(j.at("before_gflops").get<double>(), 0.0);
+  EXPECT_GT(j.at("after_gflops").get<double>(), 0.0);
+  // The profile's range spans its start and end figures.
+  EXPECT_LE(j.at("profile").at("low_gflops").get<double>(), start);
+  EXPECT_GE(j.at("profile").at("high_gflops").get<double>(), start);
+  EXPECT_EQ(j.at("tolerance").get<double>(), 0.05);
+  // A profile that recorded a pace 100× this machine's: stale, the machine now slower; the run
+  // still succeeds (the warning is about what the errors mean).
+  edit_db(db(),
+          "UPDATE runs SET pace_start_gemm_gflops = pace_start_gemm_gflops * 100, "
+          "pace_end_gemm_gflops = pace_end_gemm_gflops * 100");
+  const auto slow = pace_of("");
+  EXPECT_TRUE(slow.at("stale").get<bool>()) << slow.dump();
+  EXPECT_LT(slow.at("drift").get<double>(), -0.9) << slow.dump();
+  const auto text = run_cli(validate);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("STALE PROFILE: the machine ran the probe"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("slower than when profiled"), std::string::npos) << text.out;
+  // 1/10000 of it: stale the other way (faster now).
+  edit_db(db(),
+          "UPDATE runs SET pace_start_gemm_gflops = pace_start_gemm_gflops / 10000, "
+          "pace_end_gemm_gflops = pace_end_gemm_gflops / 10000");
+  const auto fast = pace_of("");
+  EXPECT_TRUE(fast.at("stale").get<bool>()) << fast.dump();
+  EXPECT_GT(fast.at("drift").get<double>(), 10.0) << fast.dump();
+  // A profile from before schema 4 (or imported tables): nothing to compare, and said so.
+  edit_db(db(), "UPDATE runs SET pace_start_gemm_gflops = NULL, pace_end_gemm_gflops = NULL");
+  const auto none = pace_of("");
+  EXPECT_TRUE(none.at("profile").is_null()) << none.dump();
+  EXPECT_TRUE(none.at("drift").is_null()) << none.dump();
+  EXPECT_FALSE(none.at("stale").get<bool>());
+  EXPECT_GT(none.at("before_gflops").get<double>(), 0.0);
+  const auto none_text = run_cli(validate);
+  EXPECT_NE(none_text.out.find("the profile recorded none"), std::string::npos) << none_text.out;
+  // validate --attention measures and compares it too.
+  edit_db(db(), "UPDATE runs SET pace_start_gemm_gflops = 1e6, pace_end_gemm_gflops = 1e6");
+  const auto a = run_cli(
+      "validate --attention --model qwen1.5-moe-a2.7b --contexts 32 --phases prefill "
+      "--max-seconds 0.05 --json --costs " +
+      db());
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto aj = nlohmann::json::parse(a.out).at("pace");
+  EXPECT_TRUE(aj.at("stale").get<bool>()) << aj.dump();
+  EXPECT_EQ(aj.at("profile").at("high_gflops").get<double>(), 1e6);
+}
+
 pid_t spawn(const std::string& args) {
   const pid_t pid = fork();
   if (pid == 0) {
@@ -357,6 +445,15 @@ TEST_F(ProfileCli, CtrlCKeepsWhatWasMeasuredAndTwoWritersShareTheDatabase) {
   // 130: stopped cleanly between points; 0: it had already finished.
   EXPECT_TRUE(WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 0) << WEXITSTATUS(status);
   check_db(db());
+  {
+    // The pace at the end is measured only by a profile that reached its end.
+    auto opened = planner::CostDb::open(db(), false);
+    ASSERT_TRUE(opened.ok());
+    auto runs = (*opened)->runs();
+    ASSERT_TRUE(runs.ok());
+    ASSERT_EQ(runs->size(), 1U);
+    EXPECT_EQ(runs->front().pace_end.recorded(), WEXITSTATUS(status) == 0);
+  }
   // Two profiles at once on the same database: both finish, nothing is duplicated.
   const pid_t a = spawn(args);
   const pid_t b = spawn(args);

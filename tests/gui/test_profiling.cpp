@@ -147,6 +147,11 @@ TEST(GuiProfiling, CancelledProfileLeavesAValidDbThatResumeCompletes) {
   EXPECT_GE(written, rowsAtCancel);
   EXPECT_LT(written, first.profile.total);
   EXPECT_TRUE(v.statusLabel()->text().contains(QStringLiteral("cancelled")));
+  // The pace before the first point, none at an end the profile did not reach.
+  EXPECT_TRUE(first.profile.pace_start.recorded());
+  EXPECT_FALSE(first.profile.pace_end.recorded());
+  EXPECT_TRUE(v.statusLabel()->text().contains(QStringLiteral("GFLOP/s at the start (bf16 GEMM")))
+      << v.statusLabel()->text().toStdString();
   EXPECT_TRUE(v.profileButton()->isEnabled());
   EXPECT_FALSE(v.cancelButton()->isEnabled());
   // The database keeps every completed point, and the table shows exactly them.
@@ -169,6 +174,9 @@ TEST(GuiProfiling, CancelledProfileLeavesAValidDbThatResumeCompletes) {
   EXPECT_EQ(second.profile.total, first.profile.total);
   EXPECT_EQ(second.profile.skipped, written);
   EXPECT_EQ(second.profile.measured + second.profile.skipped, second.profile.total);
+  EXPECT_TRUE(second.profile.pace_end.recorded());
+  EXPECT_TRUE(v.statusLabel()->text().contains(QStringLiteral("GFLOP/s at the end")))
+      << v.statusLabel()->text().toStdString();
   EXPECT_EQ(v.progressBar()->value(), second.profile.total);
   EXPECT_EQ(v.progressBar()->maximum(), second.profile.total);
   const auto all = checkDb(db);
@@ -296,6 +304,13 @@ TEST(GuiProfiling, ValidateShowsTheLibrarysPredictionsAgainstTheMeasuredLayer) {
     EXPECT_DOUBLE_EQ(series->barSets()[1]->at(i), lib.predicted.total() * 1e3);
     EXPECT_DOUBLE_EQ(series->barSets()[2]->at(i), lib.roofline.total() * 1e3);
   }
+  // The machine's pace around the cases against the pace the profile recorded, in the summary.
+  EXPECT_TRUE(out.pace.profile_recorded);
+  EXPECT_TRUE(out.pace.before.recorded());
+  EXPECT_TRUE(out.pace.after.recorded());
+  EXPECT_TRUE(v.validateSummaryLabel()->text().contains(
+      QStringLiteral("Machine pace (bf16 GEMM 256×1024×1024, weights cold): profile ")))
+      << v.validateSummaryLabel()->text().toStdString();
 }
 
 // The attention block on one rank (validate --attention --scope block): the GUI's rows, table
@@ -367,6 +382,10 @@ TEST(GuiProfiling, ValidatesTheAttentionBlockOnOneRank) {
     EXPECT_DOUBLE_EQ(series->barSets()[0]->at(i), gui.measured_s * 1e3);
     EXPECT_DOUBLE_EQ(series->barSets()[1]->at(i), lib.predicted.seconds * 1e3);
   }
+  EXPECT_TRUE(out.pace.before.recorded());
+  EXPECT_TRUE(out.pace.after.recorded());
+  EXPECT_TRUE(v.validateSummaryLabel()->text().contains(QStringLiteral("Machine pace (")))
+      << v.validateSummaryLabel()->text().toStdString();
   // A context past the model's maximum is refused before any work, the field named.
   v.contextsEdit()->setText(QStringLiteral("99999999"));
   EXPECT_FALSE(v.startValidate());

@@ -296,6 +296,8 @@ INSERT INTO points(run_id, device, backend, op, dtype, shape, m, n, k, group_siz
   EXPECT_EQ((*runs)[0].world_size, 2);
   EXPECT_EQ((*runs)[0].nodes, 0);  // not recorded
   EXPECT_TRUE((*runs)[0].ranks.empty());
+  EXPECT_FALSE((*runs)[0].pace_start.recorded());  // schema 4's pace: not recorded either
+  EXPECT_FALSE((*runs)[0].pace_end.recorded());
   auto pts = (*db)->points();
   ASSERT_TRUE(pts.ok());
   ASSERT_EQ(pts->size(), 1U);
@@ -318,6 +320,36 @@ INSERT INTO points(run_id, device, backend, op, dtype, shape, m, n, k, group_siz
   ASSERT_EQ(runs2->size(), 2U);
   EXPECT_EQ((*runs2)[1].nodes, 2);
   EXPECT_EQ((*runs2)[1].ranks.size(), 2U);
+}
+
+TEST_F(CostDbTest, RecordsTheMachinesPaceAtTheStartAndEndOfARun) {
+  auto db = CostDb::open(path_, true);
+  ASSERT_TRUE(db.ok());
+  RunInfo run;
+  run.started_at = "2026-12-06T00:00:00Z";
+  run.device = "cpu:test/ranks=1";
+  run.backend = "cpu";
+  run.pace_start = {81.25};
+  auto id = (*db)->add_run(run);
+  ASSERT_TRUE(id.ok());
+  auto other = (*db)->add_run(run);  // a second run, left without an end
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*db)->set_run_end_pace(*id, {79.5}).ok());
+  // A run that does not exist: an error naming the database, nothing written.
+  const Status missing = (*db)->set_run_end_pace(*other + 7, {1.0});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find(path_ + ": no run "), std::string::npos)
+      << missing.error().message;
+  db->reset();
+  auto again = CostDb::open(path_, false);
+  ASSERT_TRUE(again.ok());
+  auto runs = (*again)->runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2U);
+  EXPECT_EQ((*runs)[0].pace_start.gemm_gflops, 81.25);
+  EXPECT_EQ((*runs)[0].pace_end.gemm_gflops, 79.5);
+  EXPECT_EQ((*runs)[1].pace_start.gemm_gflops, 81.25);
+  EXPECT_FALSE((*runs)[1].pace_end.recorded());
 }
 
 TEST_F(CostDbTest, ANewerSchemaIsRefused) {

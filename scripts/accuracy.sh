@@ -9,8 +9,10 @@
 # each. Mode `mla` does the same for DeepSeek-V2-Lite (MLA: prefill expanded, decode absorbed).
 # Prints one line per run and mode (median and
 # worst |error| of the cost DB and of the roofline over layouts x dispatchers x 256/512/1024
-# tokens) and the machine's pace before the profile and after validate (bench_kernels' dense
-# GEMM and bf16 grouped FFN), and keeps every profile and validate JSON under OUT.
+# tokens), validate's own pace check (the profile's recorded probe range against validate's
+# probe before and after its cases, with its drift and STALE PROFILE beyond 5%: docs/PROFILER.md)
+# and the machine's pace before the profile and after validate (bench_kernels' dense GEMM and bf16
+# grouped FFN), and keeps every profile and validate JSON under OUT.
 #
 #   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--first K] [--modes inproc,np2,np4,attn,layer,mla]
 #
@@ -117,10 +119,20 @@ import json, sys
 path, mode, run, tp, tv, block = sys.argv[1:]
 runs = [(mode, path)] + ([(mode + "-block", block)] if mode in ("layer", "mla") else [])
 for name, p in runs:
-    s = json.load(open(p))["summary"]
+    j = json.load(open(p))
+    s = j["summary"]
     print(f"{name:9} run {run}: DB median {100*s['median_abs_error']:.1f}% worst "
           f"{100*s['worst_abs_error']:.1f}%; roofline median {100*s['roofline_median_abs_error']:.1f}% "
           f"worst {100*s['roofline_worst_abs_error']:.1f}% (profile {tp} s, validate {tv} s)")
+    # validate's own pace check (docs/PROFILER.md): the profile's probe range against validate's.
+    pace = j.get("pace") or {}
+    prof = pace.get("profile")
+    if prof and pace.get("drift") is not None:
+        def g(v):
+            return "not measured" if v is None else f"{v:.1f}"
+        print(f"          pace (GFLOP/s): profile {prof['low_gflops']:.1f}-{prof['high_gflops']:.1f}, "
+              f"validate {g(pace['before_gflops'])} -> {g(pace['after_gflops'])}: drift "
+              f"{100*pace['drift']:+.1f}%{' STALE PROFILE' if pace['stale'] else ''}")
 EOF
     echo "          machine pace before the profile: $pace_before; after validate: $pace_after"
   done

@@ -29,6 +29,10 @@ struct ProfileRequest {
   /// input error before any file is touched); null: each rank's run_profile makes
   /// sweep.backend's (the CPU backend).
   std::shared_ptr<kernels::Backend> backend;
+  /// Measure again, after the sweep, every point whose samples did not settle (spread beyond
+  /// harness.target_spread when its time budget ran out: the machine was interfered with), and
+  /// keep the measurement that spread less. make_profile_request sets it for full profiles.
+  bool remeasure_unsettled = false;
 };
 
 /// A profile's settings as `moeplan profile` takes them (and moeplan-gui's profiling view):
@@ -72,6 +76,8 @@ struct ProfileSummary {
   /// measured when the profile was interrupted).
   planner::MachinePace pace_start;
   planner::MachinePace pace_end;
+  int remeasured = 0;  ///< unsettled points measured again after the sweep
+  int replaced = 0;    ///< of those, replaced by the steadier second measurement
 };
 
 /// Device name of a CPU profile: "cpu:<CPU model>/ranks=<N>" (ranks share the host's cores, so

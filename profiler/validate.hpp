@@ -82,11 +82,20 @@ HarnessOptions validate_harness(double max_seconds);
 Result<ValidateRequest> make_validate_request(const ValidateOptions& options, int world);
 
 /// What the harness measured of one case (validate's and validate --attention's rows).
+/// A case measured a second time, after the others, because its samples had not settled.
+struct SecondLook {
+  bool done = false;      ///< measured again
+  bool replaced = false;  ///< the second measurement is the one kept
+  double other_s = 0.0;   ///< the measurement not kept: its statistic, seconds
+  double other_spread = 0.0;
+};
+
 struct MeasuredCase {
   double measured_s = 0.0;  ///< the request's statistic
   double p10_s = 0.0;
   double p90_s = 0.0;
   int reps = 0;
+  SecondLook second_look;
   bool verified = true;
   std::string verify_detail;
   /// Why the backend ran a stand-in for a kernel while the case was timed (Backend::fallbacks,
@@ -95,6 +104,31 @@ struct MeasuredCase {
   std::string stand_in;
 };
 
+/// (p90 − p10) / the case's statistic (the median unless p10 was asked for; 0 when nothing was
+/// measured): the harness's test of settled samples.
+double case_spread(const MeasuredCase& r);
+
+/// Whether a case is measured again after the others: verified, timed on the backend's own
+/// kernels, and its samples spread beyond `target` when its time budget ran out (the machine
+/// was interfered with while it ran).
+bool unsettled(const MeasuredCase& r, double target);
+
+/// Keeps in `row` the steadier of its measurement and `again` (the same case measured after the
+/// others): `again` replaces it when it is verified, on the backend's own kernels and spread
+/// less; the one not kept is noted in second_look.
+template <class Row>
+void keep_steadier(Row& row, Row again) {
+  const bool replace =
+      again.verified && again.stand_in.empty() && case_spread(again) < case_spread(row);
+  SecondLook look;
+  look.done = true;
+  look.replaced = replace;
+  look.other_s = replace ? row.measured_s : again.measured_s;
+  look.other_spread = replace ? case_spread(row) : case_spread(again);
+  if (replace) row = std::move(again);
+  row.second_look = look;
+}
+
 struct ValidateRow : MeasuredCase {
   ValidateCase c;
   planner::LayerCost predicted;  ///< from the cost database
@@ -102,9 +136,10 @@ struct ValidateRow : MeasuredCase {
   kernels::PhaseTimes phases;
 };
 
-/// Runs every case collectively on `world`; rank 0 gets the rows (the others' are their own
-/// measurements). `progress` runs on rank 0 after each case; `stop` (optional) is polled on
-/// every rank between cases and any rank's request ends the run with the cases done so far.
+/// Runs every case collectively on `world`, then once more each case that had not settled
+/// (keep_steadier); rank 0 gets the rows (the others' are their own measurements). `progress` runs
+/// on rank 0 after each case; `stop` (optional) is polled on every rank between cases and any
+/// rank's request ends the run with the cases done so far.
 std::vector<ValidateRow> run_validate_cases(
     kernels::Communicator& world, const ValidateRequest& request,
     const std::function<void(int done, int total, const std::string& what)>& progress,
@@ -138,6 +173,8 @@ struct ValidateSummary {
   bool all_verified = true;
   int compared = 0;        ///< verified cases in the errors (0: the figures above mean nothing)
   int stand_in_cases = 0;  ///< cases left out because a stand-in ran (MeasuredCase::stand_in)
+  int remeasured = 0;      ///< cases measured again after the others (SecondLook)
+  int replaced = 0;        ///< of those, the second measurement kept
 };
 ValidateSummary summarize(const std::vector<ValidateRow>& rows);
 /// The summary of |relative errors| against the database and the roofline (medians and worst)
@@ -155,7 +192,10 @@ ValidateSummary summarize_rows(const std::vector<Row>& rows, Times times) {
   std::vector<double> db, roof;
   bool all_verified = true;
   int stand_ins = 0;
+  int remeasured = 0, replaced = 0;
   for (const Row& r : rows) {
+    remeasured += r.second_look.done ? 1 : 0;
+    replaced += r.second_look.replaced ? 1 : 0;
     if (!r.verified) {
       all_verified = false;  // a layer that computed a wrong result: its time is not compared
       continue;
@@ -168,7 +208,10 @@ ValidateSummary summarize_rows(const std::vector<Row>& rows, Times times) {
     db.push_back(std::abs(relative_error(predicted, r.measured_s)));
     roof.push_back(std::abs(relative_error(roofline, r.measured_s)));
   }
-  return summarize_errors(db, roof, all_verified, stand_ins);
+  ValidateSummary s = summarize_errors(db, roof, all_verified, stand_ins);
+  s.remeasured = remeasured;
+  s.replaced = replaced;
+  return s;
 }
 
 /// "db-exact:5 db-interp:9 ..." over the six items of a layer cost.

@@ -85,7 +85,8 @@ struct AttentionValidateRow : MeasuredCase {
 };
 
 /// Runs every case on the request's backend (sampled output rows checked against the double
-/// reference before timing). `progress(done, total, what)` after each; `stop` ends early.
+/// reference before timing), then once more each case that had not settled (keep_steadier).
+/// `progress(done, total, what)` after each; `stop` ends early.
 std::vector<AttentionValidateRow> run_attention_validate(
     const AttentionValidateRequest& request,
     const std::function<void(int done, int total, const std::string& what)>& progress,

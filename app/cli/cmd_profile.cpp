@@ -30,6 +30,12 @@ int report(const profiler::ProfileSummary& s, const std::string& out) {
       out.c_str(), s.total, s.measured, s.skipped, s.incorrect, s.not_supported,
       s.interrupted ? " (interrupted: every completed point is kept; --resume continues)" : "",
       s.device.c_str());
+  if (s.remeasured > 0) {
+    std::printf(
+        "%d point(s) had not settled (samples spread beyond %.0f%% in their time budget) and "
+        "were measured again after the sweep: %d replaced by the steadier measurement\n",
+        s.remeasured, 100.0 * profiler::HarnessOptions{}.target_spread, s.replaced);
+  }
   // The pace validate compares its own with (profiler/pace.hpp).
   std::printf("machine pace (%s): %s at the start", profiler::pace_probe_text().c_str(),
               profiler::pace_text(s.pace_start).c_str());

@@ -49,6 +49,15 @@ nlohmann::json stand_in_json(const profiler::MeasuredCase& r) {
   return r.stand_in.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.stand_in);
 }
 
+/// A case's second measurement (null when it was measured once): which one was kept, and the
+/// other's statistic and spread.
+nlohmann::json second_look_json(const profiler::MeasuredCase& r) {
+  if (!r.second_look.done) return nullptr;
+  return {{"replaced", r.second_look.replaced},
+          {"other_ms", r.second_look.other_s * 1e3},
+          {"other_spread", r.second_look.other_spread}};
+}
+
 /// The summary object of the JSON: the errors of the cases compared (null when none was).
 nlohmann::json summary_json(const profiler::ValidateSummary& s) {
   const auto value = [&](double v) {
@@ -59,7 +68,9 @@ nlohmann::json summary_json(const profiler::ValidateSummary& s) {
           {"roofline_median_abs_error", value(s.roofline_median_abs_error)},
           {"roofline_worst_abs_error", value(s.roofline_worst_abs_error)},
           {"compared_cases", s.compared},
-          {"stand_in_cases", s.stand_in_cases}};
+          {"stand_in_cases", s.stand_in_cases},
+          {"remeasured_cases", s.remeasured},
+          {"replaced_cases", s.replaced}};
 }
 
 /// The pace object of the JSON: the probe, the profile's range (null when it recorded none),
@@ -103,6 +114,12 @@ void print_summary(const profiler::ValidateSummary& s, std::size_t cases) {
         "%d case(s) left out: the backend ran a stand-in for one of their kernels while they were "
         "timed (see the source column), so their time is not the kernels'\n",
         s.stand_in_cases);
+  }
+  if (s.remeasured > 0) {
+    std::printf(
+        "%d case(s) had not settled (samples spread beyond %.0f%% in their time budget) and were "
+        "measured again after the others: %d replaced by the steadier measurement\n",
+        s.remeasured, 100.0 * profiler::HarnessOptions{}.target_spread, s.replaced);
   }
 }
 
@@ -165,7 +182,8 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                                {"combine", r.phases.combine * 1e3},
                                {"shared", r.phases.shared * 1e3}}},
                              {"verified", r.verified},
-                             {"stand_in", stand_in_json(r)}});
+                             {"stand_in", stand_in_json(r)},
+                             {"second_look", second_look_json(r)}});
     }
     out["summary"] = summary_json(sum);
     out["pace"] = pace_json(pace);
@@ -249,7 +267,8 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
                              {"error", relative_error(r.predicted.seconds, r.measured_s)},
                              {"roofline_error", relative_error(r.roofline.seconds, r.measured_s)},
                              {"verified", r.verified},
-                             {"stand_in", stand_in_json(r)}});
+                             {"stand_in", stand_in_json(r)},
+                             {"second_look", second_look_json(r)}});
     }
     out["summary"] = summary_json(sum);
     out["pace"] = pace_json(pace);

@@ -77,6 +77,17 @@ void PointTableModel::setPoints(std::vector<planner::CostPoint> points) {
 }
 
 void PointTableModel::append(const planner::CostPoint& point) {
+  // A point measured again (profile's second look at unsettled points) replaces its row.
+  for (std::size_t i = 0; i < points_.size(); ++i) {
+    const auto& q = points_[i];
+    if (q.device == point.device && q.backend == point.backend && q.op == point.op &&
+        q.dtype == point.dtype && q.shape == point.shape && q.group_size == point.group_size) {
+      points_[i] = point;
+      const int row = static_cast<int>(i);
+      emit dataChanged(index(row, 0), index(row, kNumColumns - 1));
+      return;
+    }
+  }
   const int row = static_cast<int>(points_.size());
   beginInsertRows({}, row, row);
   points_.push_back(point);
@@ -733,6 +744,13 @@ void ProfilingView::onDone() {
                                         : tr("%1 at the start (%2)")
                                               .arg(text(profiler::pace_text(s.pace_start)),
                                                    text(profiler::pace_probe_text())))));
+    if (s.remeasured > 0) {
+      status_->setText(status_->text() +
+                       tr(" %1 point(s) had not settled and were measured again after the sweep: "
+                          "%2 replaced by the steadier measurement.")
+                           .arg(s.remeasured)
+                           .arg(s.replaced));
+    }
     if (s.incorrect > 0) {
       showError(tr("%1 point(s) computed a wrong result and are stored as incorrect (the planner "
                    "does not use them).")
@@ -858,6 +876,12 @@ void ProfilingView::showValidateSummary(const ProfilingOutcome& out,
     summary += tr(" %1 case(s) left out: the backend ran a stand-in for one of their kernels "
                   "(STAND-IN rows), so their time is not the kernels'.")
                    .arg(sum.stand_in_cases);
+  }
+  if (sum.remeasured > 0) {
+    summary += tr(" %1 case(s) had not settled and were measured again after the others: %2 "
+                  "replaced by the steadier measurement.")
+                   .arg(sum.remeasured)
+                   .arg(sum.replaced);
   }
   if (!out.misses.empty()) {
     summary += tr(" %1 kind(s) of query missed the cost database and used the roofline.")

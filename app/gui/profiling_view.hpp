@@ -62,6 +62,7 @@ class PointTableModel : public QAbstractTableModel {
 
   explicit PointTableModel(QObject* parent = nullptr);
   void setPoints(std::vector<planner::CostPoint> points);
+  /// Adds a point, or replaces the row of the point with its identity (re-measured).
   void append(const planner::CostPoint& point);
   const std::vector<planner::CostPoint>& points() const { return points_; }
 

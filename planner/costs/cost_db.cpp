@@ -340,6 +340,34 @@ Status CostDb::set_run_end_pace(std::int64_t id, const MachinePace& pace) {
   return Status::Ok();
 }
 
+Status CostDb::replace_measurement(const CostPoint& p) {
+  Stmt s(db_,
+         "UPDATE points SET run_id = ?, median_s = ?, p10_s = ?, p90_s = ?, repetitions = ?, "
+         "bus_bandwidth = ?, detail = ?, measured_at = ? WHERE device = ? AND backend = ? AND "
+         "op = ? AND dtype = ? AND shape = ? AND group_size = ?");
+  if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  s.integer(1, p.run_id);
+  s.real(2, p.median_s);
+  s.real(3, p.p10_s);
+  s.real(4, p.p90_s);
+  s.integer(5, p.repetitions);
+  s.real(6, p.bus_bandwidth);
+  s.text(7, p.detail);
+  s.text(8, p.measured_at);
+  s.text(9, p.device);
+  s.text(10, p.backend);
+  s.text(11, p.op);
+  s.text(12, p.dtype);
+  s.text(13, p.shape);
+  s.integer(14, p.group_size);
+  if (sqlite3_step(s.get()) != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
+  if (sqlite3_changes(db_) != 1) {
+    return Error{path_ + ": no point " + p.op + " " + p.shape + " of " + p.device +
+                 " to replace the measurement of"};
+  }
+  return Status::Ok();
+}
+
 Result<bool> CostDb::add_point(const CostPoint& p) {
   Stmt s(db_,
          "INSERT OR IGNORE INTO points(run_id, device, backend, op, dtype, shape, m, n, k, "

@@ -135,6 +135,9 @@ class CostDb {
   /// Inserts one point in its own transaction; an existing identical key is kept (returns
   /// false then, true when inserted).
   Result<bool> add_point(const CostPoint& p);
+  /// Replaces the measurement (run, median, p10, p90, repetitions, busBw, detail, time) of the
+  /// point with `p`'s identity, in its own transaction; an error when there is no such point.
+  Status replace_measurement(const CostPoint& p);
   /// True when a point with this identity exists.
   Result<bool> has_point(const std::string& device, const std::string& backend,
                          const std::string& op, const std::string& dtype, const std::string& shape,

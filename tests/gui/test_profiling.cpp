@@ -118,6 +118,34 @@ std::set<std::tuple<std::string, std::string, std::string, int>> identities(
   return ids;
 }
 
+// A point measured again (profile's second look at an unsettled point) replaces its row.
+TEST(GuiProfiling, APointMeasuredAgainReplacesItsRow) {
+  app();
+  PointTableModel m;
+  planner::CostPoint p;
+  p.device = "cpu:test/ranks=1";
+  p.backend = "cpu";
+  p.op = "gemm";
+  p.dtype = "bf16";
+  p.shape = "m=2,n=64,k=32";
+  p.median_s = 4e-3;
+  m.append(p);
+  planner::CostPoint other = p;
+  other.shape = "m=4,n=64,k=32";
+  m.append(other);
+  int changed = 0;
+  QObject::connect(&m, &QAbstractItemModel::dataChanged, &m, [&] { ++changed; });
+  planner::CostPoint again = p;
+  again.median_s = 3e-3;
+  m.append(again);
+  EXPECT_EQ(m.rowCount(), 2);
+  EXPECT_EQ(changed, 1);
+  EXPECT_EQ(m.index(0, PointTableModel::kMedian).data(PointTableModel::kValueRole).toDouble(),
+            3e-3);
+  EXPECT_EQ(m.index(1, PointTableModel::kMedian).data(PointTableModel::kValueRole).toDouble(),
+            4e-3);
+}
+
 TEST(GuiProfiling, CancelledProfileLeavesAValidDbThatResumeCompletes) {
   app();
   Session session;

@@ -352,6 +352,42 @@ TEST_F(CostDbTest, RecordsTheMachinesPaceAtTheStartAndEndOfARun) {
   EXPECT_FALSE((*runs)[1].pace_end.recorded());
 }
 
+TEST_F(CostDbTest, ReplacesAPointsMeasurementKeepingItsIdentity) {
+  auto db = CostDb::open(path_, true);
+  ASSERT_TRUE(db.ok());
+  RunInfo run;
+  run.started_at = "2026-12-06T00:00:00Z";
+  run.device = "cpu:test";
+  run.backend = "cpu";
+  auto id = (*db)->add_run(run);
+  ASSERT_TRUE(id.ok());
+  CostPoint p = point("gemm", 16);
+  p.run_id = *id;
+  ASSERT_TRUE(*(*db)->add_point(p));
+  CostPoint again = p;
+  again.median_s = 12e-6;
+  again.p10_s = 11.9e-6;
+  again.p90_s = 12.1e-6;
+  again.repetitions = 5;
+  again.detail = "measured again";
+  ASSERT_TRUE((*db)->replace_measurement(again).ok());
+  auto pts = (*db)->points("gemm");
+  ASSERT_TRUE(pts.ok());
+  ASSERT_EQ(pts->size(), 1U);
+  EXPECT_DOUBLE_EQ((*pts)[0].median_s, 12e-6);
+  EXPECT_DOUBLE_EQ((*pts)[0].p90_s, 12.1e-6);
+  EXPECT_EQ((*pts)[0].repetitions, 5);
+  EXPECT_EQ((*pts)[0].detail, "measured again");
+  EXPECT_EQ((*pts)[0].shape, p.shape);
+  // No point of that identity: an error naming the database; nothing added.
+  CostPoint other = point("gemm", 4);
+  const Status missing = (*db)->replace_measurement(other);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find(path_ + ": no point gemm "), std::string::npos)
+      << missing.error().message;
+  EXPECT_EQ((*db)->points("gemm")->size(), 1U);
+}
+
 TEST_F(CostDbTest, ANewerSchemaIsRefused) {
   {
     auto db = CostDb::open(path_, true);

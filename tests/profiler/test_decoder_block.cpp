@@ -363,5 +363,74 @@ TEST(Validate, CasesTimedOverAStandInAreLeftOutOfTheErrors) {
   EXPECT_NEAR(s.worst_abs_error, 0.5, 1e-12);
 }
 
+// A case whose samples had not settled is measured again after the others; the steadier
+// measurement is kept only when it is verified, on the backend's own kernels and spread less.
+TEST(Validate, TheSteadierOfTwoMeasurementsIsKept) {
+  const auto row = [](double median, double p10, double p90) {
+    ValidateRow r;
+    r.measured_s = median;
+    r.p10_s = p10;
+    r.p90_s = p90;
+    return r;
+  };
+  const ValidateRow first = row(10.0, 9.0, 11.0);  // spread 20%
+  EXPECT_DOUBLE_EQ(case_spread(first), 0.2);
+  EXPECT_TRUE(unsettled(first, 0.05));
+  EXPECT_FALSE(unsettled(first, 0.25));
+  ValidateRow stand_in = first;
+  stand_in.stand_in = "emulated";
+  EXPECT_FALSE(unsettled(stand_in, 0.05));  // not the kernels' time: not measured again
+  ValidateRow kept = first;
+  keep_steadier(kept, row(8.0, 7.9, 8.1));  // spread 2.5%: replaces
+  EXPECT_TRUE(kept.second_look.done);
+  EXPECT_TRUE(kept.second_look.replaced);
+  EXPECT_DOUBLE_EQ(kept.measured_s, 8.0);
+  EXPECT_DOUBLE_EQ(kept.second_look.other_s, 10.0);
+  EXPECT_DOUBLE_EQ(kept.second_look.other_spread, 0.2);
+  ValidateRow noisier = first;
+  keep_steadier(noisier, row(12.0, 9.0, 15.0));  // spread 50%: the first stays
+  EXPECT_TRUE(noisier.second_look.done);
+  EXPECT_FALSE(noisier.second_look.replaced);
+  EXPECT_DOUBLE_EQ(noisier.measured_s, 10.0);
+  EXPECT_DOUBLE_EQ(noisier.second_look.other_s, 12.0);
+  ValidateRow wrong = first;
+  ValidateRow unverified = row(8.0, 7.9, 8.1);
+  unverified.verified = false;
+  keep_steadier(wrong, unverified);
+  EXPECT_FALSE(wrong.second_look.replaced);
+  EXPECT_TRUE(wrong.verified);
+  const auto s = summarize(std::vector<ValidateRow>{kept, noisier, first});
+  EXPECT_EQ(s.remeasured, 2);
+  EXPECT_EQ(s.replaced, 1);
+}
+
+// validate --attention measures each unsettled case again (every case here: a negative spread
+// target), on the same backend, and keeps a verified measurement either way.
+TEST(Validate, AttentionCasesThatHadNotSettledAreMeasuredAgain) {
+  AttentionValidateOptions o;
+  o.model = "qwen1.5-moe-a2.7b";
+  o.costs = "unused.db";
+  o.contexts = "32";
+  o.batches = "2";
+  o.max_seconds = 0.05;
+  auto r = make_attention_validate_request(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  r->harness.target_spread = -1.0;
+  std::vector<std::string> progress;
+  const auto rows = run_attention_validate(
+      *r, [&](int, int, const std::string& what) { progress.push_back(what); });
+  ASSERT_EQ(rows.size(), r->cases.size());
+  for (const auto& row : rows) {
+    EXPECT_TRUE(row.verified) << row.verify_detail;
+    EXPECT_TRUE(row.second_look.done);
+    EXPECT_GT(row.measured_s, 0.0);
+    EXPECT_GT(row.second_look.other_s, 0.0);
+  }
+  // Each case once, then each again, said on the progress line.
+  ASSERT_EQ(progress.size(), 2 * rows.size());
+  EXPECT_EQ(progress[rows.size()].rfind("measured again (had not settled): ", 0), 0U)
+      << progress[rows.size()];
+}
+
 }  // namespace
 }  // namespace moeplan::profiler

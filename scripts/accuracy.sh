@@ -10,7 +10,8 @@
 # Prints one line per run and mode (median and
 # worst |error| of the cost DB and of the roofline over layouts x dispatchers x 256/512/1024
 # tokens), validate's own pace check (the profile's recorded probe range against validate's
-# probe before and after its cases, with its drift and STALE PROFILE beyond 5%: docs/PROFILER.md)
+# probe before and after its cases, with its drift and STALE PROFILE beyond 5%: docs/PROFILER.md),
+# how many unsettled profile points and validate cases were measured again after the others,
 # and the machine's pace before the profile and after validate (bench_kernels' dense GEMM and bf16
 # grouped FFN), and keeps every profile and validate JSON under OUT.
 #
@@ -121,9 +122,12 @@ runs = [(mode, path)] + ([(mode + "-block", block)] if mode in ("layer", "mla") 
 for name, p in runs:
     j = json.load(open(p))
     s = j["summary"]
+    again = s.get("remeasured_cases") or 0
     print(f"{name:9} run {run}: DB median {100*s['median_abs_error']:.1f}% worst "
           f"{100*s['worst_abs_error']:.1f}%; roofline median {100*s['roofline_median_abs_error']:.1f}% "
-          f"worst {100*s['roofline_worst_abs_error']:.1f}% (profile {tp} s, validate {tv} s)")
+          f"worst {100*s['roofline_worst_abs_error']:.1f}% (profile {tp} s, validate {tv} s"
+          + (f"; {again} unsettled case(s) measured again, {s['replaced_cases']} replaced" if again else "")
+          + ")")
     # validate's own pace check (docs/PROFILER.md): the profile's probe range against validate's.
     pace = j.get("pace") or {}
     prof = pace.get("profile")
@@ -134,6 +138,8 @@ for name, p in runs:
               f"validate {g(pace['before_gflops'])} -> {g(pace['after_gflops'])}: drift "
               f"{100*pace['drift']:+.1f}%{' STALE PROFILE' if pace['stale'] else ''}")
 EOF
+    # The profile's own second look at its unsettled points (docs/PROFILER.md), when it took one.
+    grep -h "had not settled" "$out/$mode-run$run.profile.log" | sed 's/^/          profile: /' || true
     echo "          machine pace before the profile: $pace_before; after validate: $pace_after"
   done
 done

@@ -46,6 +46,17 @@ class CostDbTest : public ::testing::Test {
     p.measured_at = "2026-12-02T00:00:00Z";
     return p;
   }
+  /// A run of `device` on one rank that started at `pace`, added to `db`; its id.
+  static std::int64_t add_test_run(CostDb& db, const std::string& device, MachinePace pace = {}) {
+    RunInfo run;
+    run.started_at = "2026-12-06T00:00:00Z";
+    run.device = device;
+    run.backend = "cpu";
+    run.pace_start = pace;
+    auto id = db.add_run(run);
+    EXPECT_TRUE(id.ok());
+    return id.ok() ? *id : 0;
+  }
   std::string path_;
 };
 
@@ -325,18 +336,12 @@ INSERT INTO points(run_id, device, backend, op, dtype, shape, m, n, k, group_siz
 TEST_F(CostDbTest, RecordsTheMachinesPaceAtTheStartAndEndOfARun) {
   auto db = CostDb::open(path_, true);
   ASSERT_TRUE(db.ok());
-  RunInfo run;
-  run.started_at = "2026-12-06T00:00:00Z";
-  run.device = "cpu:test/ranks=1";
-  run.backend = "cpu";
-  run.pace_start = {81.25};
-  auto id = (*db)->add_run(run);
-  ASSERT_TRUE(id.ok());
-  auto other = (*db)->add_run(run);  // a second run, left without an end
-  ASSERT_TRUE(other.ok());
-  ASSERT_TRUE((*db)->set_run_end_pace(*id, {79.5}).ok());
+  const std::int64_t id = add_test_run(**db, "cpu:test/ranks=1", {81.25});
+  // A second run, left without an end.
+  const std::int64_t other = add_test_run(**db, "cpu:test/ranks=1", {81.25});
+  ASSERT_TRUE((*db)->set_run_end_pace(id, {79.5}).ok());
   // A run that does not exist: an error naming the database, nothing written.
-  const Status missing = (*db)->set_run_end_pace(*other + 7, {1.0});
+  const Status missing = (*db)->set_run_end_pace(other + 7, {1.0});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find(path_ + ": no run "), std::string::npos)
       << missing.error().message;
@@ -355,14 +360,8 @@ TEST_F(CostDbTest, RecordsTheMachinesPaceAtTheStartAndEndOfARun) {
 TEST_F(CostDbTest, ReplacesAPointsMeasurementKeepingItsIdentity) {
   auto db = CostDb::open(path_, true);
   ASSERT_TRUE(db.ok());
-  RunInfo run;
-  run.started_at = "2026-12-06T00:00:00Z";
-  run.device = "cpu:test";
-  run.backend = "cpu";
-  auto id = (*db)->add_run(run);
-  ASSERT_TRUE(id.ok());
   CostPoint p = point("gemm", 16);
-  p.run_id = *id;
+  p.run_id = add_test_run(**db, "cpu:test");
   ASSERT_TRUE(*(*db)->add_point(p));
   CostPoint again = p;
   again.median_s = 12e-6;

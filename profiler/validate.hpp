@@ -81,7 +81,6 @@ HarnessOptions validate_harness(double max_seconds);
 /// The cases for `world` ranks; errors name the input (costs, layouts, tokens, ...).
 Result<ValidateRequest> make_validate_request(const ValidateOptions& options, int world);
 
-/// What the harness measured of one case (validate's and validate --attention's rows).
 /// A case measured a second time, after the others, because its samples had not settled.
 struct SecondLook {
   bool done = false;      ///< measured again
@@ -90,6 +89,7 @@ struct SecondLook {
   double other_spread = 0.0;
 };
 
+/// What the harness measured of one case (validate's and validate --attention's rows).
 struct MeasuredCase {
   double measured_s = 0.0;  ///< the request's statistic
   double p10_s = 0.0;

@@ -55,6 +55,8 @@ Stats summarize(std::vector<double> samples) {
   return s;
 }
 
+double spread(const Stats& s) { return s.median_s > 0.0 ? (s.p90_s - s.p10_s) / s.median_s : 0.0; }
+
 Measurement measure(OpCase& c, kernels::Communicator* sync, const HarnessOptions& o) {
   Measurement out;
   for (int i = 0; i < o.warmup; ++i) c.run();
@@ -101,7 +103,7 @@ Measurement measure(OpCase& c, kernels::Communicator* sync, const HarnessOptions
     }
     samples.insert(samples.end(), b.begin(), b.end());
     const Stats s = summarize(samples);
-    const bool stable = s.median_s > 0.0 && (s.p90_s - s.p10_s) / s.median_s <= o.target_spread;
+    const bool stable = s.median_s > 0.0 && spread(s) <= o.target_spread;
     if (static_cast<int>(samples.size()) >= o.min_reps &&
         (stable || static_cast<int>(samples.size()) >= o.max_reps || total >= o.max_seconds)) {
       out.stats = s;

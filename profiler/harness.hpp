@@ -31,6 +31,10 @@ struct Stats {
 /// `samples`; all zero for no samples.
 Stats summarize(std::vector<double> samples);
 
+/// (p90 − p10) / median: how far the samples spread (0 when nothing was measured); settled when
+/// it is at most HarnessOptions::target_spread.
+double spread(const Stats& s);
+
 struct HarnessOptions {
   int warmup = 2;               ///< untimed runs before verification and timing
   int min_reps = 5;             ///< at least this many timed samples

@@ -32,9 +32,6 @@ std::string utc_now() {
   return buf;
 }
 
-/// (p90 − p10) / median: how far a point's samples spread (the harness's convergence test).
-double spread(const Stats& s) { return s.median_s > 0.0 ? (s.p90_s - s.p10_s) / s.median_s : 0.0; }
-
 }  // namespace
 
 Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_size) {

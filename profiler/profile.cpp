@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <new>
+#include <optional>
 #include <set>
 
 #include "kernels/fault_inject.hpp"
@@ -30,6 +31,31 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// What a point's detail says once it has had its second look, either way.
+constexpr const char* kAfterTheSweep = " after the sweep";
+
+// The note a second look adds to the kept measurement's detail, naming the other one.
+std::string second_look_note(bool replaced, const std::string& other) {
+  return std::string(replaced ? "; re-measured" : "; measured again") + kAfterTheSweep +
+         (replaced ? " (first: " : ", first kept (again: ") + other + ")";
+}
+
+std::string describe(const Stats& s) {
+  char text[96];
+  std::snprintf(text, sizeof text, "median %.4g ms, spread %.0f%%", s.median_s * 1e3,
+                100.0 * spread(s));
+  return text;
+}
+
+bool had_second_look(const std::string& detail) {
+  return detail.find(kAfterTheSweep) != std::string::npos;
+}
+
+// A stored point's statistics.
+Stats stored_stats(const planner::CostPoint& p) {
+  return Stats{p.median_s, p.p10_s, p.p90_s, p.repetitions};
 }
 
 }  // namespace
@@ -311,12 +337,18 @@ Result<ProfileSummary> run_profile(
     return p;
   };
   // Points whose samples did not settle within the harness's spread in their time budget (the
-  // machine was interfered with while they ran): measured again after the sweep.
+  // machine was interfered with while they ran): measured again after the sweep — this run's,
+  // and, when resuming, an earlier run's that had no second look (it was interrupted before, or
+  // was a quick profile).
   struct Unsettled {
-    std::size_t index;  ///< in *points
-    Stats first;
+    std::size_t index;          ///< in *points
+    Stats first;                ///< (rank 0's: the stored one of an earlier run's point)
+    planner::CostPoint stored;  ///< as the database holds it (rank 0)
   };
   std::vector<Unsettled> unsettled;
+  const auto unsettled_stats = [&](const Stats& s) {
+    return req.remeasure_unsettled && spread(s) > harness.target_spread;
+  };
 
   int done = 0;
   for (std::size_t index = 0; index < points->size(); ++index) {
@@ -326,20 +358,30 @@ Result<ProfileSummary> run_profile(
       break;
     }
     bool skip = false;
+    bool look_again = false;
+    std::optional<planner::CostPoint> stored;
     Error db_error{""};
     if (root && req.resume) {
-      auto has = db->has_point(sum.device, backend->name(), point.op,
-                               std::string(dtype_name(point.dtype)), point.shape, point.group_size);
-      if (!has) {
-        db_error = has.error();
-      } else {
-        skip = *has;
+      auto found =
+          db->find_point(sum.device, backend->name(), point.op,
+                         std::string(dtype_name(point.dtype)), point.shape, point.group_size);
+      if (!found) {
+        db_error = found.error();
+      } else if (*found) {
+        skip = true;
+        stored = std::move(*found);
+        look_again = stored->disposition == planner::Disposition::kPassed &&
+                     unsettled_stats(stored_stats(*stored)) && !had_second_look(stored->detail);
       }
     }
     if (any_rank(world, root && !db_error.message.empty())) {
       return root ? db_error : Error{"rank 0 could not read " + req.out_path};
     }
     if (any_rank(world, skip)) {
+      if (any_rank(world, look_again)) {
+        unsettled.push_back({index, stored ? stored_stats(*stored) : Stats{},
+                             stored ? *stored : planner::CostPoint{}});
+      }
       ++sum.skipped;
       ++done;
       if (root && progress) progress(done, sum.total, point.op + " " + point.shape + " (kept)");
@@ -352,12 +394,11 @@ Result<ProfileSummary> run_profile(
       case planner::Disposition::kIncorrect: ++sum.incorrect; break;
       case planner::Disposition::kNotSupported: ++sum.not_supported; break;
     }
-    if (req.remeasure_unsettled && m.disposition == planner::Disposition::kPassed &&
-        spread(m.stats) > harness.target_spread) {
-      unsettled.push_back({index, m.stats});
-    }
+    const bool again =
+        any_rank(world, m.disposition == planner::Disposition::kPassed && unsettled_stats(m.stats));
     if (root) {
       const planner::CostPoint p = cost_point(table, point, m);
+      if (again) unsettled.push_back({index, m.stats, p});
       auto added = [&] {
         kernels::CommitLock lock;
         auto a = db->add_point(p);
@@ -370,6 +411,8 @@ Result<ProfileSummary> run_profile(
       } else if (written) {
         written(p);
       }
+    } else if (again) {
+      unsettled.push_back({index, m.stats, {}});
     }
     if (any_rank(world, root && !db_error.message.empty())) {
       return root ? db_error : Error{"rank 0 could not write " + req.out_path};
@@ -388,25 +431,30 @@ Result<ProfileSummary> run_profile(
     const Stats& first = unsettled[u].first;
     const Measurement again = measure_point(table, point);
     ++sum.remeasured;
+    // Rank 0 decides (it holds an earlier run's stored figures), and every rank follows.
     const bool steadier =
-        again.disposition == planner::Disposition::kPassed && spread(again.stats) < spread(first);
+        any_rank(world, root && again.disposition == planner::Disposition::kPassed &&
+                            spread(again.stats) < spread(first));
+    if (steadier) ++sum.replaced;
     Error db_error{""};
-    if (steadier) {
-      ++sum.replaced;
-      if (root) {
+    if (root) {
+      // The kept measurement, its detail saying that both were taken (so a resumed profile does
+      // not look at it again); a first one kept keeps its run and time.
+      planner::CostPoint p = unsettled[u].stored;
+      if (steadier) {
         Measurement kept = again;
-        char note[160];
-        std::snprintf(note, sizeof note,
-                      "; re-measured after the sweep (first: median %.4g ms, spread %.0f%%)",
-                      first.median_s * 1e3, 100.0 * spread(first));
-        kept.detail += note;
-        const planner::CostPoint p = cost_point(table, point, kept);
-        const kernels::CommitLock lock;  // a point already counted: not counted again
-        if (auto r = db->replace_measurement(p); !r) {
-          db_error = Error{r.error().message + " (every point measured is kept)"};
-        } else if (written) {
-          written(p);
-        }
+        kept.detail += second_look_note(true, describe(first));
+        p = cost_point(table, point, kept);
+      } else {
+        p.detail += second_look_note(false, again.disposition == planner::Disposition::kPassed
+                                                ? describe(again.stats)
+                                                : again.detail);
+      }
+      const kernels::CommitLock lock;  // a point already counted: not counted again
+      if (auto r = db->replace_measurement(p); !r) {
+        db_error = Error{r.error().message + " (every point measured is kept)"};
+      } else if (written) {
+        written(p);
       }
     }
     if (any_rank(world, root && !db_error.message.empty())) {

@@ -400,11 +400,15 @@ Result<bool> CostDb::add_point(const CostPoint& p) {
   return sqlite3_changes(db_) > 0;
 }
 
-Result<bool> CostDb::has_point(const std::string& device, const std::string& backend,
-                               const std::string& op, const std::string& dtype,
-                               const std::string& shape, int group_size) {
+Result<std::optional<CostPoint>> CostDb::find_point(const std::string& device,
+                                                    const std::string& backend,
+                                                    const std::string& op, const std::string& dtype,
+                                                    const std::string& shape,
+                                                    int group_size) const {
   Stmt s(db_,
-         "SELECT 1 FROM points WHERE device=? AND backend=? AND op=? AND dtype=? AND shape=? AND "
+         "SELECT run_id, device, backend, op, dtype, shape, m, n, k, group_size, bytes, flops, "
+         "median_s, p10_s, p90_s, repetitions, bus_bandwidth, disposition, detail, measured_at, "
+         "provenance FROM points WHERE device=? AND backend=? AND op=? AND dtype=? AND shape=? AND "
          "group_size=?");
   if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
   s.text(1, device);
@@ -413,9 +417,10 @@ Result<bool> CostDb::has_point(const std::string& device, const std::string& bac
   s.text(4, dtype);
   s.text(5, shape);
   s.integer(6, group_size);
-  const int rc = sqlite3_step(s.get());
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};
-  return rc == SQLITE_ROW;
+  auto found = read_points(s, true, db_, path_);
+  if (!found) return found.error();
+  if (found->empty()) return std::optional<CostPoint>{};
+  return std::optional<CostPoint>{std::move(found->front())};
 }
 
 Result<std::vector<CostPoint>> CostDb::points(const std::string& op) const {

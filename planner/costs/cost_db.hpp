@@ -138,10 +138,10 @@ class CostDb {
   /// Replaces the measurement (run, median, p10, p90, repetitions, busBw, detail, time) of the
   /// point with `p`'s identity, in its own transaction; an error when there is no such point.
   Status replace_measurement(const CostPoint& p);
-  /// True when a point with this identity exists.
-  Result<bool> has_point(const std::string& device, const std::string& backend,
-                         const std::string& op, const std::string& dtype, const std::string& shape,
-                         int group_size);
+  /// The point with this identity (its detail included), or nothing when there is none.
+  Result<std::optional<CostPoint>> find_point(const std::string& device, const std::string& backend,
+                                              const std::string& op, const std::string& dtype,
+                                              const std::string& shape, int group_size) const;
   /// Every point, optionally of one op ("" = all), ordered by op, dtype, group, m, n, k.
   Result<std::vector<CostPoint>> points(const std::string& op = "") const;
   /// The points of one device and these ops, unordered, without `detail` (what a planner reads:

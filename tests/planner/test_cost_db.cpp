@@ -78,8 +78,22 @@ TEST_F(CostDbTest, CreatesRoundTripsAndKeepsPointsUnique) {
   p = point("gemm", 4);
   p.run_id = *id;
   EXPECT_TRUE(*(*db)->add_point(p));
-  EXPECT_TRUE(*(*db)->has_point("cpu:test", "cpu", "gemm", "bf16", "m=4,n=64,k=32", 1));
-  EXPECT_FALSE(*(*db)->has_point("cpu:test", "cpu", "gemm", "fp16", "m=4,n=64,k=32", 1));
+  p.detail = "first: 4 rows";
+  EXPECT_FALSE(*(*db)->add_point(p));  // an existing identity keeps its first measurement
+  auto found = (*db)->find_point("cpu:test", "cpu", "gemm", "bf16", "m=4,n=64,k=32", 1);
+  ASSERT_TRUE(found.ok()) << found.error().message;
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->run_id, *id);
+  EXPECT_DOUBLE_EQ((*found)->median_s, 4e-6);
+  EXPECT_DOUBLE_EQ((*found)->p10_s, 3.6e-6);
+  EXPECT_DOUBLE_EQ((*found)->p90_s, 4.4e-6);
+  EXPECT_EQ((*found)->detail, "");
+  auto missing = (*db)->find_point("cpu:test", "cpu", "gemm", "fp16", "m=4,n=64,k=32", 1);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+  missing = (*db)->find_point("cpu:test", "cpu", "gemm", "bf16", "m=4,n=64,k=32", 2);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
 
   db->reset();
   auto again = CostDb::open(path_, false);

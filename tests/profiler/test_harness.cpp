@@ -617,15 +617,20 @@ TEST(Profile, UnsettledPointsAreMeasuredAgainAfterTheSweep) {
   });
   EXPECT_EQ(sum.measured, sum.total);
   EXPECT_EQ(sum.remeasured, sum.measured);
-  EXPECT_EQ(writes, sum.total + sum.replaced);  // a replaced point is shown again
+  EXPECT_EQ(writes, sum.total + sum.remeasured);  // a point measured again is shown again
   auto db = planner::CostDb::open(path, false);
   ASSERT_TRUE(db.ok());
   auto pts = (*db)->points();
   ASSERT_TRUE(pts.ok());
   ASSERT_EQ(static_cast<int>(pts->size()), sum.total);
   int noted = 0;
+  int kept = 0;
   for (const auto& p : *pts) {
     EXPECT_GT(p.median_s, 0.0);
+    if (p.detail.find("; measured again after the sweep, first kept (again: median ") !=
+        std::string::npos) {
+      ++kept;
+    }
     if (p.detail.find("; re-measured after the sweep (first: median ") != std::string::npos) {
       ++noted;
       // The kept measurement spread less than the first (the note's percentage).
@@ -637,6 +642,7 @@ TEST(Profile, UnsettledPointsAreMeasuredAgainAfterTheSweep) {
     }
   }
   EXPECT_EQ(noted, sum.replaced);
+  EXPECT_EQ(kept, sum.remeasured - sum.replaced);
   // Samples that settle (a device clock's: every sample exactly its tick) are measured once.
   req.backend = std::make_shared<RecordingBackend>(2.5e-4);
   req.harness = fast();
@@ -649,6 +655,83 @@ TEST(Profile, UnsettledPointsAreMeasuredAgainAfterTheSweep) {
     EXPECT_GT(s->measured, 0);
     EXPECT_EQ(s->remeasured, 0);
   });
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+// A profile that ended before its second look (interrupted, or quick) and is resumed as a full
+// one: the earlier run's unsettled points are measured again too, once; settled ones are not.
+TEST(Profile, AResumedProfileGivesEarlierUnsettledPointsTheirSecondLook) {
+  const auto path = (std::filesystem::temp_directory_path() / "moeplan_profile_look.db").string();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  ProfileRequest req;
+  req.sweep = tiny_sweep(2);
+  req.ops = {"gemm", "all_reduce"};
+  req.harness = fast();
+  req.harness.target_spread = -1.0;  // no point settles
+  req.out_path = path;
+  const auto profile = [&] {
+    ProfileSummary sum;
+    kernels::run_in_process(2, [&](kernels::Communicator& world) {
+      auto s = run_profile(world, req, {}, {});
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      if (world.rank() == 0) sum = *s;
+    });
+    return sum;
+  };
+  const ProfileSummary first = profile();  // no second look asked for
+  ASSERT_GT(first.measured, 0);
+  EXPECT_EQ(first.remeasured, 0);
+  auto db = planner::CostDb::open(path, false);
+  ASSERT_TRUE(db.ok());
+  const auto before = (*db)->points();
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(static_cast<int>(before->size()), first.total);
+
+  req.resume = true;
+  req.remeasure_unsettled = true;
+  req.harness.target_spread = 1e9;  // every stored point settled: none measured again
+  ProfileSummary settled = profile();
+  EXPECT_EQ(settled.skipped, settled.total);
+  EXPECT_EQ(settled.remeasured, 0);
+
+  req.harness.target_spread = -1.0;
+  const ProfileSummary resumed = profile();
+  EXPECT_EQ(resumed.skipped, resumed.total);
+  EXPECT_EQ(resumed.measured, 0);
+  EXPECT_EQ(resumed.remeasured, resumed.total);
+  auto runs = (*db)->runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 3U);
+  const std::int64_t first_run = runs->front().id;
+  const std::int64_t last_run = runs->back().id;
+  const auto after = (*db)->points();
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), before->size());
+  int replaced = 0;
+  for (std::size_t i = 0; i < after->size(); ++i) {
+    const auto& p = (*after)[i];
+    const auto& old = (*before)[i];
+    ASSERT_EQ(p.shape, old.shape);
+    if (p.detail.find("; re-measured after the sweep (first: median ") != std::string::npos) {
+      ++replaced;
+      EXPECT_EQ(p.run_id, last_run) << p.detail;
+    } else {
+      // The first measurement kept: its run, time and figures, with the second look noted.
+      EXPECT_NE(p.detail.find("; measured again after the sweep, first kept (again: median "),
+                std::string::npos)
+          << p.detail;
+      EXPECT_EQ(p.run_id, first_run);
+      EXPECT_EQ(p.measured_at, old.measured_at);
+      EXPECT_EQ(p.median_s, old.median_s);
+      EXPECT_EQ(p.detail.substr(0, old.detail.size()), old.detail);
+    }
+  }
+  EXPECT_EQ(replaced, resumed.replaced);
+
+  // Each point has had its second look: resuming again measures nothing.
+  const ProfileSummary again = profile();
+  EXPECT_EQ(again.skipped, again.total);
+  EXPECT_EQ(again.remeasured, 0);
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
 

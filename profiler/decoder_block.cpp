@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 
 #include "kernels/attention.hpp"
@@ -112,6 +113,32 @@ class BlockCase : public DecoderCase {
       out_ = kernels::moe_forward(backend_, groups_, *spec_, layout_, weights_, hn_, t_);
     }
     ran_ = true;
+  }
+
+  /// Bytes of `vectors`' floats.
+  static std::size_t float_bytes(std::initializer_list<const std::vector<float>*> vectors) {
+    std::size_t n = 0;
+    for (const auto* v : vectors) n += v->size();
+    return n * sizeof(float);
+  }
+
+  /// footprint_bytes() of the block's shared buffers and the MoE layer's weights.
+  std::size_t shared_footprint() const {
+    std::size_t n = float_bytes({&x_, &w_in_, &w_post_, &cache_, &xn_, &y_, &hn_, &out_});
+    if (spec_) {
+      n += float_bytes({&weights_.router, &weights_.score_bias, &weights_.shared_gate});
+      const auto expert = [](const kernels::ExpertWeights& e) {
+        std::size_t b = float_bytes({&e.gate_up, &e.down});
+        for (const auto& f : e.fp8) {
+          b += f.gate_up.size() + f.down.size() +
+               float_bytes({&f.gate_scales, &f.up_scales, &f.down_scales});
+        }
+        return b;
+      };
+      for (const auto& e : weights_.experts) n += expert(e);
+      n += expert(weights_.shared);
+    }
+    return n;
   }
 
   /// The checks of the block's end (post-attention norm, MoE layer) appended to `out`.
@@ -360,6 +387,11 @@ class GqaCase final : public BlockCase {
     return out;
   }
 
+  std::size_t footprint_bytes() const override {
+    return shared_footprint() + float_bytes({&w_qnorm_, &w_knorm_, &w_qkv_, &w_o_, &k_, &v_, &qkv_,
+                                             &q_rot_, &k_rot_, &q_, &k_new_, &attn_});
+  }
+
  private:
   int nh_ = 0, nkv_ = 0, hd_ = 0, n_qkv_ = 0;
   bool qk_norm_ = false;
@@ -595,6 +627,14 @@ class MlaCase final : public BlockCase {
     return std::span<const float>(buf).subspan(h * n, n);
   }
 
+  std::size_t footprint_bytes() const override {
+    return shared_footprint() +
+           float_bytes({&w_qa_, &w_qa_norm_, &w_qb_, &w_kva_, &w_kv_norm_, &w_o_,          &w_kvb_,
+                        &w_uk_, &w_uv_,      &qa_,   &qan_,   &q_,         &q_rot_,        &kva_,
+                        &c_,    &k_pe_,      &kv_,   &k_,     &vv_,        &latent_cache_, &qn_,
+                        &ql_,   &q_abs_,     &attn_, &an_,    &ov_,        &o_in_});
+  }
+
   bool decode_ = false;
   int nh_ = 0, nope_ = 0, v_ = 0, lora_ = 0, q_lora_ = 0, qk_ = 0;
   kernels::AttentionShape shape_;
@@ -630,6 +670,49 @@ Result<std::unique_ptr<DecoderCase>> make_decoder_case(const models::MoeModel& m
   }
   return std::unique_ptr<DecoderCase>(
       std::make_unique<GqaCase>(model, dtype, shape, moe, world, backend));
+}
+
+RotatingDecoderCase::RotatingDecoderCase(std::vector<std::unique_ptr<DecoderCase>> copies)
+    : copies_(std::move(copies)) {}
+
+void RotatingDecoderCase::run() {
+  copies_[next_]->run();
+  next_ = (next_ + 1) % copies_.size();
+}
+
+Check RotatingDecoderCase::verify() {
+  for (auto& c : copies_) {
+    if (Check check = c->verify(); !check.passed) return check;
+  }
+  return {};
+}
+
+std::vector<double> RotatingDecoderCase::routed_counts() const {
+  return copies_.front()->routed_counts();
+}
+
+std::vector<OpCheck> RotatingDecoderCase::check_ops(long rows) {
+  return copies_.front()->check_ops(rows);
+}
+
+std::size_t RotatingDecoderCase::footprint_bytes() const {
+  return copies_.size() * copies_.front()->footprint_bytes();
+}
+
+Result<std::unique_ptr<RotatingDecoderCase>> make_cold_decoder_case(
+    const models::MoeModel& model, DType dtype, const DecoderCaseShape& shape,
+    const kernels::LayerSpec* moe, kernels::Communicator* world, kernels::Backend& backend) {
+  std::vector<std::unique_ptr<DecoderCase>> copies;
+  auto first = make_decoder_case(model, dtype, shape, moe, world, backend);
+  if (!first) return first.error();
+  const std::size_t n = cold_copies((*first)->footprint_bytes(), 64);
+  copies.push_back(std::move(*first));
+  while (copies.size() < n) {
+    auto c = make_decoder_case(model, dtype, shape, moe, world, backend);
+    if (!c) return c.error();
+    copies.push_back(std::move(*c));
+  }
+  return std::make_unique<RotatingDecoderCase>(std::move(copies));
 }
 
 }  // namespace moeplan::profiler

@@ -3,6 +3,7 @@
 // compares with the planner's attention block (cost_dense_parts) and decoder layer.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,7 +54,36 @@ class DecoderCase : public OpCase {
   /// Runs the case once and compares every op with its reference: `rows` rows spread over
   /// each op's output (0: every row; verify() checks 8). GEMM rows are checked whole.
   virtual std::vector<OpCheck> check_ops(long rows) = 0;
+  /// The bytes of the case's own buffers one run reads: weights, KV cache, activations, and the
+  /// MoE layer's expert weights when it has one — what a rotation of copies must exceed to run
+  /// cold (op_common.hpp's cold_copies).
+  virtual std::size_t footprint_bytes() const = 0;
 };
+
+/// Copies of one decoder case run in turn, so that each run finds its weights and KV cache out
+/// of the caches as a step of a many-layer model does (the layers before it have streamed
+/// theirs): enough copies that their footprints exceed kColdBytes (one when a case alone does,
+/// as the whole layer with its MoE weights). verify() verifies every copy; routed_counts() and
+/// check_ops() are the first copy's.
+class RotatingDecoderCase final : public DecoderCase {
+ public:
+  explicit RotatingDecoderCase(std::vector<std::unique_ptr<DecoderCase>> copies);
+  void run() override;
+  Check verify() override;
+  std::vector<double> routed_counts() const override;
+  std::vector<OpCheck> check_ops(long rows) override;
+  std::size_t footprint_bytes() const override;
+  std::size_t copies() const { return copies_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<DecoderCase>> copies_;
+  std::size_t next_ = 0;
+};
+
+/// make_decoder_case's case in as many copies as run cold (RotatingDecoderCase).
+Result<std::unique_ptr<RotatingDecoderCase>> make_cold_decoder_case(
+    const models::MoeModel& model, DType dtype, const DecoderCaseShape& shape,
+    const kernels::LayerSpec* moe, kernels::Communicator* world, kernels::Backend& backend);
 
 /// `world` must outlive the case (used only with `moe`). Errors: decoder_block_problem, a shape
 /// out of range.

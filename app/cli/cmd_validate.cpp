@@ -261,6 +261,7 @@ int print_attention_rows(const ValidateOptions& o, const profiler::AttentionVali
                              {"measured_p10_ms", r.p10_s * 1e3},
                              {"measured_p90_ms", r.p90_s * 1e3},
                              {"repetitions", r.reps},
+                             {"copies", r.copies},
                              {"predicted_ms", r.predicted.seconds * 1e3},
                              {"source", r.predicted.source},
                              {"roofline_ms", r.roofline.seconds * 1e3},

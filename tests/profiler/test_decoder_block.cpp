@@ -3,6 +3,7 @@
 // reference (and a wrong result caught), the MoE layer's routed load, and what is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "kernels/backend.hpp"
@@ -10,6 +11,7 @@
 #include "kernels/layer_spec.hpp"
 #include "models/registry.hpp"
 #include "profiler/decoder_block.hpp"
+#include "profiler/op_common.hpp"
 #include "profiler/validate_attention.hpp"
 #include "tests/profiler/recording_backend.hpp"
 
@@ -94,6 +96,49 @@ TEST(DecoderBlock, RunsTheBlocksOpsAndVerifiesEach) {
         EXPECT_TRUE((*c)->routed_counts().empty());
       }
     }
+  }
+}
+
+// validate's block runs cold: copies of the case in turn, as many as make their footprints
+// exceed kColdBytes (at most 64), each run by its turn; the footprint counts the KV cache; a
+// wrong copy fails verification whichever it is.
+TEST(DecoderBlock, ColdCaseRunsCopiesInTurnThatTogetherOutgrowTheCaches) {
+  const auto m = tiny_qwen3();
+  RecordingBackend backend;
+  auto shorter = make_decoder_case(m, DType::kBf16, {true, 3, 32}, nullptr, nullptr, backend);
+  auto longer = make_decoder_case(m, DType::kBf16, {true, 3, 64}, nullptr, nullptr, backend);
+  ASSERT_TRUE(shorter.ok() && longer.ok());
+  // 32 more cached tokens of 3 sequences: 2 K/V heads of 32, keys and values, fp32 at least.
+  EXPECT_GE((*longer)->footprint_bytes() - (*shorter)->footprint_bytes(),
+            std::size_t{3} * 32 * 2 * 32 * 2 * sizeof(float));
+  const std::size_t one = (*shorter)->footprint_bytes();
+  auto cold = make_cold_decoder_case(m, DType::kBf16, {true, 3, 32}, nullptr, nullptr, backend);
+  ASSERT_TRUE(cold.ok()) << cold.error().message;
+  EXPECT_EQ((*cold)->copies(), std::min<std::size_t>(64, kColdBytes / one + 1));
+  EXPECT_EQ((*cold)->footprint_bytes(), (*cold)->copies() * one);
+  EXPECT_EQ(measure(**cold, nullptr, fast()).disposition, planner::Disposition::kPassed);
+
+  // Three copies on their own backends: six runs are two of each, in turn.
+  for (const int faulty : {-1, 0, 2}) {
+    std::vector<RecordingBackend> backends(3);
+    std::vector<std::unique_ptr<DecoderCase>> copies;
+    for (auto& b : backends) {
+      auto c = make_decoder_case(m, DType::kBf16, {true, 3, 32}, nullptr, nullptr, b);
+      ASSERT_TRUE(c.ok());
+      copies.push_back(std::move(*c));
+    }
+    if (faulty >= 0) copies[static_cast<std::size_t>(faulty)]->inject_fault();
+    RotatingDecoderCase rotating(std::move(copies));
+    EXPECT_EQ(rotating.footprint_bytes(), 3 * one);
+    for (int i = 0; i < 6; ++i) {
+      rotating.run();
+      for (std::size_t b = 0; b < backends.size(); ++b) {
+        EXPECT_EQ(backends[b].calls[kernels::BackendOp::kAttention],
+                  (i + 3 - static_cast<int>(b)) / 3)
+            << "after run " << i << ", copy " << b;
+      }
+    }
+    EXPECT_EQ(rotating.verify().passed, faulty < 0) << faulty;
   }
 }
 

@@ -125,19 +125,7 @@ class BlockCase : public DecoderCase {
   /// footprint_bytes() of the block's shared buffers and the MoE layer's weights.
   std::size_t shared_footprint() const {
     std::size_t n = float_bytes({&x_, &w_in_, &w_post_, &cache_, &xn_, &y_, &hn_, &out_});
-    if (spec_) {
-      n += float_bytes({&weights_.router, &weights_.score_bias, &weights_.shared_gate});
-      const auto expert = [](const kernels::ExpertWeights& e) {
-        std::size_t b = float_bytes({&e.gate_up, &e.down});
-        for (const auto& f : e.fp8) {
-          b += f.gate_up.size() + f.down.size() +
-               float_bytes({&f.gate_scales, &f.up_scales, &f.down_scales});
-        }
-        return b;
-      };
-      for (const auto& e : weights_.experts) n += expert(e);
-      n += expert(weights_.shared);
-    }
+    if (spec_) n += weight_bytes(weights_);
     return n;
   }
 

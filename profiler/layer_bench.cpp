@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/reference.hpp"
+#include "profiler/op_common.hpp"
 
 namespace moeplan::profiler {
 
@@ -20,8 +21,14 @@ class LayerCase final : public OpCase {
         dispatch_(dispatch),
         owned_(backend == nullptr ? kernels::make_cpu_backend() : nullptr),
         backend_(backend == nullptr ? owned_.get() : backend),
-        groups_(kernels::make_groups(world, layout, dispatch.ranks_per_node)),
-        weights_(kernels::make_rank_weights(spec, layout, world.rank())) {
+        groups_(kernels::make_groups(world, layout, dispatch.ranks_per_node)) {
+    // The weights cold at every run, as in a step of a model of many layers (and as the
+    // profile's expert GEMM points): copies taken in turn (one suffices where the layer's
+    // weights alone outgrow the caches; a device backend keeps its weights on the device).
+    weights_.push_back(kernels::make_rank_weights(spec, layout, world.rank()));
+    const std::size_t copies =
+        backend_->device_seconds() ? 1 : cold_copies(weight_bytes(weights_.front()), 64);
+    while (weights_.size() < copies) weights_.push_back(weights_.front());
     const kernels::TokenRange tr =
         kernels::token_range(num_tokens, layout.ep_size, layout.ep_rank(world.rank()));
     count_ = tr.count;
@@ -29,10 +36,13 @@ class LayerCase final : public OpCase {
   }
 
   void run() override {
-    out_ = kernels::moe_forward(*backend_, groups_, spec_, layout_, weights_, x_, tokens_, &phases_,
-                                dispatch_);
+    out_ = kernels::moe_forward(*backend_, groups_, spec_, layout_, weights_[next_], x_, tokens_,
+                                &phases_, dispatch_);
+    next_ = (next_ + 1) % weights_.size();
     if (fault_ && !out_.empty()) out_[out_.size() / 2] += 1.0F;
   }
+
+  int copies() const { return static_cast<int>(weights_.size()); }
 
   Check verify() override {
     run();
@@ -66,12 +76,29 @@ class LayerCase final : public OpCase {
   std::unique_ptr<kernels::Backend> owned_;
   kernels::Backend* backend_;
   kernels::RankGroups groups_;
-  kernels::RankWeights weights_;
+  std::vector<kernels::RankWeights> weights_;  ///< identical copies, taken in turn
+  std::size_t next_ = 0;
   std::vector<float> x_, out_;
   kernels::PhaseTimes phases_;
 };
 
 }  // namespace
+
+std::size_t weight_bytes(const kernels::RankWeights& w) {
+  const auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+  const auto expert = [&](const kernels::ExpertWeights& e) {
+    std::size_t b = floats(e.gate_up) + floats(e.down);
+    for (const auto& f : e.fp8) {
+      b += f.gate_up.size() + f.down.size() + floats(f.gate_scales) + floats(f.up_scales) +
+           floats(f.down_scales);
+    }
+    return b;
+  };
+  std::size_t n =
+      floats(w.router) + floats(w.score_bias) + floats(w.shared_gate) + expert(w.shared);
+  for (const auto& e : w.experts) n += expert(e);
+  return n;
+}
 
 std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens) {
   return routed_counts_of(spec, kernels::make_input(spec, 0, num_tokens), num_tokens);
@@ -108,6 +135,7 @@ LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::Laye
   out.measurement = measure(c, world.size() > 1 ? &world : nullptr, o);
   out.phases = c.phases();
   out.stand_in = watch.reason();
+  out.copies = c.copies();
   return out;
 }
 

@@ -3,6 +3,7 @@
 // reference before it is timed.
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,8 +20,16 @@ std::vector<double> routed_counts(const kernels::LayerSpec& spec, int num_tokens
 std::vector<double> routed_counts_of(const kernels::LayerSpec& spec, std::span<const float> x,
                                      int num_tokens);
 
+/// Bytes of a rank's MoE weights: router, score bias, shared gate, every local expert's and the
+/// shared expert's matrices (fp32, or fp8 codes with their scales).
+std::size_t weight_bytes(const kernels::RankWeights& w);
+
 struct LayerMeasurement {
-  Measurement measurement;     ///< the slowest rank's layer time per repetition
+  Measurement measurement;  ///< the slowest rank's layer time per repetition
+  /// Copies of this rank's weights the runs took in turn, so each run read its weights cold as
+  /// a step of a many-layer model does (enough to exceed kColdBytes, at most 64; 1 on a device
+  /// backend, whose weights live on the device).
+  int copies = 1;
   kernels::PhaseTimes phases;  ///< this rank's phases of the last repetition
   /// Why the backend ran a stand-in for one of the layer's kernels while it was measured (the
   /// CUDA backend's fp8 GEMM emulated in fp32; Backend::fallbacks): the time is not the

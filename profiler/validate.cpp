@@ -198,6 +198,7 @@ std::vector<ValidateRow> run_validate_cases(
     r.verified = lm.measurement.disposition == planner::Disposition::kPassed;
     if (!r.verified) r.verify_detail = lm.measurement.detail;
     r.stand_in = lm.stand_in;
+    r.copies = lm.copies;
     r.phases = lm.phases;
     return r;
   };

@@ -102,6 +102,9 @@ struct MeasuredCase {
   /// e.g. the CUDA fp8 GEMM emulated in fp32): the time is not the kernels', so the case is
   /// shown but left out of the error summary. Empty when every call ran the backend's kernel.
   std::string stand_in;
+  /// Copies of the case (its weights, or the whole block) run in turn so each run starts cold
+  /// (LayerMeasurement::copies, RotatingDecoderCase); 1 when one outgrows the caches.
+  int copies = 1;
 };
 
 /// (p90 − p10) / the case's statistic (the median unless p10 was asked for; 0 when nothing was

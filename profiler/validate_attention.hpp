@@ -82,9 +82,6 @@ struct AttentionValidateRow : MeasuredCase {
   /// layer: the MoE layer's routed pairs per expert on the block's output (what the
   /// prediction's expert load is).
   std::vector<double> routed;
-  /// block, layer: copies of the case run in turn so each run starts cold
-  /// (RotatingDecoderCase; 1 when one case outgrows the caches, as the layer does).
-  int copies = 1;
 };
 
 /// Runs every case on the request's backend (sampled output rows checked against the double

@@ -167,6 +167,7 @@ int print_rows(const ValidateOptions& o, const Request& req, const std::vector<R
                              {"measured_p10_ms", r.p10_s * 1e3},
                              {"measured_p90_ms", r.p90_s * 1e3},
                              {"repetitions", r.reps},
+                             {"copies", r.copies},
                              {"predicted_ms", r.predicted.total() * 1e3},
                              {"roofline_ms", r.roofline.total() * 1e3},
                              {"error", relative_error(r.predicted.total(), r.measured_s)},

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "models/registry.hpp"
 #include "profiler/harness.hpp"
 #include "profiler/layer_bench.hpp"
+#include "profiler/op_common.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
 #include "tests/profiler/recording_backend.hpp"
@@ -578,6 +580,29 @@ TEST(HarnessOps, LayerTimedByTheDeviceClock) {
   const auto& ph = lm.phases;
   EXPECT_NEAR(ph.router + ph.dispatch + ph.experts + ph.tp + ph.shared + ph.combine, ph.total,
               1e-12);
+}
+
+// The layer reads its weights cold at every run on the CPU: copies of them taken in turn, as
+// many as exceed kColdBytes (at most 64); a device backend keeps one copy (on the device).
+TEST(HarnessOps, LayerTakesCopiesOfItsWeightsInTurnOnTheCpu) {
+  const auto spec = small_layer_spec();
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  const kernels::RankWeights one = kernels::make_rank_weights(*spec, kernels::Layout::of(1, 1), 0);
+  const std::size_t bytes = weight_bytes(one);
+  // Every expert's gate, up and down matrices in fp32, and the router.
+  EXPECT_GE(
+      bytes,
+      (std::size_t{3} * static_cast<std::size_t>(spec->num_experts) *
+           static_cast<std::size_t>(spec->hidden) * static_cast<std::size_t>(spec->intermediate) +
+       static_cast<std::size_t>(spec->hidden) * static_cast<std::size_t>(spec->num_experts)) *
+          sizeof(float));
+  RecordingBackend cpu;
+  const LayerMeasurement lm = measure_one_rank(*spec, cpu);
+  EXPECT_EQ(lm.measurement.disposition, planner::Disposition::kPassed) << lm.measurement.detail;
+  EXPECT_EQ(lm.copies, static_cast<int>(std::min<std::size_t>(64, kColdBytes / bytes + 1)));
+  EXPECT_GT(lm.copies, 1);
+  RecordingBackend gpu(1e-3);
+  EXPECT_EQ(measure_one_rank(*spec, gpu).copies, 1);
 }
 
 // A stand-in for one of the layer's kernels while it is timed (the CUDA fp8 GEMM emulated in

@@ -20,7 +20,9 @@ struct ProfileRequest {
   std::vector<std::string> ops;  ///< empty: every op
   HarnessOptions harness;
   std::string out_path;
-  bool resume = false;  ///< skip points the database already holds
+  /// Skip points the database already holds (with remeasure_unsettled, those that had not
+  /// settled and have had no second look are measured again after the sweep).
+  bool resume = false;
   std::string command;  ///< recorded with the run
   /// Where each rank runs (kernels::JobWorld::places under a launcher); empty: every rank on
   /// this host, in one shared-memory domain (in-process ranks).

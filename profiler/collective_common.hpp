@@ -46,17 +46,18 @@ inline std::vector<OpPoint> collective_sweep(const SweepSpec& s, const std::stri
 /// by `make_case` on the group's communicator.
 inline OpTable collective_table(
     const std::string& name, std::function<double(int)> bus_factor,
-    std::function<std::unique_ptr<OpCase>(kernels::Communicator&, const OpPoint&)> make_case) {
+    std::function<std::unique_ptr<OpCase>(kernels::Communicator&, const OpPoint&, const SweepSpec&)>
+        make_case) {
   OpTable t;
   t.name = name;
   t.collective = true;
   t.sweep = [name](const SweepSpec& s) { return collective_sweep(s, name); };
   t.bus_factor = std::move(bus_factor);
   t.init = [name, make_case = std::move(make_case)](
-               const OpPoint& p, const SweepSpec&, kernels::Communicator* comm,
+               const OpPoint& p, const SweepSpec& s, kernels::Communicator* comm,
                kernels::Backend&) -> Result<std::unique_ptr<OpCase>> {
     if (comm == nullptr) return Error{name + ": expected a communicator"};
-    return make_case(*comm, p);
+    return make_case(*comm, p, s);
   };
   return t;
 }

@@ -689,11 +689,12 @@ std::size_t RotatingDecoderCase::footprint_bytes() const {
 
 Result<std::unique_ptr<RotatingDecoderCase>> make_cold_decoder_case(
     const models::MoeModel& model, DType dtype, const DecoderCaseShape& shape,
-    const kernels::LayerSpec* moe, kernels::Communicator* world, kernels::Backend& backend) {
+    const kernels::LayerSpec* moe, kernels::Communicator* world, kernels::Backend& backend,
+    std::size_t cold_bytes) {
   std::vector<std::unique_ptr<DecoderCase>> copies;
   auto first = make_decoder_case(model, dtype, shape, moe, world, backend);
   if (!first) return first.error();
-  const std::size_t n = cold_copies((*first)->footprint_bytes(), 64);
+  const std::size_t n = cold_copies((*first)->footprint_bytes(), 64, cold_bytes);
   copies.push_back(std::move(*first));
   while (copies.size() < n) {
     auto c = make_decoder_case(model, dtype, shape, moe, world, backend);

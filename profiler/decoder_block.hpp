@@ -62,7 +62,8 @@ class DecoderCase : public OpCase {
 
 /// Copies of one decoder case run in turn, so that each run finds its weights and KV cache out
 /// of the caches as a step of a many-layer model does (the layers before it have streamed
-/// theirs): enough copies that their footprints exceed kColdBytes (one when a case alone does,
+/// theirs): enough copies that their footprints exceed the rotation (the profile's
+/// SweepSpec::cold_bytes; one when a case alone does,
 /// as the whole layer with its MoE weights). verify() verifies every copy; routed_counts() and
 /// check_ops() are the first copy's.
 class RotatingDecoderCase final : public DecoderCase {
@@ -80,10 +81,12 @@ class RotatingDecoderCase final : public DecoderCase {
   std::size_t next_ = 0;
 };
 
-/// make_decoder_case's case in as many copies as run cold (RotatingDecoderCase).
+/// make_decoder_case's case in as many copies as together exceed `cold_bytes`
+/// (RotatingDecoderCase).
 Result<std::unique_ptr<RotatingDecoderCase>> make_cold_decoder_case(
     const models::MoeModel& model, DType dtype, const DecoderCaseShape& shape,
-    const kernels::LayerSpec* moe, kernels::Communicator* world, kernels::Backend& backend);
+    const kernels::LayerSpec* moe, kernels::Communicator* world, kernels::Backend& backend,
+    std::size_t cold_bytes);
 
 /// `world` must outlive the case (used only with `moe`). Errors: decoder_block_problem, a shape
 /// out of range.

@@ -82,6 +82,23 @@ struct AttentionSweepShape {
   bool operator==(const AttentionSweepShape&) const = default;
 };
 
+/// Operand copies rotated so their total exceeds a core's caches (L2 is 1–4 MiB per core on
+/// current server CPUs; the layer's local experts span tens of MiB and stream through the caches
+/// between two uses of any activation buffer): the default of SweepSpec::cold_bytes, of
+/// `profile --cold-mib` and of the validate runs of a profile that recorded none.
+/// NOTE: 64 MiB (twice the 32 MiB L3 of the AMD EPYC this was measured on) was not enough for
+/// the one-row expert GEMMs of decode: a rotation of 6 × 12.6 MiB weights (Qwen3-30B-A3B's
+/// gate/up) measured the GEMV 12–18% faster than with 256 MiB, and the one-token MoE layer came
+/// out 13% slower than predicted (docs/BENCHMARKS.md, "The whole decoder layer"). Rows ≥ 2
+/// (Eigen's GEMM path) did not move. A CPU with a larger last-level cache needs a larger
+/// rotation (kColdCacheRatio).
+inline constexpr std::size_t kColdBytes = 256UL * 1024 * 1024;
+/// The rotation that measured cold on that EPYC was 8 times its last-level cache; `profile`
+/// notes when a rotation is smaller than this many times the CPU's.
+inline constexpr std::size_t kColdCacheRatio = 8;
+/// `profile --cold-mib` from 1 MiB to this.
+inline constexpr std::size_t kMaxColdBytes = 64UL * 1024 * 1024 * 1024;
+
 /// What a profile's sweep is derived from: the model's layer (widths divided by the scale), the
 /// world, the storage dtypes and the size caps.
 struct SweepSpec {
@@ -120,6 +137,9 @@ struct SweepSpec {
   double min_bytes = 256.0;               ///< elementwise and collective sizes from this
   double max_bytes = 64.0 * 1024 * 1024;  ///< up to this (capped by memory)
   bool quick = false;
+  /// Operands a point reads cold rotate over copies that together exceed this (kColdBytes);
+  /// validate's cases read the profile's recorded rotation the same way.
+  std::size_t cold_bytes = kColdBytes;
 };
 
 /// One point of an op's sweep: the identity and size of what is measured.

@@ -14,7 +14,7 @@ class LayerCase final : public OpCase {
  public:
   LayerCase(kernels::Communicator& world, const kernels::LayerSpec& spec,
             const kernels::Layout& layout, int num_tokens, const kernels::DispatchOptions& dispatch,
-            kernels::Backend* backend)
+            kernels::Backend* backend, std::size_t cold_bytes)
       : spec_(spec),
         layout_(layout),
         tokens_(num_tokens),
@@ -26,8 +26,9 @@ class LayerCase final : public OpCase {
     // profile's expert GEMM points): copies taken in turn (one suffices where the layer's
     // weights alone outgrow the caches; a device backend keeps its weights on the device).
     weights_.push_back(kernels::make_rank_weights(spec, layout, world.rank()));
-    const std::size_t copies =
-        backend_->device_seconds() ? 1 : cold_copies(weight_bytes(weights_.front()), 64);
+    const std::size_t copies = backend_->device_seconds()
+                                   ? 1
+                                   : cold_copies(weight_bytes(weights_.front()), 64, cold_bytes);
     while (weights_.size() < copies) weights_.push_back(weights_.front());
     const kernels::TokenRange tr =
         kernels::token_range(num_tokens, layout.ep_size, layout.ep_rank(world.rank()));
@@ -124,9 +125,9 @@ std::vector<double> routed_counts_of(const kernels::LayerSpec& spec, std::span<c
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
                                const kernels::Layout& layout, int num_tokens,
                                const HarnessOptions& options, bool inject_fault,
-                               const kernels::DispatchOptions& dispatch,
-                               kernels::Backend* backend) {
-  LayerCase c(world, spec, layout, num_tokens, dispatch, backend);
+                               const kernels::DispatchOptions& dispatch, kernels::Backend* backend,
+                               std::size_t cold_bytes) {
+  LayerCase c(world, spec, layout, num_tokens, dispatch, backend, cold_bytes);
   if (inject_fault) c.inject_fault();
   HarnessOptions o = options;
   if (backend != nullptr && backend->device_seconds()) o.device_clock = backend;

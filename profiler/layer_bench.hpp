@@ -27,7 +27,7 @@ std::size_t weight_bytes(const kernels::RankWeights& w);
 struct LayerMeasurement {
   Measurement measurement;  ///< the slowest rank's layer time per repetition
   /// Copies of this rank's weights the runs took in turn, so each run read its weights cold as
-  /// a step of a many-layer model does (enough to exceed kColdBytes, at most 64; 1 on a device
+  /// a step of a many-layer model does (enough to exceed `cold_bytes`, at most 64; 1 on a device
   /// backend, whose weights live on the device).
   int copies = 1;
   kernels::PhaseTimes phases;  ///< this rank's phases of the last repetition
@@ -41,11 +41,13 @@ struct LayerMeasurement {
 /// (layout.group_size() == world.size()); the DeepEP dispatchers with `dispatch`'s node grouping
 /// and buffer. The layer's ops run on `backend` (null: a CPU backend of its own); one with a
 /// device clock times them (the layer's kernels: host copies, packing and the communicator's
-/// work are left out).
+/// work are left out). On the CPU the runs take copies of the rank's weights in turn that
+/// together exceed `cold_bytes` (the profile's rotation, SweepSpec::cold_bytes).
 LayerMeasurement measure_layer(kernels::Communicator& world, const kernels::LayerSpec& spec,
                                const kernels::Layout& layout, int num_tokens,
                                const HarnessOptions& options, bool inject_fault = false,
                                const kernels::DispatchOptions& dispatch = {},
-                               kernels::Backend* backend = nullptr);
+                               kernels::Backend* backend = nullptr,
+                               std::size_t cold_bytes = kColdBytes);
 
 }  // namespace moeplan::profiler

@@ -57,7 +57,8 @@ class AllGatherCase final : public OpCase {
 OpTable make(const std::string& name, bool variable) {
   return collective_table(
       name, [](int g) { return (g - 1.0) / g; },
-      [variable](kernels::Communicator& comm, const OpPoint& p) -> std::unique_ptr<OpCase> {
+      [variable](kernels::Communicator& comm, const OpPoint& p,
+                 const SweepSpec&) -> std::unique_ptr<OpCase> {
         return std::make_unique<AllGatherCase>(comm, static_cast<std::size_t>(p.bytes), variable);
       });
 }

@@ -13,14 +13,15 @@ namespace {
 
 class AllReduceCase final : public OpCase {
  public:
-  AllReduceCase(kernels::Communicator& comm, std::size_t values, DType dtype)
+  AllReduceCase(kernels::Communicator& comm, std::size_t values, DType dtype,
+                std::size_t cold_bytes)
       : comm_(comm), dtype_(dtype) {
     // Timing data is zero: an fp32 sum costs the same whatever the values, and in-place repeats
     // keep it zero (no growth to overflow). NOTE: the layer reduces its expert outputs after
     // the expert weights have streamed through the caches, so the buffer is cold; rotating over
     // copies that together exceed the caches measures that (a single hot buffer of 14.7 MB
     // reduced 2.5x faster than the layer's on the 2-core VM, docs/PROFILER.md).
-    pool_.resize(cold_copies(values * sizeof(float), 64));
+    pool_.resize(cold_copies(values * sizeof(float), 64, cold_bytes));
     for (auto& b : pool_) b.assign(values, 0.0F);
   }
 
@@ -71,9 +72,10 @@ class AllReduceCase final : public OpCase {
 OpTable all_reduce_op() {
   return collective_table(
       "all_reduce", [](int g) { return 2.0 * (g - 1.0) / g; },
-      [](kernels::Communicator& comm, const OpPoint& p) -> std::unique_ptr<OpCase> {
+      [](kernels::Communicator& comm, const OpPoint& p,
+         const SweepSpec& s) -> std::unique_ptr<OpCase> {
         return std::make_unique<AllReduceCase>(
-            comm, static_cast<std::size_t>(p.bytes / dtype_bytes(p.dtype)), p.dtype);
+            comm, static_cast<std::size_t>(p.bytes / dtype_bytes(p.dtype)), p.dtype, s.cold_bytes);
       });
 }
 

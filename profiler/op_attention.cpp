@@ -31,7 +31,8 @@ kernels::AttentionShape shape_of(const OpPoint& p, float scale) {
 
 class AttentionCase final : public OpCase {
  public:
-  AttentionCase(const kernels::AttentionShape& s, DType dtype, kernels::Backend& backend)
+  AttentionCase(const kernels::AttentionShape& s, DType dtype, std::size_t cold_bytes,
+                kernels::Backend& backend)
       : s_(s), dtype_(dtype), backend_(backend) {
     q_ = random_values(dtype, s.q_size(), 31);
     k_ = random_values(dtype, s.k_size(), 32);
@@ -39,13 +40,13 @@ class AttentionCase final : public OpCase {
     out_.assign(s.out_size(), 0.0F);
     // Decode reads each sequence's KV cache, cold: between two steps of one layer every other
     // layer's weights and caches stream through. Copies of K and V rotated past the caches, as
-    // the GEMMs' weights are (kColdBytes). Prefill's keys and values are the prompt's own, just
-    // written by its projections: warm, one copy.
-    // NOTE: with one warm copy DeepSeek-V2-Lite's MLA decode block (16 heads over a latent of
-    // 512 + 64, 3–12 sequences of 512 keys: 6.7–27 MiB) measured 5–10% slower in the decoder
-    // block than the profile predicted (docs/BENCHMARKS.md, "MLA's attention block").
+    // the GEMMs' weights are (SweepSpec::cold_bytes). Prefill's keys and values are the prompt's
+    // own, just written by its projections: warm, one copy. NOTE: with one warm copy
+    // DeepSeek-V2-Lite's MLA decode block (16 heads over a latent of 512 + 64, 3–12 sequences of
+    // 512 keys: 6.7–27 MiB) measured 5–10% slower in the decoder block than the profile predicted
+    // (docs/BENCHMARKS.md, "MLA's attention block").
     const std::size_t copies =
-        s.q_len == 1 ? cold_copies((k_.size() + v_.size()) * sizeof(float), 256) : 1;
+        s.q_len == 1 ? cold_copies((k_.size() + v_.size()) * sizeof(float), 256, cold_bytes) : 1;
     for (std::size_t i = 1; i < copies; ++i) {
       k_pool_.push_back(k_);
       v_pool_.push_back(v_);
@@ -168,7 +169,8 @@ OpTable attention_op() {
     const kernels::AttentionShape sh = shape_of(p, scale);
     const std::string problem = sh.problem();
     if (!problem.empty()) return Error{"attention point " + p.shape + ": " + problem};
-    return std::unique_ptr<OpCase>(std::make_unique<AttentionCase>(sh, p.dtype, backend));
+    return std::unique_ptr<OpCase>(
+        std::make_unique<AttentionCase>(sh, p.dtype, s.cold_bytes, backend));
   };
   return t;
 }

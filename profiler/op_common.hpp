@@ -16,20 +16,11 @@ namespace moeplan::profiler {
 
 inline std::size_t usz(long v) { return static_cast<std::size_t>(v); }
 
-/// Operand copies rotated so their total exceeds a core's caches (L2 is 1–4 MiB per core on
-/// current server CPUs; the layer's local experts span tens of MiB and stream through the caches
-/// between two uses of any activation buffer).
-/// NOTE: 64 MiB (twice this machine's 32 MiB L3) was not enough for the one-row expert GEMMs of
-/// decode: a rotation of 6 × 12.6 MiB weights (Qwen3-30B-A3B's gate/up) measured the GEMV 12–18%
-/// faster than with 256 MiB, and the one-token MoE layer came out 13% slower than predicted
-/// (docs/BENCHMARKS.md, "The whole decoder layer"). Rows ≥ 2 (Eigen's GEMM path) did not move.
-constexpr std::size_t kColdBytes = 256UL * 1024 * 1024;
-
-/// How many copies of a `bytes` operand make a rotation cold (1 when one copy is already larger
-/// than kColdBytes; at most `cap`).
-inline std::size_t cold_copies(std::size_t bytes, std::size_t cap) {
+/// How many copies of a `bytes` operand make a rotation cold: their total exceeds `cold_bytes`
+/// (SweepSpec::cold_bytes; 1 when one copy already does; at most `cap`).
+inline std::size_t cold_copies(std::size_t bytes, std::size_t cap, std::size_t cold_bytes) {
   if (bytes == 0) return 1;
-  const std::size_t n = kColdBytes / bytes + 1;
+  const std::size_t n = cold_bytes / bytes + 1;
   return n < 1 ? 1 : (n > cap ? cap : n);
 }
 

@@ -76,7 +76,7 @@ class Fp8GemmCase final : public OpCase {
     // bounds analysis at -O1 sees one size.)
     const std::size_t elems =
         static_cast<std::size_t>(std::max(k, 0)) * static_cast<std::size_t>(std::max(n, 0));
-    const std::size_t copies = cold_copies(elems, 64);
+    const std::size_t copies = cold_copies(elems, 64, s.cold_bytes);
     {
       Weights w;
       w.values = random_values(DType::kBf16, elems, 100, -0.1F, 0.1F);
@@ -154,14 +154,15 @@ class Fp8GemmCase final : public OpCase {
 
 class GemmCase final : public OpCase {
  public:
-  GemmCase(int m, int n, int k, DType dtype, Role role, kernels::Backend& backend)
+  GemmCase(int m, int n, int k, DType dtype, Role role, std::size_t cold_bytes,
+           kernels::Backend& backend)
       : m_(m), n_(n), k_(k), dtype_(dtype), role_(role), backend_(backend) {
     a_ = random_values(dtype, usz(m) * usz(k), 1);
     // NOTE: the layer streams every local expert's weights once per forward, so a weight matrix
     // is cold when its GEMM starts. Rotating over copies that together exceed the per-core
     // caches measures that; the router's weight is reused by every row and stays hot.
     const std::size_t b_bytes = usz(k) * usz(n) * sizeof(float);
-    const std::size_t copies = role == Role::kRouter ? 1 : cold_copies(b_bytes, 64);
+    const std::size_t copies = role == Role::kRouter ? 1 : cold_copies(b_bytes, 64, cold_bytes);
     // Copies of one matrix at other addresses are as cold as distinct values, and copying is
     // far cheaper than generating 256 MiB of values per point.
     b_pool_.push_back(random_values(dtype, usz(k) * usz(n), 100));
@@ -172,10 +173,11 @@ class GemmCase final : public OpCase {
     // middle (gate/up output → SiLU·mul → down input) stays hot, as in the layer. Rotating the
     // cold ends too moved the TP layouts' expert time from 10–20% under the layer's to within
     // the run-to-run spread (docs/BENCHMARKS.md).
-    const std::size_t a_copies = role == Role::kGateUp ? cold_copies(a_.size() * 4, 64) : 1;
+    const std::size_t a_copies =
+        role == Role::kGateUp ? cold_copies(a_.size() * 4, 64, cold_bytes) : 1;
     for (std::size_t i = 1; i < a_copies; ++i) a_pool_.push_back(a_);
     const std::size_t c_copies =
-        role == Role::kDown ? cold_copies(usz(m) * usz(n) * sizeof(float), 64) : 1;
+        role == Role::kDown ? cold_copies(usz(m) * usz(n) * sizeof(float), 64, cold_bytes) : 1;
     c_pool_.assign(c_copies, std::vector<float>(usz(m) * usz(n), 0.0F));
   }
 
@@ -349,8 +351,8 @@ OpTable gemm_op() {
         backend,
         role == Role::kRouter ? kernels::BackendOp::kRouterLogits : kernels::BackendOp::kGemm,
         p.dtype));
-    return std::unique_ptr<OpCase>(
-        std::make_unique<GemmCase>(static_cast<int>(p.m), n, k, p.dtype, role, backend));
+    return std::unique_ptr<OpCase>(std::make_unique<GemmCase>(static_cast<int>(p.m), n, k, p.dtype,
+                                                              role, s.cold_bytes, backend));
   };
   return t;
 }

@@ -49,7 +49,8 @@ class ReduceScatterCase final : public OpCase {
 OpTable reduce_scatter_op() {
   return collective_table(
       "reduce_scatter", [](int g) { return (g - 1.0) / g; },
-      [](kernels::Communicator& comm, const OpPoint& p) -> std::unique_ptr<OpCase> {
+      [](kernels::Communicator& comm, const OpPoint& p,
+         const SweepSpec&) -> std::unique_ptr<OpCase> {
         return std::make_unique<ReduceScatterCase>(
             comm, static_cast<std::size_t>(p.bytes / dtype_bytes(p.dtype)));
       });

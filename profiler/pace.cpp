@@ -33,11 +33,13 @@ std::string pace_probe_text() {
          std::to_string(kPaceGemmK) + ", weights cold";
 }
 
-planner::MachinePace measure_pace(kernels::Communicator& world, kernels::Backend& backend) {
+planner::MachinePace measure_pace(kernels::Communicator& world, kernels::Backend& backend,
+                                  std::size_t cold_bytes) {
   const OpPoint point =
       projection_gemm_point(backend.name(), DType::kBf16, kPaceGemmM, kPaceGemmN, kPaceGemmK);
   SweepSpec spec;
   spec.backend = backend.name();
+  spec.cold_bytes = cold_bytes;
   Result<std::unique_ptr<OpCase>> c = Error{""};
   try {
     c = gemm_op().init(point, spec, nullptr, backend);
@@ -59,10 +61,12 @@ planner::MachinePace measure_pace(kernels::Communicator& world, kernels::Backend
   return {point.flops / m.stats.median_s / 1e9};
 }
 
-planner::MachinePace measure_pace_alone(const std::shared_ptr<kernels::Backend>& backend) {
+planner::MachinePace measure_pace_alone(const std::shared_ptr<kernels::Backend>& backend,
+                                        std::size_t cold_bytes) {
   const std::shared_ptr<kernels::Backend> b = backend ? backend : kernels::make_cpu_backend();
   planner::MachinePace pace;
-  kernels::run_in_process(1, [&](kernels::Communicator& world) { pace = measure_pace(world, *b); });
+  kernels::run_in_process(
+      1, [&](kernels::Communicator& world) { pace = measure_pace(world, *b, cold_bytes); });
   return pace;
 }
 
@@ -100,6 +104,21 @@ Result<PaceCheck> check_profile_pace(const planner::CostSetup& setup,
   auto runs = setup.db->runs();
   if (!runs) return runs.error();
   return check_pace(*runs, setup.measured->device(), before, after);
+}
+
+std::size_t recorded_cold_bytes(const planner::RunInfo& run) {
+  return run.cold_bytes > 0 ? static_cast<std::size_t>(run.cold_bytes) : kColdBytes;
+}
+
+Result<std::size_t> profiled_cold_bytes(const planner::CostSetup& setup) {
+  if (!setup.db || !setup.measured) return kColdBytes;
+  auto runs = setup.db->runs();
+  if (!runs) return runs.error();
+  std::size_t bytes = 0;
+  for (const auto& r : *runs) {
+    if (r.device == setup.measured->device()) bytes = std::max(bytes, recorded_cold_bytes(r));
+  }
+  return bytes > 0 ? bytes : kColdBytes;
 }
 
 std::string pace_text(const planner::MachinePace& p) {

@@ -14,6 +14,7 @@
 #include "kernels/communicator.hpp"
 #include "planner/costs/cost_db.hpp"
 #include "planner/costs/cost_setup.hpp"
+#include "profiler/harness.hpp"
 
 namespace moeplan::profiler {
 
@@ -32,11 +33,14 @@ std::string pace_probe_text();
 
 /// Measures the pace on every rank of `world` at once (each sample the slowest rank's, as the
 /// profile's points are measured) through `backend`'s GEMM, timed as profile times it (a device
-/// backend by its device clock): about 0.2 s. 0 (not measured) when the probe fails
-/// (verification, memory).
-planner::MachinePace measure_pace(kernels::Communicator& world, kernels::Backend& backend);
+/// backend by its device clock), its weights rotated through `cold_bytes` as the profile's
+/// points are (validate probes with the profile's rotation, so the figures compare): about
+/// 0.2 s. 0 (not measured) when the probe fails (verification, memory).
+planner::MachinePace measure_pace(kernels::Communicator& world, kernels::Backend& backend,
+                                  std::size_t cold_bytes = kColdBytes);
 /// The same on one rank of its own, through `backend` (null: a CPU backend).
-planner::MachinePace measure_pace_alone(const std::shared_ptr<kernels::Backend>& backend);
+planner::MachinePace measure_pace_alone(const std::shared_ptr<kernels::Backend>& backend,
+                                        std::size_t cold_bytes = kColdBytes);
 
 /// validate's pace against the profile's.
 struct PaceCheck {
@@ -59,6 +63,16 @@ PaceCheck check_pace(const std::vector<planner::RunInfo>& runs, const std::strin
 Result<PaceCheck> check_profile_pace(const planner::CostSetup& setup,
                                      const planner::MachinePace& before,
                                      const planner::MachinePace& after);
+
+/// The rotation a run's points read their operands cold through (kColdBytes for a run that
+/// recorded none: profiled before schema 5, when every profile used it).
+std::size_t recorded_cold_bytes(const planner::RunInfo& run);
+
+/// The rotation the profile behind `setup` read its operands cold through — the largest its
+/// runs of the measured device recorded (a resumed profile keeps its first's: profile refuses
+/// another) — so that validate's cases read theirs as cold; kColdBytes without a profile.
+/// Errors name the database.
+Result<std::size_t> profiled_cold_bytes(const planner::CostSetup& setup);
 
 /// One line for validate's text output: the figures, and what a stale profile means.
 std::string describe_pace(const PaceCheck& c);

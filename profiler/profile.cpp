@@ -86,6 +86,10 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   }
   if (o.max_tokens < 0) return input_error("max_tokens", ": expected a positive row count");
   if (o.max_bytes < 0.0) return input_error("max_bytes", ": expected a positive byte count");
+  if (o.cold_mib < 1 || static_cast<std::size_t>(o.cold_mib) > (kMaxColdBytes >> 20)) {
+    return input_error("cold_mib", " " + std::to_string(o.cold_mib) + ": expected 1 to " +
+                                       std::to_string(kMaxColdBytes >> 20) + " MiB");
+  }
   auto model = models::load_model(o.model);
   if (!model) return model.error();
   MOEPLAN_TRY_STATUS(models::apply_weights_choice(*model, o.weights));
@@ -108,6 +112,7 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   ProfileRequest req;
   req.sweep = *sweep;
   req.sweep.backend = o.backend;
+  req.sweep.cold_bytes = static_cast<std::size_t>(o.cold_mib) << 20;
   req.ops = split_list(o.ops);
   auto points = sweep_points(req.sweep, req.ops);
   if (!points) return points.error();
@@ -167,6 +172,29 @@ Status check_profile_output(const ProfileRequest& req) {
   return Status::Ok();
 }
 
+namespace {
+
+/// A resumed profile reads its operands through the rotation its earlier runs of the device
+/// recorded (one rotation per profile: validate reads it back).
+Status check_resumed_rotation(const planner::CostDb& db, const planner::RunInfo& run) {
+  auto runs = db.runs();
+  if (!runs) return runs.error();
+  for (const auto& r : *runs) {
+    if (r.device != run.device ||
+        recorded_cold_bytes(r) == static_cast<std::size_t>(run.cold_bytes)) {
+      continue;
+    }
+    return input_error("cold_mib", " " + std::to_string(run.cold_bytes >> 20) + ": " + db.path() +
+                                       " was profiled with a rotation of " +
+                                       std::to_string(recorded_cold_bytes(r) >> 20) + " MiB (run " +
+                                       std::to_string(r.id) +
+                                       "); expected the same to resume it, or a new path");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 std::string cpu_device_name(const Environment& env, int world_size, int num_nodes) {
   return "cpu:" + env.cpu_model + "/ranks=" + std::to_string(world_size) +
          (num_nodes > 1 ? "/nodes=" + std::to_string(num_nodes) : "");
@@ -174,6 +202,17 @@ std::string cpu_device_name(const Environment& env, int world_size, int num_node
 
 std::string device_profile_name(const kernels::Backend& backend, int world_size) {
   return backend.name() + ":" + backend.device_name() + "/ranks=" + std::to_string(world_size);
+}
+
+std::string cold_rotation_note(std::size_t llc, std::size_t cold_bytes) {
+  if (llc == 0 || cold_bytes / kColdCacheRatio >= llc) return "";
+  const auto mib = [](std::size_t b) { return std::to_string((b + (1U << 20) - 1) >> 20); };
+  return "this CPU's last-level cache is " + mib(llc) + " MiB and the operand rotation " +
+         mib(cold_bytes) + " MiB, under " + std::to_string(kColdCacheRatio) +
+         " times it: weights may be measured warmer than a many-layer model reads them "
+         "(--cold-mib " +
+         mib(llc * kColdCacheRatio) +
+         " measures them cold; validate reads the profile's rotation, so its cases are as warm)";
 }
 
 int count_nodes(const std::vector<planner::RunRank>& places) {
@@ -214,7 +253,7 @@ Result<ProfileSummary> run_profile(
   sum.total = static_cast<int>(points->size());
   // The machine's pace before the first point (and after the last, below): what a later validate
   // compares its own with, to tell a stale profile from the planner's error.
-  sum.pace_start = measure_pace(world, *backend);
+  sum.pace_start = measure_pace(world, *backend, req.sweep.cold_bytes);
 
   std::unique_ptr<planner::CostDb> db;
   std::int64_t run_id = 0;
@@ -238,11 +277,14 @@ Result<ProfileSummary> run_profile(
       run.nodes = num_nodes;
       run.ranks = places;
       run.pace_start = sum.pace_start;
+      run.cold_bytes = static_cast<std::int64_t>(req.sweep.cold_bytes);
+      const Status same_rotation = req.resume ? check_resumed_rotation(*db, run) : Status::Ok();
       // The watchdog ends a lost job only between commits (kernels/rank_watchdog.hpp).
-      auto id = [&] {
+      auto id = same_rotation ? [&] {
         kernels::CommitLock lock;
         return db->add_run(run);
-      }();
+      }()
+                              : Result<std::int64_t>(same_rotation.error());
       if (id) {
         run_id = *id;
       } else {
@@ -468,7 +510,7 @@ Result<ProfileSummary> run_profile(
     }
   }
   if (!sum.interrupted) {
-    sum.pace_end = measure_pace(world, *backend);
+    sum.pace_end = measure_pace(world, *backend, req.sweep.cold_bytes);
     Error db_error{""};
     if (root) {
       const kernels::CommitLock lock;  // not a point: not counted as one

@@ -53,6 +53,9 @@ struct ProfileOptions {
   int max_tokens = 0;
   double max_bytes = 0.0;
   double max_seconds = 1.0;
+  /// The rotation, in MiB, of the operand copies each point reads in turn so that its weights
+  /// are cold as in a step of a many-layer model (SweepSpec::cold_bytes; 1 MiB to 64 GiB).
+  long cold_mib = static_cast<long>(kColdBytes >> 20);
   bool quick = false;
   bool resume = false;
   std::string command;
@@ -91,6 +94,11 @@ std::string cpu_device_name(const Environment& env, int world_size, int num_node
 /// Device name of a device profile (a backend with a device clock): "<backend>:<device
 /// name>/ranks=<N>", e.g. "cuda:NVIDIA H200/ranks=1".
 std::string device_profile_name(const kernels::Backend& backend, int world_size);
+
+/// A note for a CPU profile whose rotation is under kColdCacheRatio times the CPU's last-level
+/// cache (its weights may be measured warmer than a many-layer model reads them), naming the
+/// --cold-mib that is not; empty when the rotation is large enough or the cache is not known.
+std::string cold_rotation_note(std::size_t last_level_cache_bytes, std::size_t cold_bytes);
 
 /// The number of shared-memory domains (nodes) of `places`; 1 when empty.
 int count_nodes(const std::vector<planner::RunRank>& places);

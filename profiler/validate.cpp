@@ -177,6 +177,18 @@ std::string ValidateRequest::cluster() const {
   return "local:" + std::to_string(world);
 }
 
+namespace {
+
+/// Rank 0 read the profile's rotation with the cost database; under a launcher the other ranks
+/// hold the default until told.
+std::size_t agreed_cold_bytes(kernels::Communicator& world, const ValidateRequest& req) {
+  std::int64_t cold[1] = {world.rank() == 0 ? static_cast<std::int64_t>(req.cold_bytes) : 0};
+  world.all_reduce_max(cold);
+  return static_cast<std::size_t>(cold[0]);
+}
+
+}  // namespace
+
 std::vector<ValidateRow> run_validate_cases(
     kernels::Communicator& world, const ValidateRequest& req,
     const std::function<void(int, int, const std::string&)>& progress,
@@ -184,10 +196,11 @@ std::vector<ValidateRow> run_validate_cases(
   std::vector<ValidateRow> rows;
   int done = 0;
   const int total = static_cast<int>(req.cases.size());
+  const std::size_t cold_bytes = agreed_cold_bytes(world, req);
   const auto measure_case = [&](const ValidateCase& c) {
     kernels::fault_point(world.rank());
     const auto lm = measure_layer(world, req.spec, c.layout, c.tokens, req.harness, false,
-                                  req.dispatch, req.backend.get());
+                                  req.dispatch, req.backend.get(), cold_bytes);
     ValidateRow r;
     r.c = c;
     r.measured_s = req.statistic == planner::CostStatistic::kP10 ? lm.measurement.stats.p10_s
@@ -243,10 +256,14 @@ ValidateRun run_validate_paced(kernels::Communicator& world, const ValidateReque
   const std::shared_ptr<kernels::Backend> backend =
       req.backend ? req.backend : std::shared_ptr<kernels::Backend>(kernels::make_cpu_backend());
   ValidateRun run;
-  run.pace_before = measure_pace(world, *backend);
+  // The probe reads its weights through the profile's rotation, as the profile's probe did.
+  const std::size_t cold_bytes = agreed_cold_bytes(world, req);
+  run.pace_before = measure_pace(world, *backend, cold_bytes);
   run.rows = run_validate_cases(world, req, progress, stop);
   // Every rank ran as many cases (stopping is agreed), so every rank agrees on this.
-  if (run.rows.size() == req.cases.size()) run.pace_after = measure_pace(world, *backend);
+  if (run.rows.size() == req.cases.size()) {
+    run.pace_after = measure_pace(world, *backend, cold_bytes);
+  }
   return run;
 }
 

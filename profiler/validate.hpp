@@ -59,6 +59,10 @@ struct ValidateRequest {
   /// What the layouts × dispatchers left out and why (a DeepEP dispatcher with tp > 1, ...).
   std::vector<std::string> skipped;
   int world = 1;  ///< ranks the cases run on
+  /// The rotation the CPU ranks read their weights cold through (measure_layer): the
+  /// profile's (profiled_cold_bytes), which rank 0 reads with the cost database and
+  /// run_validate_cases hands to every rank.
+  std::size_t cold_bytes = kColdBytes;
   /// The cluster the predictions are made for: "local:N" (one node) or "local:MxN" (M nodes of
   /// ranks_per_node, emulated on one host when the profile ran on one: make_cost_setup's
   /// emulated_nodes).

@@ -231,7 +231,7 @@ std::vector<AttentionValidateRow> run_attention_validate(
         // of many layers (and as the profile's points measured them): a CPU whose last-level
         // cache holds the block (260 MiB on an Intel Xeon) ran one copy warm, 8–31% faster.
         auto dc = make_cold_decoder_case(req.model, req.dtype, shape, req.moe ? &*req.moe : nullptr,
-                                         world, *backend);
+                                         world, *backend, req.cold_bytes);
         if (!dc) {
           row.verified = false;
           row.verify_detail = dc.error().message;
@@ -259,6 +259,7 @@ std::vector<AttentionValidateRow> run_attention_validate(
     }
     SweepSpec spec;
     spec.attention = {c.shape};
+    spec.cold_bytes = req.cold_bytes;
     OpPoint p;
     p.op = table.name;
     p.dtype = req.dtype;

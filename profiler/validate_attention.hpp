@@ -65,6 +65,9 @@ struct AttentionValidateRequest {
   AttentionScope scope = AttentionScope::kCore;
   /// layer: the MoE layer's spec (scale 1, the request's dtype, the weight format).
   std::optional<kernels::LayerSpec> moe;
+  /// The rotation the cases read their weights and KV cache cold through: the profile's
+  /// (profiled_cold_bytes), set once the cost database is read.
+  std::size_t cold_bytes = kColdBytes;
 };
 
 /// The cases; errors name the input (contexts, batches, tp, phases, ...) and say what was

@@ -46,7 +46,7 @@ fi
 
 # Qwen1.5-MoE at 1/16 width, powers of two: ~170 points in a few seconds on 2 cores.
 PROFILE_ARGS=(profile --model qwen1.5-moe-a2.7b --scale 16 --quick --max-tokens 32
-  --max-bytes 16384 --resume)
+  --max-bytes 16384 --cold-mib 4 --resume)
 if [ "$NP" -gt 0 ]; then
   LAUNCH=(mpirun --allow-run-as-root --oversubscribe -np "$NP" "$MOEPLAN")
   CLUSTER=local:$NP

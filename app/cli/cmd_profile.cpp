@@ -10,6 +10,7 @@
 #include "kernels/job_world.hpp"
 #include "kernels/rank_watchdog.hpp"
 #include "models/registry.hpp"
+#include "profiler/environment.hpp"
 #include "profiler/pace.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
@@ -85,6 +86,13 @@ int run_profile_command(const ProfileOptions& o) {
     rc = world->is_root() ? report_error(sum.error()) : kExitBadInput;
   } else if (world->is_root()) {
     rc = report(*sum, o.out);
+    // After the summary, so that a refused profile says one thing only.
+    const std::string note =
+        req->backend
+            ? std::string()
+            : profiler::cold_rotation_note(profiler::current_environment().last_level_cache_bytes,
+                                           req->sweep.cold_bytes);
+    if (!note.empty()) std::printf("note: %s\n", note.c_str());
   }
   return world->agree_exit_code(rc);
 }
@@ -120,6 +128,12 @@ void add_profile_command(CLI::App& app, Action& action) {
                   "Message and elementwise sizes up to this (default 64 MiB, --quick 1 MiB)");
   cmd->add_option("--max-seconds", o->max_seconds, "Timing budget per point, seconds")
       ->capture_default_str();
+  cmd->add_option("--cold-mib", o->cold_mib,
+                  "Operand copies each point reads in turn, together this many MiB, so that "
+                  "weights come cold from memory as in a step of a many-layer model; validate "
+                  "reads the profile's. Raise it on a CPU whose last-level cache is over 1/8 of "
+                  "it (profile says so)")
+      ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "A small sweep (powers of two, small caps, short timing)");
   cmd->add_option("--out", o->out, "Cost database to write (SQLite; required)");
   cmd->add_flag("--resume", o->resume, "Add to an existing database, measuring only what it lacks");
@@ -128,8 +142,11 @@ void add_profile_command(CLI::App& app, Action& action) {
   cmd->callback([&action, o] {
     o->command = "moeplan profile --backend " + o->backend + " --model " + o->model + " --scale " +
                  std::to_string(o->scale) + (o->dtypes.empty() ? "" : " --dtype " + o->dtypes) +
-                 (o->ops.empty() ? "" : " --ops " + o->ops) + (o->quick ? " --quick" : "") +
-                 (o->resume ? " --resume" : "") + " --out " + o->out;
+                 (o->ops.empty() ? "" : " --ops " + o->ops) +
+                 (o->cold_mib == static_cast<long>(profiler::kColdBytes >> 20)
+                      ? ""
+                      : " --cold-mib " + std::to_string(o->cold_mib)) +
+                 (o->quick ? " --quick" : "") + (o->resume ? " --resume" : "") + " --out " + o->out;
     action = [o] { return run_profile_command(*o); };
   });
 }

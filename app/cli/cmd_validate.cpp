@@ -348,11 +348,14 @@ int run_validate_attention(const ValidateOptions& o) {
   if (!req) return report_error(req.error());
   auto setup = planner::make_cost_setup(req->cluster, o.costs, req->statistic);
   if (!setup) return report_error(setup.error());
+  const auto cold = profiler::profiled_cold_bytes(*setup);
+  if (!cold) return report_error(cold.error());
+  req->cold_bytes = *cold;
   Progress progress("validate", static_cast<int>(req->cases.size()));
-  const planner::MachinePace before = profiler::measure_pace_alone(req->backend);
+  const planner::MachinePace before = profiler::measure_pace_alone(req->backend, req->cold_bytes);
   auto rows = profiler::run_attention_validate(
       *req, [&](int done, int, const std::string& what) { progress.update(done, what); });
-  const planner::MachinePace after = profiler::measure_pace_alone(req->backend);
+  const planner::MachinePace after = profiler::measure_pace_alone(req->backend, req->cold_bytes);
   progress.finish();
   const Status s = profiler::add_attention_predictions(*req, *setup, rows);
   if (!s) return report_error(s.error());
@@ -371,6 +374,15 @@ int run_validate_command(const ValidateOptions& o) {
   if (ok && world->is_root()) {
     setup = planner::make_cost_setup(req->cluster(), o.costs, req->statistic, true);
     if (!setup) ok = setup.error();
+    if (ok) {
+      // run_validate_cases hands rank 0's rotation to the others.
+      const auto cold = profiler::profiled_cold_bytes(*setup);
+      if (cold) {
+        req->cold_bytes = *cold;
+      } else {
+        ok = cold.error();
+      }
+    }
   }
   if (!world->agree(ok, report_and_flush)) return kExitBadInput;
   std::unique_ptr<Progress> progress;

@@ -546,6 +546,13 @@ bool ProfilingView::startValidate() {
     showError(errorText(setup.error()));
     return false;
   }
+  // The cases read their weights as cold as the profile's points did.
+  const auto cold = profiler::profiled_cold_bytes(*setup);
+  if (!cold) {
+    showError(errorText(cold.error()));
+    return false;
+  }
+  req->cold_bytes = *cold;
   auto shared = std::make_shared<planner::CostSetup>(std::move(*setup));
   stop_ = std::make_shared<std::atomic<bool>>(false);
   const int total = static_cast<int>(req->cases.size());
@@ -607,6 +614,12 @@ bool ProfilingView::startAttentionValidate() {
     showError(errorText(setup.error()));
     return false;
   }
+  const auto cold = profiler::profiled_cold_bytes(*setup);
+  if (!cold) {
+    showError(errorText(cold.error()));
+    return false;
+  }
+  req->cold_bytes = *cold;
   auto shared = std::make_shared<planner::CostSetup>(std::move(*setup));
   stop_ = std::make_shared<std::atomic<bool>>(false);
   const int total = static_cast<int>(req->cases.size());
@@ -619,7 +632,8 @@ bool ProfilingView::startAttentionValidate() {
     out.attention = true;
     out.scope = request.scope;
     out.cases = static_cast<int>(request.cases.size());
-    const planner::MachinePace before = profiler::measure_pace_alone(request.backend);
+    const planner::MachinePace before =
+        profiler::measure_pace_alone(request.backend, request.cold_bytes);
     out.attentionRows = profiler::run_attention_validate(
         request,
         [this](int done, int n, const std::string& what) {
@@ -631,7 +645,8 @@ bool ProfilingView::startAttentionValidate() {
     out.stopped = static_cast<int>(out.attentionRows.size()) < out.cases;
     // A cancelled run does not wait for a second probe.
     const planner::MachinePace after =
-        out.stopped ? planner::MachinePace{} : profiler::measure_pace_alone(request.backend);
+        out.stopped ? planner::MachinePace{}
+                    : profiler::measure_pace_alone(request.backend, request.cold_bytes);
     if (const Status s = profiler::add_attention_predictions(request, *shared, out.attentionRows);
         !s) {
       out.error = errorText(s.error());

@@ -16,7 +16,8 @@ namespace {
 
 // Version 1: runs and points. Version 2: each point's provenance (profiled here, or imported from
 // a published table). Version 3: where the ranks of a run ran. Version 4: the machine's pace at
-// the start and end of a run. Later versions append a migration here; never edit one.
+// the start and end of a run. Version 5: the rotation a run read its operands cold through.
+// Later versions append a migration here; never edit one.
 const char* const kMigrations[] = {
     R"sql(
 CREATE TABLE runs(
@@ -54,6 +55,11 @@ CREATE TABLE run_ranks(
     R"sql(
 ALTER TABLE runs ADD COLUMN pace_start_gemm_gflops REAL;
 ALTER TABLE runs ADD COLUMN pace_end_gemm_gflops REAL;
+)sql",
+    // Version 5: the rotation a run's points read their operands cold through (bytes), so that
+    // validate reads its cases as cold as the profile's points were. NULL: not recorded.
+    R"sql(
+ALTER TABLE runs ADD COLUMN cold_bytes INTEGER;
 )sql",
 };
 constexpr int kNumMigrations = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
@@ -295,8 +301,8 @@ Result<std::int64_t> CostDb::add_run(const RunInfo& r) {
     Stmt s(db_,
            "INSERT INTO runs(started_at, host, cpu_model, device, backend, communicator, "
            "compiler, cuda, nccl, mpi, moeplan_version, world_size, command, nodes, "
-           "pace_start_gemm_gflops, pace_end_gemm_gflops) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "pace_start_gemm_gflops, pace_end_gemm_gflops, cold_bytes) "
+           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     if (!s.ok()) return fail();
     const std::string fields[] = {r.started_at, r.host,         r.cpu_model,      r.device,
                                   r.backend,    r.communicator, r.compiler,       r.cuda,
@@ -311,6 +317,11 @@ Result<std::int64_t> CostDb::add_run(const RunInfo& r) {
     }
     bind_pace(s, 15, r.pace_start);
     bind_pace(s, 16, r.pace_end);
+    if (r.cold_bytes > 0) {
+      s.integer(17, r.cold_bytes);
+    } else {
+      sqlite3_bind_null(s.get(), 17);
+    }
     if (sqlite3_step(s.get()) != SQLITE_DONE) return fail();
     id = static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
   }
@@ -466,7 +477,7 @@ Result<std::vector<RunInfo>> CostDb::runs() const {
     Stmt s(db_,
            "SELECT id, started_at, host, cpu_model, device, backend, communicator, compiler, "
            "cuda, nccl, mpi, moeplan_version, world_size, command, nodes, pace_start_gemm_gflops, "
-           "pace_end_gemm_gflops FROM runs ORDER BY id");
+           "pace_end_gemm_gflops, cold_bytes FROM runs ORDER BY id");
     if (!s.ok()) return Error{path_ + ": " + sqlite3_errmsg(db_)};
     int rc = 0;
     while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
@@ -488,6 +499,7 @@ Result<std::vector<RunInfo>> CostDb::runs() const {
       r.nodes = sqlite3_column_int(s.get(), 14);  // NULL (not recorded) reads as 0
       r.pace_start.gemm_gflops = sqlite3_column_double(s.get(), 15);  // NULL reads as 0
       r.pace_end.gemm_gflops = sqlite3_column_double(s.get(), 16);
+      r.cold_bytes = sqlite3_column_int64(s.get(), 17);  // NULL reads as 0
       out.push_back(std::move(r));
     }
     if (rc != SQLITE_DONE) return Error{path_ + ": " + sqlite3_errmsg(db_)};

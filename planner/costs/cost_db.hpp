@@ -18,9 +18,10 @@ namespace moeplan::planner {
 
 /// The schema version this build writes and reads. Version 2 added `points.provenance`, version
 /// 3 where the ranks of a run ran (`runs.nodes`, `run_ranks`), version 4 the machine's pace at the
-/// start and end of a run (`runs.pace_*`); older databases are migrated when opened and stay
+/// start and end of a run (`runs.pace_*`), version 5 the rotation a run read its operands cold
+/// through (`runs.cold_bytes`); older databases are migrated when opened and stay
 /// readable.
-inline constexpr int kCostDbSchemaVersion = 4;
+inline constexpr int kCostDbSchemaVersion = 5;
 
 /// `CostPoint::provenance` of points measured by `moeplan profile` (the default; also every point
 /// of a version-1 database).
@@ -88,6 +89,9 @@ struct RunInfo {
   /// schema 4, imported tables, a profile stopped before its end).
   MachinePace pace_start;
   MachinePace pace_end;
+  /// The rotation the run's points read their operands cold through (profile --cold-mib), in
+  /// bytes; 0 when not recorded (runs before schema 5: 256 MiB, imported tables: none).
+  std::int64_t cold_bytes = 0;
 };
 
 /// One measured point. `shape` is the canonical text of the op's shape ("m=64,n=2560,k=3584");

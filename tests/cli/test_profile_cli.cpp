@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 // A small profile: Qwen1.5-MoE at 1/16 width, powers of two, two in-process ranks.
 const char* kTinyProfile =
     "profile --model qwen1.5-moe-a2.7b --scale 16 --quick --max-tokens 32 --max-bytes 16384 "
+    "--cold-mib 4 "
     "--ranks 2";
 
 class ProfileCli : public ::testing::Test {
@@ -54,6 +55,9 @@ void expect_bad_input(const CliResult& r, const std::string& part) {
 
 TEST_F(ProfileCli, BadInputIsOneLineAndWritesNothing) {
   expect_bad_input(run_cli("profile --quick"), "--out");
+  expect_bad_input(run_cli("profile --cold-mib 0 --out " + db()),
+                   "--cold-mib 0: expected 1 to 65536 MiB");
+  expect_bad_input(run_cli("profile --cold-mib 65537 --out " + db()), "--cold-mib 65537");
   // A CUDA profile is one rank on one GPU (NCCL collectives are not profiled yet, and said so);
   // without a usable device it refuses before touching the file, saying why.
   expect_bad_input(run_cli("profile --backend cuda --ranks 2 --out " + db()),
@@ -158,6 +162,14 @@ TEST_F(ProfileCli, ProfileThenPlanAndValidateFromIt) {
               1e-9);
   EXPECT_TRUE(row.at("verified").get<bool>());
   EXPECT_TRUE(row.at("sources").contains("experts"));
+  // The rank's weights (30 experts of 3 × 128 × 88 fp32 and the shared expert, ~4.6 MB) exceed
+  // the profile's 4 MiB rotation alone: one copy, where the default 256 MiB would take 59.
+  EXPECT_EQ(row.at("copies").get<int>(), 1);
+  // A resume with another rotation is refused in one line before anything is measured.
+  expect_bad_input(run_cli("profile --model qwen1.5-moe-a2.7b --scale 16 --quick --max-tokens 32 "
+                           "--max-bytes 16384 --cold-mib 8 --ranks 2 --resume --out " +
+                           db()),
+                   "--cold-mib 8: " + db() + " was profiled with a rotation of 4 MiB (run 1)");
   // MXFP4 weights decoded on load (1/4 width: I 352, whole groups of 32): the layer runs and is
   // verified; the prediction prices the same plain GEMMs (the profile is at 1/16: misses).
   const auto q = run_cli(
@@ -295,7 +307,8 @@ TEST_F(ProfileCli, ValidateSaysWhenTheMachineNoLongerRunsAtItsProfiledPace) {
   // profile records the machine's pace (its GEMM op at one shape) before the first point and
   // after the last, and says it.
   const auto p = run_cli(
-      "profile --model qwen1.5-moe-a2.7b --scale 16 --quick --ops gemm --max-tokens 32 --out " +
+      "profile --model qwen1.5-moe-a2.7b --scale 16 --quick --ops gemm --max-tokens 32 "
+      "--cold-mib 4 --out " +
       db());
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_NE(p.out.find("machine pace (bf16 GEMM 256×1024×1024, weights cold): "), std::string::npos)

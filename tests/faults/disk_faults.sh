@@ -18,7 +18,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-PROFILE=(profile --model qwen1.5-moe-a2.7b --scale 16 --quick --max-tokens 32 --max-bytes 16384
+PROFILE=(profile --model qwen1.5-moe-a2.7b --scale 16 --quick --max-tokens 32 --max-bytes 16384 --cold-mib 4
   --ranks 2)
 fail() {
   echo "FAIL: $*" >&2

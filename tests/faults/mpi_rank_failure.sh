@@ -24,12 +24,12 @@ db=$WORK/p.db
 model=(--model qwen1.5-moe-a2.7b --scale 16)
 case "$COMMAND" in
   profile)
-    args=(profile "${model[@]}" --quick --max-tokens 32 --max-bytes 16384 --out "$db") ;;
+    args=(profile "${model[@]}" --quick --max-tokens 32 --max-bytes 16384 --cold-mib 4 --out "$db") ;;
   verify)
     args=(verify "${model[@]}" --tokens 32,64 --dtype fp32,bf16 --layouts "${NP}x1,1x${NP}") ;;
   validate)
     # A cost database to predict from: a tiny profile on the same ranks, no faults.
-    "${MPIRUN[@]}" "$MOEPLAN" profile "${model[@]}" --quick --max-tokens 32 --max-bytes 16384 \
+    "${MPIRUN[@]}" "$MOEPLAN" profile "${model[@]}" --quick --max-tokens 32 --max-bytes 16384 --cold-mib 4 \
       --ops gemm,all_to_all_v,all_gather,all_reduce --out "$db" >"$WORK/out" 2>"$WORK/err" ||
       fail "the fault-free profile for validate failed"
     args=(validate "${model[@]}" --layouts "${NP}x1" --dispatcher a2av,allgather
@@ -66,7 +66,7 @@ case "$COMMAND" in
     # Rank 0 commits a point before the collective that starts the next one, and rank $RANK
     # fails at the start of point AFTER + 1: exactly AFTER points are kept.
     [ "$n" = "$AFTER" ] || fail "the database holds $n points, expected $AFTER"
-    "${MPIRUN[@]}" "$MOEPLAN" profile "${model[@]}" --quick --max-tokens 32 --max-bytes 16384 \
+    "${MPIRUN[@]}" "$MOEPLAN" profile "${model[@]}" --quick --max-tokens 32 --max-bytes 16384 --cold-mib 4 \
       --out "$db" --resume >"$WORK/out" 2>"$WORK/err" || fail "--resume after the failure"
     grep -q "$AFTER kept from before" "$WORK/out" || fail "--resume did not keep $AFTER points"
     total=$(sed -n 's/^profile [^:]*: \([0-9]*\) points.*/\1/p' "$WORK/out")

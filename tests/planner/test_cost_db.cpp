@@ -323,6 +323,7 @@ INSERT INTO points(run_id, device, backend, op, dtype, shape, m, n, k, group_siz
   EXPECT_TRUE((*runs)[0].ranks.empty());
   EXPECT_FALSE((*runs)[0].pace_start.recorded());  // schema 4's pace: not recorded either
   EXPECT_FALSE((*runs)[0].pace_end.recorded());
+  EXPECT_EQ((*runs)[0].cold_bytes, 0);  // schema 5's rotation: not recorded
   auto pts = (*db)->points();
   ASSERT_TRUE(pts.ok());
   ASSERT_EQ(pts->size(), 1U);
@@ -335,6 +336,7 @@ INSERT INTO points(run_id, device, backend, op, dtype, shape, m, n, k, group_siz
   run.world_size = 2;
   run.nodes = 2;
   run.ranks = {{0, "vm", "nodeA", 0}, {1, "vm", "nodeB", 1}};
+  run.cold_bytes = std::int64_t{3} << 30;  // past 32 bits: stored whole
   ASSERT_TRUE((*db)->add_run(run).ok());
   EXPECT_TRUE(*(*db)->integrity_ok());
   db->reset();
@@ -345,6 +347,8 @@ INSERT INTO points(run_id, device, backend, op, dtype, shape, m, n, k, group_siz
   ASSERT_EQ(runs2->size(), 2U);
   EXPECT_EQ((*runs2)[1].nodes, 2);
   EXPECT_EQ((*runs2)[1].ranks.size(), 2U);
+  EXPECT_EQ((*runs2)[1].cold_bytes, std::int64_t{3} << 30);
+  EXPECT_EQ((*runs2)[0].cold_bytes, 0);
 }
 
 TEST_F(CostDbTest, RecordsTheMachinesPaceAtTheStartAndEndOfARun) {

@@ -100,8 +100,8 @@ TEST(DecoderBlock, RunsTheBlocksOpsAndVerifiesEach) {
 }
 
 // validate's block runs cold: copies of the case in turn, as many as make their footprints
-// exceed kColdBytes (at most 64), each run by its turn; the footprint counts the KV cache; a
-// wrong copy fails verification whichever it is.
+// exceed the profile's rotation (kColdBytes by default; at most 64), each run by its turn; the
+// footprint counts the KV cache; a wrong copy fails verification whichever it is.
 TEST(DecoderBlock, ColdCaseRunsCopiesInTurnThatTogetherOutgrowTheCaches) {
   const auto m = tiny_qwen3();
   RecordingBackend backend;
@@ -112,11 +112,17 @@ TEST(DecoderBlock, ColdCaseRunsCopiesInTurnThatTogetherOutgrowTheCaches) {
   EXPECT_GE((*longer)->footprint_bytes() - (*shorter)->footprint_bytes(),
             std::size_t{3} * 32 * 2 * 32 * 2 * sizeof(float));
   const std::size_t one = (*shorter)->footprint_bytes();
-  auto cold = make_cold_decoder_case(m, DType::kBf16, {true, 3, 32}, nullptr, nullptr, backend);
+  auto cold =
+      make_cold_decoder_case(m, DType::kBf16, {true, 3, 32}, nullptr, nullptr, backend, kColdBytes);
   ASSERT_TRUE(cold.ok()) << cold.error().message;
   EXPECT_EQ((*cold)->copies(), std::min<std::size_t>(64, kColdBytes / one + 1));
   EXPECT_EQ((*cold)->footprint_bytes(), (*cold)->copies() * one);
   EXPECT_EQ(measure(**cold, nullptr, fast()).disposition, planner::Disposition::kPassed);
+  // A profile of a smaller rotation (profile --cold-mib): as many copies as exceed it.
+  auto small =
+      make_cold_decoder_case(m, DType::kBf16, {true, 3, 32}, nullptr, nullptr, backend, 2 * one);
+  ASSERT_TRUE(small.ok()) << small.error().message;
+  EXPECT_EQ((*small)->copies(), 3U);
 
   // Three copies on their own backends: six runs are two of each, in turn.
   for (const int faulty : {-1, 0, 2}) {

@@ -18,6 +18,7 @@
 #include "profiler/harness.hpp"
 #include "profiler/layer_bench.hpp"
 #include "profiler/op_common.hpp"
+#include "profiler/pace.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
 #include "tests/profiler/recording_backend.hpp"
@@ -102,6 +103,10 @@ SweepSpec tiny_sweep(int world) {
   r.max_bytes = 4096;
   auto s = make_sweep(*model, r);
   EXPECT_TRUE(s.ok()) << s.error().message;
+  // A rotation of 4 MiB, not kColdBytes: what these profiles are checked for (which points are
+  // written, kept, resumed, measured again) does not depend on how cold the operands are, and a
+  // 256 MiB rotation per point is most of their time (minutes under ThreadSanitizer).
+  s->cold_bytes = std::size_t{4} << 20;
   return *s;
 }
 
@@ -115,13 +120,14 @@ HarnessOptions fast() {
 }
 
 // measure_layer of `spec` on one in-process rank (ep 1 × tp 1, a2av, 32 tokens) on `backend`.
-LayerMeasurement measure_one_rank(const kernels::LayerSpec& spec, kernels::Backend& backend) {
+LayerMeasurement measure_one_rank(const kernels::LayerSpec& spec, kernels::Backend& backend,
+                                  std::size_t cold_bytes = kColdBytes) {
   LayerMeasurement out;
   kernels::run_in_process(1, [&](kernels::Communicator& world) {
     out = measure_layer(
         world, spec,
         kernels::Layout::of(1, 1, kernels::RankMapping::kTpInnermost, kernels::Dispatcher::kA2av),
-        32, fast(), false, {}, &backend);
+        32, fast(), false, {}, &backend, cold_bytes);
   });
   return out;
 }
@@ -420,6 +426,72 @@ TEST(Profile, WritesEveryPointOnceAndResumes) {
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
 
+// A profile records the rotation its points read their operands cold through (profile
+// --cold-mib), validate reads it back for the profile's device (profiled_cold_bytes), and a
+// resume with another rotation is refused before it measures anything, naming both.
+TEST(Profile, RecordsItsColdRotationAndResumesOnlyWithIt) {
+  const auto path =
+      (std::filesystem::temp_directory_path() / "moeplan_profile_rotation.db").string();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  ProfileRequest req;
+  req.sweep = tiny_sweep(1);
+  req.sweep.cold_bytes = std::size_t{3} << 20;
+  req.ops = {"silu_mul"};
+  req.harness = fast();
+  req.out_path = path;
+  const auto run = [&](const ProfileRequest& r) {
+    Result<ProfileSummary> out = Error{"not run"};
+    kernels::run_in_process(
+        1, [&](kernels::Communicator& world) { out = run_profile(world, r, {}, {}); });
+    return out;
+  };
+  auto first = run(req);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  req.resume = true;
+  ProfileRequest other = req;
+  other.sweep.cold_bytes = std::size_t{5} << 20;
+  auto refused = run(other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().input, "cold_mib");
+  EXPECT_NE(refused.error().message.find("5: " + path + " was profiled with a rotation of 3 MiB"),
+            std::string::npos)
+      << refused.error().message;
+  auto same = run(req);
+  ASSERT_TRUE(same.ok()) << same.error().message;
+  EXPECT_EQ(same->skipped, same->total);
+  {
+    auto db = planner::CostDb::open(path, false);
+    ASSERT_TRUE(db.ok());
+    auto runs = (*db)->runs();
+    ASSERT_TRUE(runs.ok());
+    ASSERT_EQ(runs->size(), 2U);  // the refused resume added no run
+    for (const auto& r : *runs) EXPECT_EQ(r.cold_bytes, std::int64_t{3} << 20);
+  }
+  auto setup = planner::make_cost_setup("local:1", path, planner::CostStatistic::kMedian);
+  ASSERT_TRUE(setup.ok()) << setup.error().message;
+  auto cold = profiled_cold_bytes(*setup);
+  ASSERT_TRUE(cold.ok());
+  EXPECT_EQ(*cold, std::size_t{3} << 20);
+  // A run that recorded none was profiled before schema 5, with kColdBytes.
+  planner::RunInfo old;
+  EXPECT_EQ(recorded_cold_bytes(old), kColdBytes);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+// A CPU whose last-level cache is over 1/8 of the rotation is told, with the rotation that is
+// not; a rotation of 8 times the cache or more, or an unknown cache, says nothing.
+TEST(Profile, ColdRotationNoteNamesTheRotationThatIsNot) {
+  const std::size_t mib = std::size_t{1} << 20;
+  EXPECT_EQ(cold_rotation_note(32 * mib, kColdBytes), "");
+  EXPECT_EQ(cold_rotation_note(0, mib), "");
+  const std::string note = cold_rotation_note(260 * mib, kColdBytes);
+  EXPECT_NE(note.find("last-level cache is 260 MiB and the operand rotation 256 MiB"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("--cold-mib 2080 "), std::string::npos) << note;
+  EXPECT_NE(cold_rotation_note(33 * mib, kColdBytes), "");
+}
+
 // A device clock (the CUDA backend's events) times the backend's calls, not the wall: a case
 // whose run sleeps 3 ms around one 1 ms "kernel" measures 1 ms, and the wall time it spends
 // still bounds the repetitions.
@@ -583,7 +655,8 @@ TEST(HarnessOps, LayerTimedByTheDeviceClock) {
 }
 
 // The layer reads its weights cold at every run on the CPU: copies of them taken in turn, as
-// many as exceed kColdBytes (at most 64); a device backend keeps one copy (on the device).
+// many as exceed the rotation (kColdBytes by default; at most 64); a device backend keeps one
+// copy (on the device).
 TEST(HarnessOps, LayerTakesCopiesOfItsWeightsInTurnOnTheCpu) {
   const auto spec = small_layer_spec();
   ASSERT_TRUE(spec.ok()) << spec.error().message;
@@ -601,6 +674,8 @@ TEST(HarnessOps, LayerTakesCopiesOfItsWeightsInTurnOnTheCpu) {
   EXPECT_EQ(lm.measurement.disposition, planner::Disposition::kPassed) << lm.measurement.detail;
   EXPECT_EQ(lm.copies, static_cast<int>(std::min<std::size_t>(64, kColdBytes / bytes + 1)));
   EXPECT_GT(lm.copies, 1);
+  // The rotation of a profile made with a smaller --cold-mib: as many copies as exceed it.
+  EXPECT_EQ(measure_one_rank(*spec, cpu, 2 * bytes).copies, 3);
   RecordingBackend gpu(1e-3);
   EXPECT_EQ(measure_one_rank(*spec, gpu).copies, 1);
 }

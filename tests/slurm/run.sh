@@ -76,7 +76,7 @@ printf 'local Slurm up in %.1f s (ports %s..%s)\n' "$(since "$T_START")" \
   "$SLURM_LOCAL_PORT" $((SLURM_LOCAL_PORT + 2))
 
 MODEL=(--model qwen1.5-moe-a2.7b --scale 16)
-PROFILE=(profile "${MODEL[@]}" --quick --max-tokens 32 --max-bytes 16384)
+PROFILE=(profile "${MODEL[@]}" --quick --max-tokens 32 --max-bytes 16384 --cold-mib 4)
 # The fault tests profile the collectives only (14 points, under a second): rank 1 fails at the
 # start of point 6, inside the sweep, and --resume has little left to measure.
 FAULT_PROFILE=("${PROFILE[@]}" --ops all_reduce,all_to_all_v)

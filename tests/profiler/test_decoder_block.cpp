@@ -12,6 +12,7 @@
 #include "models/registry.hpp"
 #include "profiler/decoder_block.hpp"
 #include "profiler/op_common.hpp"
+#include "profiler/validate.hpp"
 #include "profiler/validate_attention.hpp"
 #include "tests/profiler/recording_backend.hpp"
 
@@ -481,6 +482,32 @@ TEST(Validate, AttentionCasesThatHadNotSettledAreMeasuredAgain) {
   ASSERT_EQ(progress.size(), 2 * rows.size());
   EXPECT_EQ(progress[rows.size()].rfind("measured again (had not settled): ", 0), 0U)
       << progress[rows.size()];
+}
+
+// Under a launcher only rank 0 reads the cost database: run_validate_cases hands the profile's
+// rotation to the other ranks, whose requests hold the default (kColdBytes: 59 copies of a rank's
+// ~4.6 MB of weights at 1/16 width) until told.
+TEST(Validate, EveryRankTakesRankZerosColdRotation) {
+  ValidateOptions o;
+  o.model = "qwen1.5-moe-a2.7b";
+  o.scale = 16;
+  o.costs = "read by rank 0 only";
+  o.layouts = "2x1";
+  o.dispatchers = "a2av";
+  o.tokens = "32";
+  o.max_seconds = 0.05;
+  auto req = make_validate_request(o, 2);
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  std::vector<int> copies(2, 0);
+  kernels::run_in_process(2, [&](kernels::Communicator& world) {
+    ValidateRequest mine = *req;
+    if (world.rank() == 0) mine.cold_bytes = std::size_t{1} << 20;  // a rank's weights exceed it
+    const auto rows = run_validate_cases(world, mine, {}, {});
+    ASSERT_EQ(rows.size(), 1U);
+    EXPECT_TRUE(rows.front().verified) << rows.front().verify_detail;
+    copies[static_cast<std::size_t>(world.rank())] = rows.front().copies;
+  });
+  EXPECT_EQ(copies, (std::vector<int>{1, 1}));
 }
 
 }  // namespace

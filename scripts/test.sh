@@ -26,6 +26,10 @@ if [ "${1:-}" = "--tsan" ]; then
   for suite in "${suites[@]}"; do
     filter='*'
     [ "$suite" = cli_test ] && filter='ProfileCli.*:CliVerify.*'
+    # The fp8 block-scale arithmetic on every layout: no thread of its own beyond the fp8 sends of
+    # every dispatcher that Fp8WeightsSendFp8OnEveryDispatcher runs here; 159 s under TSan on an
+    # Intel Xeon (docs/RELIABILITY.md). The release and ASan+UBSan suites run it.
+    [ "$suite" = kernels_test ] && filter='-MoeLayer.Fp8BlockWeightsOnEveryLayoutAndDispatcher'
     [ "$suite" = planner_test ] && filter='Best.*'
     echo "tsan: $suite ($filter)"
     "build-tsan/bin/$suite" --gtest_brief=1 "--gtest_filter=$filter"

@@ -16,8 +16,11 @@
 # grouped FFN), and keeps every profile and validate JSON under OUT.
 #
 #   scripts/accuracy.sh [--moeplan BIN] [--out DIR] [--runs N] [--first K] [--modes inproc,np2,np4,attn,layer,mla]
+#       [--cold-mib MIB]
 #
 # Runs are numbered K..K+N-1 (default K = 1), so a series can be continued into the same DIR.
+# --cold-mib passes profile's operand rotation on (default: profile's own, 256 MiB); validate reads
+# it from the profile, so both sides are equally cold (docs/PROFILER.md, "Cold operands").
 #
 # The documented commands of docs/PROFILER.md, unchanged: profile --scale 8 --max-tokens 1024
 # --max-seconds 0.4; validate --scale 8 --tokens 256,512,1024 --max-seconds 2. Run it on quiet
@@ -29,6 +32,7 @@ out=/tmp/moeplan-accuracy
 runs=3
 first=1
 modes=inproc,np2,np4
+cold=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --moeplan) moeplan=$2; shift 2 ;;
@@ -36,8 +40,9 @@ while [[ $# -gt 0 ]]; do
     --runs) runs=$2; shift 2 ;;
     --first) first=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
-    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
-    *) echo "accuracy.sh: unknown argument '$1' (expected --moeplan, --out, --runs, --first or --modes)" >&2; exit 2 ;;
+    --cold-mib) cold=(--cold-mib "$2"); shift 2 ;;
+    -h|--help) sed -n 2,23p "$0"; exit 0 ;;
+    *) echo "accuracy.sh: unknown argument '$1' (expected --moeplan, --out, --runs, --first, --modes or --cold-mib)" >&2; exit 2 ;;
   esac
 done
 [[ -x $moeplan ]] || { echo "accuracy.sh: $moeplan: no such executable (build first)" >&2; exit 2; }
@@ -91,7 +96,7 @@ for run in $(seq "$first" "$((first + runs - 1))"); do
     if [[ $mode == layer || $mode == mla ]]; then
       model=qwen3-30b-a3b
       [[ $mode == mla ]] && model=deepseek-v2-lite
-      launch "$mode" profile --model "$model" --max-seconds 0.4 --out "$db" \
+      launch "$mode" profile "${cold[@]}" --model "$model" --max-seconds 0.4 --out "$db" \
         >"$out/$mode-run$run.profile.log" 2>&1
       t1=$(date +%s)
       launch "$mode" validate --attention --scope block --model "$model" --costs "$db" \
@@ -100,13 +105,13 @@ for run in $(seq "$first" "$((first + runs - 1))"); do
       launch "$mode" validate --attention --scope layer --model "$model" --costs "$db" \
         --max-seconds 2 --json >"$json.tmp" 2>"$out/$mode-run$run.validate.log"
     elif [[ $mode == attn ]]; then
-      launch "$mode" profile --ops attention --max-seconds 0.4 --out "$db" \
+      launch "$mode" profile "${cold[@]}" --ops attention --max-seconds 0.4 --out "$db" \
         >"$out/$mode-run$run.profile.log" 2>&1
       t1=$(date +%s)
       launch "$mode" validate --attention --costs "$db" --max-seconds 2 --json \
         >"$json.tmp" 2>"$out/$mode-run$run.validate.log"
     else
-      launch "$mode" profile --scale 8 --max-tokens 1024 --max-seconds 0.4 --out "$db" \
+      launch "$mode" profile "${cold[@]}" --scale 8 --max-tokens 1024 --max-seconds 0.4 --out "$db" \
         >"$out/$mode-run$run.profile.log" 2>&1
       t1=$(date +%s)
       launch "$mode" validate --scale 8 --costs "$db" --tokens 256,512,1024 --max-seconds 2 \

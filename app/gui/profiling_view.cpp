@@ -28,6 +28,8 @@
 #include "app/gui/session.hpp"
 #include "models/registry.hpp"
 #include "planner/costs/cost_setup.hpp"
+#include "profiler/environment.hpp"
+#include "profiler/harness.hpp"
 
 namespace moeplan::gui {
 
@@ -236,6 +238,16 @@ ProfilingView::ProfilingView(Session* session, QWidget* parent)
   maxBytes_->setToolTip(
       tr("--max-bytes: message and elementwise sizes up to this (default 64 MiB, quick 1 MiB)"));
   addField(prof, tr("Max b&ytes:"), maxBytes_);
+  coldMib_ = new QSpinBox(box);
+  coldMib_->setRange(1, static_cast<int>(profiler::kMaxColdBytes >> 20));
+  coldMib_->setValue(static_cast<int>(profiler::kColdBytes >> 20));
+  coldMib_->setSuffix(tr(" MiB"));
+  coldMib_->setToolTip(
+      tr("--cold-mib: each point and pace probe rotates copies of its operands past this many "
+         "MiB, so weights are read cold as in a step of a many-layer model (at least %1 times "
+         "the CPU's last-level cache; validate reads the profile's rotation)")
+          .arg(profiler::kColdCacheRatio));
+  addField(prof, tr("Cold rotation:"), coldMib_);
   profileButton_ = new QPushButton(tr("Start profil&ing"), box);
   profileButton_->setToolTip(tr("Measure the kernels and collectives the model's layouts need"));
   prof->addWidget(profileButton_);
@@ -458,13 +470,14 @@ bool ProfilingView::startProfile() {
   o.max_seconds = maxSeconds_->value();
   o.max_tokens = maxTokens_->value();
   o.max_bytes = maxBytes_->value();
+  o.cold_mib = coldMib_->value();
   o.out = output_->text().trimmed().toStdString();
   o.weights = weightsChoice();
   const int ranks = ranks_->value();
   o.command = "moeplan-gui profile --model " + o.model + " --scale " + std::to_string(o.scale) +
               (o.weights.empty() ? "" : " --weights " + o.weights) + " --ranks " +
               std::to_string(ranks) + (o.quick ? " --quick" : "") + (o.resume ? " --resume" : "") +
-              " --out " + o.out;
+              " --cold-mib " + std::to_string(o.cold_mib) + " --out " + o.out;
   auto req = profiler::make_profile_request(o, ranks);
   if (!req) {
     showError(errorText(req.error()));
@@ -511,6 +524,10 @@ bool ProfilingView::startProfile() {
     if (sum) {
       out.profile = *sum;
       out.stopped = sum->interrupted;
+      if (!request.backend) {
+        out.coldNote = text(profiler::cold_rotation_note(
+            profiler::current_environment().last_level_cache_bytes, request.sweep.cold_bytes));
+      }
     } else {
       out.error = errorText(sum.error());
     }
@@ -765,6 +782,9 @@ void ProfilingView::onDone() {
                           "%2 replaced by the steadier measurement.")
                            .arg(s.remeasured)
                            .arg(s.replaced));
+    }
+    if (!out.coldNote.isEmpty()) {
+      status_->setText(status_->text() + tr(" Note: %1.").arg(out.coldNote));
     }
     if (s.incorrect > 0) {
       showError(tr("%1 point(s) computed a wrong result and are stored as incorrect (the planner "

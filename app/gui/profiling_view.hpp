@@ -82,7 +82,10 @@ struct ProfilingOutcome {
   bool attention = false;
   profiler::AttentionScope scope = profiler::AttentionScope::kCore;
   std::vector<profiler::AttentionValidateRow> attentionRows;
-  QString path;   ///< profile: the database written
+  QString path;  ///< profile: the database written
+  /// profile on the CPU: the note when the operand rotation is small for this CPU's last-level
+  /// cache (profiler::cold_rotation_note; empty otherwise).
+  QString coldNote;
   QString error;  ///< empty on success
   profiler::ProfileSummary profile;
   std::vector<profiler::ValidateRow> rows;
@@ -112,6 +115,9 @@ class ProfilingView : public QWidget {
   QCheckBox* resumeCheck() const { return resume_; }
   QSpinBox* maxTokensSpin() const { return maxTokens_; }
   QSpinBox* maxBytesSpin() const { return maxBytes_; }
+  /// --cold-mib: the operand rotation of profile's points and pace probes, MiB (validate reads
+  /// the profile's own).
+  QSpinBox* coldMibSpin() const { return coldMib_; }
   QLineEdit* outputEdit() const { return output_; }
   QLineEdit* layoutsEdit() const { return layouts_; }
   QLineEdit* dispatchersEdit() const { return dispatchers_; }
@@ -183,6 +189,7 @@ class ProfilingView : public QWidget {
   QCheckBox* resume_ = nullptr;
   QSpinBox* maxTokens_ = nullptr;
   QSpinBox* maxBytes_ = nullptr;
+  QSpinBox* coldMib_ = nullptr;
   QLineEdit* output_ = nullptr;
   QLineEdit* layouts_ = nullptr;
   QLineEdit* dispatchers_ = nullptr;

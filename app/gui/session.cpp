@@ -20,6 +20,7 @@ QString errorText(const Error& error) {
       {"backend", "Backend"},
       {"batches", "Decode batches"},
       {"cluster", "Cluster"},
+      {"cold_mib", "Cold rotation"},
       {"contexts", "Contexts"},
       {"costs", "Cost DB"},
       {"dispatcher", "Dispatchers"},

@@ -33,6 +33,8 @@
 #include "models/registry.hpp"
 #include "planner/costs/cost_setup.hpp"
 #include "planner/placement/load_io.hpp"
+#include "profiler/environment.hpp"
+#include "profiler/pace.hpp"
 #include "profiler/validate.hpp"
 #include "profiler/validate_attention.hpp"
 #include "tests/gui/gui_app.hpp"
@@ -51,6 +53,7 @@ void setTinyOptions(ProfilingView& v, const std::string& out) {
   v.quickCheck()->setChecked(true);
   v.maxTokensSpin()->setValue(kTinyMaxTokens);
   v.maxBytesSpin()->setValue(kTinyMaxBytes);
+  v.coldMibSpin()->setValue(kTinyColdMib);
   v.maxSecondsSpin()->setValue(0.05);
   v.outputEdit()->setText(QString::fromStdString(out));
 }
@@ -215,6 +218,44 @@ TEST(GuiProfiling, CancelledProfileLeavesAValidDbThatResumeCompletes) {
   // A finished profile can become the cost source.
   EXPECT_TRUE(v.useAsCostsButton()->isEnabled());
   EXPECT_EQ(v.validateDbEdit()->text().toStdString(), db);
+  // Both runs took the rotation of the Cold rotation field, which validate reads back; the note
+  // that it is small for this CPU's last-level cache is the CLI's, shown where this CPU has one.
+  constexpr std::size_t kTinyColdBytes = std::size_t{kTinyColdMib} << 20;
+  auto runs = [&] {
+    auto opened = planner::CostDb::open(db, false);
+    EXPECT_TRUE(opened.ok());
+    if (!opened.ok()) return std::vector<planner::RunInfo>{};
+    auto read = (*opened)->runs();
+    EXPECT_TRUE(read.ok());
+    return read.ok() ? *read : std::vector<planner::RunInfo>{};
+  };
+  ASSERT_EQ(runs().size(), 2U);
+  for (const auto& r : runs()) EXPECT_EQ(profiler::recorded_cold_bytes(r), kTinyColdBytes);
+  auto done = planner::make_cost_setup(planner::kDefaultCluster, db);
+  ASSERT_TRUE(done.ok()) << done.error().message;
+  const auto cold = profiler::profiled_cold_bytes(*done);
+  ASSERT_TRUE(cold.ok());
+  EXPECT_EQ(*cold, kTinyColdBytes);
+  const std::string note = profiler::cold_rotation_note(
+      profiler::current_environment().last_level_cache_bytes, kTinyColdBytes);
+  EXPECT_EQ(second.coldNote.toStdString(), note);
+  const int total = second.profile.total;  // `second` is the view's last outcome: the next run's
+  EXPECT_EQ(v.statusLabel()->text().contains(QStringLiteral(" Note: this CPU's last-level cache")),
+            !note.empty())
+      << v.statusLabel()->text().toStdString();
+  // Resuming it with another rotation is refused before any point, naming both rotations.
+  v.coldMibSpin()->setValue(2 * kTinyColdMib);
+  ASSERT_TRUE(v.startProfile()) << v.errorLabel()->text().toStdString();
+  waitUntilIdle(v);
+  EXPECT_TRUE(v.lastOutcome().error.startsWith(
+      QStringLiteral("Cold rotation %1: %2 was profiled with a rotation of %3 MiB (run ")
+          .arg(2 * kTinyColdMib)
+          .arg(QString::fromStdString(db))
+          .arg(kTinyColdMib)))
+      << v.lastOutcome().error.toStdString();
+  EXPECT_FALSE(v.errorLabel()->isHidden());
+  EXPECT_EQ(runs().size(), 2U);
+  EXPECT_EQ(static_cast<int>(checkDb(db).size()), total);
   fs::remove_all(dir);
 }
 

@@ -19,6 +19,8 @@ inline constexpr int kTinyScale = 16;
 inline constexpr int kTinyRanks = 2;
 inline constexpr int kTinyMaxTokens = 32;
 inline constexpr int kTinyMaxBytes = 16384;
+/// What the views are tested for does not depend on how cold the weights are.
+inline constexpr int kTinyColdMib = 4;
 
 /// A fresh folder for one test's files (the test removes it).
 inline std::string testDir(const std::string& name) {
@@ -38,7 +40,7 @@ inline profiler::ProfileOptions tinyProfileOptions(const std::string& out) {
   o.max_tokens = kTinyMaxTokens;
   o.max_bytes = kTinyMaxBytes;
   o.max_seconds = 0.05;
-  o.cold_mib = 4;  // what the views are tested for does not depend on how cold the weights are
+  o.cold_mib = kTinyColdMib;
   o.out = out;
   return o;
 }

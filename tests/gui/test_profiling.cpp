@@ -239,7 +239,7 @@ TEST(GuiProfiling, CancelledProfileLeavesAValidDbThatResumeCompletes) {
   const std::string note = profiler::cold_rotation_note(
       profiler::current_environment().last_level_cache_bytes, kTinyColdBytes);
   EXPECT_EQ(second.coldNote.toStdString(), note);
-  const int total = second.profile.total;  // `second` is the view's last outcome: the next run's
+  const int total = second.profile.total;  // `second` is the last outcome: the next run replaces it
   EXPECT_EQ(v.statusLabel()->text().contains(QStringLiteral(" Note: this CPU's last-level cache")),
             !note.empty())
       << v.statusLabel()->text().toStdString();

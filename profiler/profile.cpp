@@ -215,6 +215,12 @@ std::string cold_rotation_note(std::size_t llc, std::size_t cold_bytes) {
          " measures them cold; validate reads the profile's rotation, so its cases are as warm)";
 }
 
+std::string cold_rotation_note(const ProfileRequest& req) {
+  return req.backend ? std::string()
+                     : cold_rotation_note(current_environment().last_level_cache_bytes,
+                                          req.sweep.cold_bytes);
+}
+
 int count_nodes(const std::vector<planner::RunRank>& places) {
   std::set<int> domains;
   for (const auto& p : places) domains.insert(p.shm_domain);

@@ -99,6 +99,9 @@ std::string device_profile_name(const kernels::Backend& backend, int world_size)
 /// cache (its weights may be measured warmer than a many-layer model reads them), naming the
 /// --cold-mib that is not; empty when the rotation is large enough or the cache is not known.
 std::string cold_rotation_note(std::size_t last_level_cache_bytes, std::size_t cold_bytes);
+/// The note for `req` on this machine: its rotation against this CPU's last-level cache; empty for
+/// a device backend (its operands are not read through the CPU's caches).
+std::string cold_rotation_note(const ProfileRequest& req);
 
 /// The number of shared-memory domains (nodes) of `places`; 1 when empty.
 int count_nodes(const std::vector<planner::RunRank>& places);

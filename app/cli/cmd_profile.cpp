@@ -10,7 +10,6 @@
 #include "kernels/job_world.hpp"
 #include "kernels/rank_watchdog.hpp"
 #include "models/registry.hpp"
-#include "profiler/environment.hpp"
 #include "profiler/pace.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
@@ -87,11 +86,7 @@ int run_profile_command(const ProfileOptions& o) {
   } else if (world->is_root()) {
     rc = report(*sum, o.out);
     // After the summary, so that a refused profile says one thing only.
-    const std::string note =
-        req->backend
-            ? std::string()
-            : profiler::cold_rotation_note(profiler::current_environment().last_level_cache_bytes,
-                                           req->sweep.cold_bytes);
+    const std::string note = profiler::cold_rotation_note(*req);
     if (!note.empty()) std::printf("note: %s\n", note.c_str());
   }
   return world->agree_exit_code(rc);

@@ -28,7 +28,6 @@
 #include "app/gui/session.hpp"
 #include "models/registry.hpp"
 #include "planner/costs/cost_setup.hpp"
-#include "profiler/environment.hpp"
 #include "profiler/harness.hpp"
 
 namespace moeplan::gui {
@@ -524,10 +523,7 @@ bool ProfilingView::startProfile() {
     if (sum) {
       out.profile = *sum;
       out.stopped = sum->interrupted;
-      if (!request.backend) {
-        out.coldNote = text(profiler::cold_rotation_note(
-            profiler::current_environment().last_level_cache_bytes, request.sweep.cold_bytes));
-      }
+      out.coldNote = text(profiler::cold_rotation_note(request));
     } else {
       out.error = errorText(sum.error());
     }

@@ -1,8 +1,12 @@
 // Placement speed: DeepSeek-V3's shape (61 layers × 256 experts) onto 64 GPUs (8 nodes) with
 // 64 redundant slots, EPLB hierarchical and global, and moeplan's best (fitted only, and with
-// 512 sampled steps). DeepSeek's Python EPLB needs about 0.25 s for this.
+// 512 sampled steps). DeepSeek's Python EPLB needs about 0.25 s for this. And the bundled
+// topic trace (OLMoE's shape, 3 layers × 64 experts) on 8 GPUs in 2 nodes with 72 slots, as
+// `moeplan place --trace` searches it (512 sampled steps of 1,024 tokens, the locality phase):
+// the scenario of the placement benchmark furthest from issue 19's speed target.
 #include <benchmark/benchmark.h>
 
+#include "models/resources.hpp"
 #include "planner/placement/load_io.hpp"
 #include "planner/placement/placement.hpp"
 #include "planner/placement/placement_metrics.hpp"
@@ -76,6 +80,45 @@ BENCHMARK(BM_BestSampled_61x256_64gpus_320slots)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
+
+// The bundled topic trace with what `place --policy best --step-tokens 1024` gives the search.
+struct TraceCase {
+  ExpertLoad load;
+  BestOptions best;
+};
+
+const TraceCase& topic_trace() {
+  static const TraceCase c = [] {
+    TraceCase t;
+    auto d = moeplan::planner::read_trace_file(moeplan::resource_dir() / "loads" /
+                                               "synthetic_topic_trace_olmoe_shape.json");
+    if (!d.ok() || !d->trace) return t;
+    t.load = d->load;
+    t.best.samples = moeplan::planner::samples_by_layer(
+        moeplan::planner::sample_steps(t.load, 512, 1024LL * d->trace->top_k, 0));
+    t.best.coactivation = d->trace->coactivation();
+    return t;
+  }();
+  return c;
+}
+
+void BM_BestTopicTrace_3x64_8gpus_2nodes_72slots(benchmark::State& state) {
+  const auto& c = topic_trace();
+  if (c.load.num_layers() != 3) {
+    state.SkipWithError("topic trace not read");
+    return;
+  }
+  const PlacementConfig config{.num_gpus = 8, .num_nodes = 2, .num_slots = 72, .num_groups = 1};
+  for (auto _ : state) {
+    auto r = moeplan::planner::place_experts(c.load, PlacementPolicy::kBest, config, c.best);
+    if (!r) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r->placement.physical_to_logical.data());
+  }
+}
+BENCHMARK(BM_BestTopicTrace_3x64_8gpus_2nodes_72slots)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

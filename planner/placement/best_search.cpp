@@ -35,7 +35,6 @@ struct SampleSet {
   std::vector<double> mean;                 // [S] total / G
   std::array<std::vector<int>, 3> top;      // [3][S] GPU indices, descending (−1: none)
   std::array<std::vector<double>, 3> topv;  // [3][S] their loads
-  std::vector<double> inv_max;              // [S] 1 / topv[0] (0 where no GPU has tokens)
 
   int size() const { return num_samples; }
 };
@@ -96,11 +95,11 @@ class LayerSearch {
   // cross-node swap by balance gain − lambda · Δ(split co-activated pairs), while no GPU's
   // fitted load rises above `fit_cap` (EPLB's fitted maximum) unless it falls.
   void optimise_locality(Rows rows, const std::vector<double>& pairs, double lambda, int max_evals,
-                         std::uint64_t seed, double fit_cap) {
+                         std::uint64_t seed, double fit_cap, int table_nodes) {
     if (num_nodes_ < 2 || gpus_per_domain_ != num_gpus_) return;
     fit_cap_ = fit_cap * (1.0 - kMargin);
     init_samples(rows);
-    init_pairs(pairs);
+    init_pairs(pairs, num_nodes_ <= std::min(table_nodes, kMaxLocalityTableNodes));
     std::mt19937_64 rng(seed);
     std::vector<int> order(uz(num_slots_));
     std::iota(order.begin(), order.end(), 0);
@@ -113,18 +112,26 @@ class LayerSearch {
         if (evals >= max_evals) break;
         int best_j = -1;
         double best_gain = kGainEps;
-        for (int j = 0; j < num_slots_; ++j) {
-          if (node_of_slot(i) == node_of_slot(j)) continue;
-          ++evals;
-          if (!swap_allowed(i, j)) continue;
-          // A pair whose balance gain cannot pay for its change in split pairs is not scored
-          // (the same choice: it could not beat best_gain).
-          const double cut = lambda > 0.0 ? cut_delta(i, j) : 0.0;
-          if (pair_bound(gpu_of(i), gpu_of(j)) - lambda * cut + kBoundSlack <= best_gain) continue;
-          const double gain = swap_gain(i, j) - lambda * cut;
-          if (gain > best_gain) {
-            best_gain = gain;
-            best_j = j;
+        const int g1 = gpu_of(i);
+        const int n1 = g1 / gpus_per_node_;
+        // Every slot j of another node, in slot order, GPU by GPU.
+        for (int g2 = 0; g2 < num_gpus_; ++g2) {
+          if (g2 / gpus_per_node_ == n1) {
+            g2 = (n1 + 1) * gpus_per_node_ - 1;
+            continue;
+          }
+          for (int j = g2 * spg_; j < (g2 + 1) * spg_; ++j) {
+            ++evals;
+            if (!swap_allowed(i, j, g1, g2)) continue;
+            // A pair whose balance gain cannot pay for its change in split pairs is not scored
+            // (the same choice: it could not beat best_gain).
+            const double cut = lambda > 0.0 ? cut_delta(i, j) : 0.0;
+            if (pair_bound(g1, g2) - lambda * cut + kBoundSlack <= best_gain) continue;
+            const double gain = swap_gain(i, j) - lambda * cut;
+            if (gain > best_gain) {
+              best_gain = gain;
+              best_j = j;
+            }
           }
         }
         if (best_j >= 0) {
@@ -309,6 +316,8 @@ class LayerSearch {
     const auto S = uz(n);
     samples_.num_samples = n;
     bound_at_.clear();  // pair_bound's values were for other samples
+    ++stamp_;           // and so were prepare_weights', prepare_source's and prepare_other's
+    src_at_.clear();    // (whose rows are sized by the sample count)
     samples_.rows.assign(uz(num_experts_) * S, 0.0);
     // Transposed in blocks of 8 samples, so each expert's 8 values fill one cache line.
     constexpr std::size_t kBlock = 8;
@@ -380,12 +389,10 @@ class LayerSearch {
       }
     }
     const double inv_gpus = 1.0 / num_gpus_;
-    samples_.inv_max.resize(S);
     for (std::size_t s = 0; s < S; ++s) {
       mean[s] *= inv_gpus;
       if (t1[s] < 0) v1[s] = 0.0;
       if (t2[s] < 0) v2[s] = 0.0;
-      samples_.inv_max[s] = v0[s] > 0.0 ? 1.0 / v0[s] : 0.0;
     }
   }
 
@@ -406,7 +413,8 @@ class LayerSearch {
     return new_load <= fit_cap_ || new_load <= fit_[uz(g)] * (1.0 - kMargin);
   }
 
-  // balance_bound(g1, g2), computed once between two swaps (it is symmetric in the GPUs).
+  // balance_bound(g1, g2), computed once between two swaps (it is symmetric in the GPUs: the
+  // largest load off both is the same whichever is the source).
   double pair_bound(int g1, int g2) {
     const auto k = uz(std::min(g1, g2) * num_gpus_ + std::max(g1, g2));
     if (bound_at_.size() != uz(num_gpus_) * uz(num_gpus_)) {
@@ -420,70 +428,120 @@ class LayerSearch {
     return bound_[k];
   }
 
-  // Σ_s mean_s · (1 / max(pair(s), other_s) − 1 / max_s) / S over the samples with tokens:
-  // the sampled balance gained when GPUs g1 and g2 change and the larger of their two loads is
-  // pair(s); other_s is the largest load of a GPU other than g1 and g2.
-  template <class Pair>
-  double sampled_gain(int g1, int g2, Pair pair) const {
-    const int num_samples = samples_.size();
-    const int* t0 = samples_.top[0].data();
-    const int* t1 = samples_.top[1].data();
-    const int* t2 = samples_.top[2].data();
-    const double* v0 = samples_.topv[0].data();
-    const double* v1 = samples_.topv[1].data();
-    const double* v2 = samples_.topv[2].data();
-    const double* mean = samples_.mean.data();
-    const double* inv_max = samples_.inv_max.data();
-    double gain = 0.0;
-    for (std::size_t s = 0; s < uz(num_samples); ++s) {
-      const double old_max = v0[s];
-      if (!(old_max > 0.0)) continue;
-      double new_max = pair(s);
-      if (t0[s] != g1 && t0[s] != g2) {
-        new_max = std::max(new_max, v0[s]);
-      } else if (t1[s] >= 0 && t1[s] != g1 && t1[s] != g2) {
-        new_max = std::max(new_max, v1[s]);
-      } else if (t2[s] >= 0 && t2[s] != g1 && t2[s] != g2) {
-        new_max = std::max(new_max, v2[s]);
-      }
-      gain += mean[s] * (1.0 / new_max - inv_max[s]);
+  // weight_, each sample's mean (0 for a sample with no tokens: it scores 1 whatever the map),
+  // and src_base_ = Σ_s weight_s / max_s, kept until the samples change.
+  void prepare_weights() {
+    if (weights_at_ == stamp_) return;
+    const auto S = uz(samples_.size());
+    weight_.resize(S);
+    double base = 0.0;
+    for (std::size_t s = 0; s < S; ++s) {
+      const double v0 = samples_.topv[0][s];
+      const bool busy = v0 > 0.0;
+      weight_[s] = busy ? samples_.mean[s] : 0.0;
+      if (busy) base += samples_.mean[s] / v0;
     }
-    return num_samples > 0 ? gain / num_samples : gain;
+    src_base_ = base;
+    weights_at_ = stamp_;
+  }
+
+  // The samples seen from source GPU g1, kept per GPU until the samples change: ex1 / a1, the
+  // largest load of a GPU other than g1 and that GPU; ex2, the largest of a GPU other than g1
+  // and a1 ([G·S] each, g1's row); with prepare_weights.
+  void prepare_source(int g1) {
+    prepare_weights();
+    src_gpu_ = g1;
+    const auto S = uz(samples_.size());
+    if (src_at_.size() != uz(num_gpus_)) {
+      src_at_.assign(uz(num_gpus_), -1);
+      ex1_.resize(uz(num_gpus_) * S);
+      ex2_.resize(uz(num_gpus_) * S);
+      a1_.resize(uz(num_gpus_) * S);
+    }
+    if (src_at_[uz(g1)] == stamp_) return;
+    double* ex1 = &ex1_[uz(g1) * S];
+    double* ex2 = &ex2_[uz(g1) * S];
+    int* a1 = &a1_[uz(g1) * S];
+    for (std::size_t s = 0; s < S; ++s) {
+      const int t0 = samples_.top[0][s];
+      const int t1 = samples_.top[1][s];
+      const double v0 = samples_.topv[0][s];
+      const double v1 = samples_.topv[1][s];
+      const double v2 = samples_.topv[2][s];
+      if (t0 == g1) {
+        ex1[s] = v1;
+        a1[s] = t1;
+        ex2[s] = v2;
+      } else {
+        ex1[s] = v0;
+        a1[s] = t0;
+        ex2[s] = t1 == g1 ? v2 : v1;
+      }
+    }
+    src_at_[uz(g1)] = stamp_;
+  }
+
+  // other_[s]: the largest load of a GPU other than the source GPU (prepare_source's) and g2
+  // (any positive value for a sample with no tokens).
+  void prepare_other(int g2) {
+    if (other_for_ == g2 && other_src_ == src_gpu_ && other_at_ == stamp_) return;
+    const auto S = uz(samples_.size());
+    other_.resize(S);
+    const double* ex1 = &ex1_[uz(src_gpu_) * S];
+    const double* ex2 = &ex2_[uz(src_gpu_) * S];
+    const int* a1 = &a1_[uz(src_gpu_) * S];
+    for (std::size_t s = 0; s < S; ++s) {
+      other_[s] = weight_[s] > 0.0 ? (a1[s] == g2 ? ex2[s] : ex1[s]) : 1.0;
+    }
+    other_for_ = g2;
+    other_src_ = src_gpu_;
+    other_at_ = stamp_;
   }
 
   // An upper bound on swap_gain(i, j) for every slot i of g1 and j of g2: whatever is
   // swapped, the two GPUs' loads still sum to l1 + l2, so the larger is at least half of it.
-  double balance_bound(int g1, int g2) const {
+  double balance_bound(int g1, int g2) {
+    prepare_source(g1);
+    prepare_other(g2);
     const auto S = uz(samples_.size());
     const double* l1 = &samples_.gpu[uz(g1) * S];
     const double* l2 = &samples_.gpu[uz(g2) * S];
-    return sampled_gain(g1, g2, [&](std::size_t s) { return 0.5 * (l1[s] + l2[s]); });
+    const double* other = other_.data();
+    const double* weight = weight_.data();
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (std::size_t s = 0; s < S; ++s) {
+      const double half = 0.5 * (l1[s] + l2[s]);
+      acc += weight[s] / (half < other[s] ? other[s] : half);
+    }
+    return S > 0 ? (acc - src_base_) / static_cast<double>(S) : 0.0;
   }
 
   // Whether slots i and j may swap: two experts on two GPUs, and the fitted cap allows it.
-  bool swap_allowed(int i, int j) const {
-    const int g1 = gpu_of(i);
-    const int g2 = gpu_of(j);
+  bool swap_allowed(int i, int j, int g1, int g2) const {
     if (slot_[uz(i)] == slot_[uz(j)] || g1 == g2) return false;
     const double dfit = fit_slot(i) - fit_slot(j);
     return fitted_allowed(g1, fit_[uz(g1)] - dfit) && fitted_allowed(g2, fit_[uz(g2)] + dfit);
   }
 
   // Gain in Σ_s mean_s / max_s / S of swapping slots i and j (a pair swap_allowed admits).
-  double swap_gain(int i, int j) const {
+  double swap_gain(int i, int j) {
     const int g1 = gpu_of(i);
-    const int g2 = gpu_of(j);
+    prepare_source(g1);
+    prepare_other(gpu_of(j));
     const auto S = uz(samples_.size());
-    const double* ra = &samples_.rows[uz(slot_[uz(i)]) * S];
-    const double* rb = &samples_.rows[uz(slot_[uz(j)]) * S];
-    const double ca = cnt_[uz(slot_[uz(i)])];
-    const double cb = cnt_[uz(slot_[uz(j)])];
+    p1_.resize(S);
+    p2_.resize(S);
+    const double* fa = &samples_.frac[uz(slot_[uz(i)]) * S];
     const double* l1 = &samples_.gpu[uz(g1) * S];
-    const double* l2 = &samples_.gpu[uz(g2) * S];
-    return sampled_gain(g1, g2, [&](std::size_t s) {
-      const double delta = ra[s] / ca - rb[s] / cb;
-      return std::max(l1[s] - delta, l2[s] + delta);
-    });
+    const double* l2 = &samples_.gpu[uz(gpu_of(j)) * S];
+    for (std::size_t s = 0; s < S; ++s) {
+      p1_[s] = l1[s] - fa[s];
+      p2_[s] = l2[s] + fa[s];
+    }
+    return S > 0 ? (swap_sum(&samples_.frac[uz(slot_[uz(j)]) * S], S) - src_base_) /
+                       static_cast<double>(S)
+                 : 0.0;
   }
 
   // The swap of a slot on g1 with a slot of its domain that most raises the sampled balance:
@@ -495,34 +553,10 @@ class LayerSearch {
     const int num_samples = samples_.size();
     const auto S = uz(num_samples);
     if (S == 0) return false;
-    ex1_.resize(S);
-    ex2_.resize(S);
-    a1_.resize(S);
-    other_.resize(S);
-    weight_.resize(S);
+    prepare_source(g1);
     p1_.resize(S);
     p2_.resize(S);
-    double base = 0.0;  // Σ_s mean_s / max_s over the samples with tokens
-    for (std::size_t s = 0; s < S; ++s) {
-      const int t0 = samples_.top[0][s];
-      const int t1 = samples_.top[1][s];
-      const double v0 = samples_.topv[0][s];
-      const double v1 = samples_.topv[1][s];
-      const double v2 = samples_.topv[2][s];
-      if (t0 == g1) {
-        ex1_[s] = v1;
-        a1_[s] = t1;
-        ex2_[s] = v2;
-      } else {
-        ex1_[s] = v0;
-        a1_[s] = t0;
-        ex2_[s] = t1 == g1 ? v2 : v1;
-      }
-      // A sample with no tokens scores 1 whatever the map: weight 0, any positive maximum.
-      const bool busy = v0 > 0.0;
-      weight_[s] = busy ? samples_.mean[s] : 0.0;
-      if (busy) base += samples_.mean[s] / v0;
-    }
+    const double base = src_base_;  // Σ_s mean_s / max_s over the samples with tokens
     slot_fit_.resize(uz(num_slots_));
     for (int k = d * gpus_per_domain_ * spg_; k < (d + 1) * gpus_per_domain_ * spg_; ++k)
       slot_fit_[uz(k)] = fit_slot(k);
@@ -570,9 +604,7 @@ class LayerSearch {
         }
         if (allowed.empty()) continue;
         if (!other_ready) {
-          for (std::size_t s = 0; s < S; ++s) {
-            other_[s] = weight_[s] > 0.0 ? (a1_[s] == g2 ? ex2_[s] : ex1_[s]) : 1.0;
-          }
+          prepare_other(g2);
           other_ready = true;
         }
         const double* fa = &samples_.frac[uz(a) * S];
@@ -606,8 +638,11 @@ class LayerSearch {
     double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
     for (std::size_t s = 0; s < S; ++s) {
-      const double x = std::max(std::max(p1[s] + fb[s], p2[s] - fb[s]), other[s]);
-      acc += weight[s] / x;
+      // std::max's choices, written as selects so the loop vectorises wherever it is inlined.
+      const double u = p1[s] + fb[s];
+      const double v = p2[s] - fb[s];
+      const double uv = u < v ? v : u;
+      acc += weight[s] / (uv < other[s] ? other[s] : uv);
     }
     return acc;
   }
@@ -630,9 +665,12 @@ class LayerSearch {
     refresh_gpu(gpu_of(j));
     refresh_stats();
     ++swaps_;
+    ++stamp_;
   }
 
-  void init_pairs(const std::vector<double>& pairs) {
+  // The co-activation counts and every expert's node set; with `tables`, also the split tables
+  // cut_delta reads.
+  void init_pairs(const std::vector<double>& pairs, bool tables) {
     pairs_ = pairs;
     total_pairs_ = 0.0;
     for (const double p : pairs_) total_pairs_ += p;
@@ -642,15 +680,51 @@ class LayerSearch {
       ++node_cnt_[uz(slot_[uz(s)] * num_nodes_ + node_of_slot(s))];
     words_ = (num_nodes_ + 63) / 64;
     node_mask_.assign(uz(num_experts_) * uz(words_), 0);
+    tabled_ = false;  // remask keeps no table while it is built
     for (int e = 0; e < num_experts_; ++e) remask(e);
+    tabled_ = tables;
+    if (!tabled_) return;
+    // split_[x·M + m] = Σ_{f ≠ x} pairs(x, f) · [m ∩ nodes(f) = ∅] for every node set m: the
+    // pairs of x that node set m would leave split. Built per x from the weight of each node
+    // set among x's partners.
+    const int M = 1 << num_nodes_;
+    split_.assign(uz(num_experts_) * uz(M), 0.0);
+    std::vector<double> by_set(uz(M));
+    for (int x = 0; x < num_experts_; ++x) {
+      std::fill(by_set.begin(), by_set.end(), 0.0);
+      for (int f = 0; f < num_experts_; ++f) {
+        if (f != x) by_set[node_mask_[uz(f)]] += pairs_[uz(x * num_experts_ + f)];
+      }
+      double* row = &split_[uz(x) * uz(M)];
+      for (int m = 0; m < M; ++m) {
+        for (int t = 0; t < M; ++t) {
+          if ((m & t) == 0) row[m] += by_set[uz(t)];
+        }
+      }
+    }
   }
 
-  // Expert e's node set as bits (one word per 64 nodes), from its node counts.
+  // Expert e's node set as bits (one word per 64 nodes), from its node counts; with few nodes,
+  // the split table of every partner of e follows its new set.
   void remask(int e) {
     std::uint64_t* m = &node_mask_[uz(e) * uz(words_)];
+    const std::uint64_t before = m[0];
     std::fill(m, m + words_, 0);
     for (int n = 0; n < num_nodes_; ++n) {
       if (node_cnt_[uz(e * num_nodes_ + n)] > 0) m[n / 64] |= std::uint64_t{1} << (n % 64);
+    }
+    if (!tabled_ || m[0] == before) return;
+    const std::uint64_t after = m[0];
+    const int M = 1 << num_nodes_;
+    for (int x = 0; x < num_experts_; ++x) {
+      const double c = pairs_[uz(x * num_experts_ + e)];
+      if (x == e || c == 0.0) continue;
+      double* row = &split_[uz(x) * uz(M)];
+      for (int t = 0; t < M; ++t) {
+        const auto mt = static_cast<std::uint64_t>(t);
+        row[t] +=
+            c * (static_cast<double>((mt & after) == 0) - static_cast<double>((mt & before) == 0));
+      }
     }
   }
 
@@ -662,6 +736,31 @@ class LayerSearch {
     const int b = slot_[uz(j)];
     const int ni = node_of_slot(i);
     const int nj = node_of_slot(j);
+    if (tabled_) {
+      // a and b after the swap: a leaves ni (if it was its last replica there) and reaches nj;
+      // b the other way. Only a's and b's sets change, so the change is read off their split
+      // tables.
+      const auto M = uz(1 << num_nodes_);
+      const std::uint64_t ma = node_mask_[uz(a)];
+      const std::uint64_t mb = node_mask_[uz(b)];
+      std::uint64_t na = ma | (std::uint64_t{1} << nj);
+      if (node_cnt_[uz(a * num_nodes_ + ni)] == 1) na &= ~(std::uint64_t{1} << ni);
+      std::uint64_t nb = mb | (std::uint64_t{1} << ni);
+      if (node_cnt_[uz(b * num_nodes_ + nj)] == 1) nb &= ~(std::uint64_t{1} << nj);
+      const double* sa = &split_[uz(a) * M];
+      const double* sb = &split_[uz(b) * M];
+      const double cab = pairs_[uz(a * num_experts_ + b)];
+      const auto split = [](std::uint64_t x, std::uint64_t y) {
+        return static_cast<double>((x & y) == 0);
+      };
+      // Σ_{f ≠ a, b} pairs(a, f) · ([na ∩ f = ∅] − [ma ∩ f = ∅]) is a's table at na less at ma,
+      // each less the pair (a, b) at b's present set: at na that term is 0 (a arrives on nj,
+      // where b is), at ma it is cab · [ma ∩ mb = ∅]; the same for b (b arrives on ni, where a
+      // is). The pair (a, b) itself goes from [ma ∩ mb = ∅] to [na ∩ nb = ∅].
+      const double delta =
+          sa[na] - sa[ma] + sb[nb] - sb[mb] + cab * (split(ma, mb) + split(na, nb));
+      return delta / total_pairs_;
+    }
     const auto W = uz(words_);
     // a and b after the swap: a leaves ni (if it was its last replica there) and reaches nj; b
     // the other way.
@@ -712,9 +811,12 @@ class LayerSearch {
   SampleSet samples_;
   std::vector<double> pairs_;
   double total_pairs_ = 0.0;
-  std::vector<int> node_cnt_;                     // [E·nodes]
-  int words_ = 0;                                 // 64-bit words per node set
-  std::vector<std::uint64_t> node_mask_;          // [E·words]: each expert's nodes as bits
+  std::vector<int> node_cnt_;             // [E·nodes]
+  int words_ = 0;                         // 64-bit words per node set
+  std::vector<std::uint64_t> node_mask_;  // [E·words]: each expert's nodes as bits
+  // With few nodes, cut_delta reads [E·2^nodes] split tables (init_pairs).
+  bool tabled_ = false;
+  std::vector<double> split_;
   std::vector<std::uint64_t> after_a_, after_b_;  // cut_delta: a's and b's node sets after
   long swaps_ = 0;                                // swaps applied (the samples' state they leave)
   std::vector<double> bound_;                     // [G·G] pair_bound's values (lower GPU first)
@@ -725,6 +827,14 @@ class LayerSearch {
   std::vector<double> ex1_, ex2_, other_, weight_, p1_, p2_, slot_fit_;
   std::vector<double> slot_gpu_fit_;  // improve_by_swap: each slot's GPU's fitted load
   std::vector<int> a1_, allowed_;
+  long stamp_ = 0;            // the samples' state: new samples or a swap change it
+  long weights_at_ = -1;      // the stamp_ weight_ and src_base_ are for
+  double src_base_ = 0.0;     // Σ_s weight_s / max_s
+  int src_gpu_ = -1;          // the last prepare_source's GPU
+  std::vector<long> src_at_;  // [G] the stamp_ each GPU's ex1_, ex2_, a1_ rows are for
+  int other_for_ = -1;        // prepare_other's GPU, source GPU and stamp_
+  int other_src_ = -1;
+  long other_at_ = -1;
   std::vector<char> ok_;  // sample_swap_from: the fitted cap's verdict on each pair of two GPUs
 };
 
@@ -924,7 +1034,7 @@ std::vector<int> best_layer_map(const std::vector<double>& counts, const std::ve
     local.optimise_locality(train.empty() ? Rows(fitted_only) : train,
                             best.coactivation.pairs[uz(l)], best.locality_weight,
                             best.max_evaluations_per_layer, static_cast<std::uint64_t>(l) + 1U,
-                            eplb_max);
+                            eplb_max, best.locality_table_nodes);
     chosen = local.slots();
   }
   return chosen;

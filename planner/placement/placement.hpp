@@ -63,7 +63,16 @@ struct BestOptions {
   /// Swap evaluations per layer in the sampled phase, and again in the locality phase (each
   /// costs O(samples), plus O(experts · nodes) for locality).
   int max_evaluations_per_layer = 200000;
+  /// Up to this many nodes (at most kMaxLocalityTableNodes) the locality phase reads each
+  /// swap's change in split co-activated pairs off per-expert tables (2^nodes entries per
+  /// expert, kept as experts move) instead of comparing node sets with every partner. Speed
+  /// only: with co-activation counts (whole numbers, as a trace gives) every decision is the
+  /// same; 0 compares node sets always.
+  int locality_table_nodes = 4;
 };
+
+/// The largest BestOptions::locality_table_nodes taken (larger values count as this).
+inline constexpr int kMaxLocalityTableNodes = 6;
 
 /// A placement with EPLB's companion maps and the time its policy took.
 struct PlacementResult {

@@ -374,6 +374,68 @@ TEST(Best, LocalityTermWithMoreNodesThanOneWordOfNodeBits) {
   EXPECT_GE(fb->balancedness, fe->balancedness);
 }
 
+TEST(Best, LocalityTablesGiveTheNodeSetAnswer) {
+  // Topic-like top-4 traces of 24 experts on 2, 3 and 4 nodes of two GPUs each, with one and
+  // with three redundant slots per GPU (so experts sit on several nodes and a swap may or may
+  // not take an expert's last replica off a node), two locality weights: the split tables must
+  // give the decisions of comparing node sets partner by partner (locality_table_nodes = 0),
+  // and the locality phase must have cut split pairs against EPLB, so the tables were read.
+  constexpr int kExperts = 24;
+  constexpr int kTopK = 4;
+  int cut = 0;
+  int cases = 0;
+  for (const int nodes : {2, 3, 4}) {
+    for (const int redundant : {1, 3}) {
+      for (const double weight : {0.25, 1.0}) {
+        TokenTrace trace;
+        trace.num_experts = kExperts;
+        trace.top_k = kTopK;
+        std::mt19937_64 rng(static_cast<std::uint64_t>(100 * nodes + 10 * redundant) +
+                            (weight > 0.5 ? 1U : 0U));
+        std::vector<int> ids;
+        for (int t = 0; t < 3000; ++t) {
+          // Topic t % 6 picks 4 distinct experts of its band of 8 (bands overlap), half of
+          // them from the band's first 4; topic 0 three times as often.
+          const int topic = t % 8 < 3 ? 0 : t % 8 - 2;
+          const int band = topic * 4;
+          std::vector<int> pick;
+          while (static_cast<int>(pick.size()) < kTopK) {
+            const auto u = static_cast<int>(rng() % 64U);
+            const int e = (band + (u < 32 ? u % 4 : u % 8)) % kExperts;
+            if (std::find(pick.begin(), pick.end(), e) == pick.end()) pick.push_back(e);
+          }
+          ids.insert(ids.end(), pick.begin(), pick.end());
+        }
+        trace.topk_ids = {ids};
+        const auto load = trace.counts("topics");
+        const PlacementConfig c{.num_gpus = 2 * nodes,
+                                .num_nodes = nodes,
+                                .num_slots = kExperts + 2 * nodes * redundant,
+                                .num_groups = 1};
+        ASSERT_FALSE(c.hierarchical());
+        BestOptions opts;
+        opts.coactivation = trace.coactivation();
+        opts.locality_weight = weight;
+        opts.samples = samples_by_layer(sample_steps(load, 128, 1024 * kTopK, 3));
+        auto tables = place_experts(load, PlacementPolicy::kBest, c, opts);
+        opts.locality_table_nodes = 0;
+        auto sets = place_experts(load, PlacementPolicy::kBest, c, opts);
+        auto eplb = place_experts(load, PlacementPolicy::kEplb, c);
+        ASSERT_TRUE(tables.ok() && sets.ok() && eplb.ok());
+        EXPECT_EQ(tables->placement.physical_to_logical, sets->placement.physical_to_logical)
+            << nodes << " nodes, " << redundant << " redundant slots per GPU, locality weight "
+            << weight;
+        auto ft = trace_figures(trace, tables->placement, nodes);
+        auto fe = trace_figures(trace, eplb->placement, nodes);
+        ASSERT_TRUE(ft.ok() && fe.ok());
+        ++cases;
+        if (ft->nodes_per_token < fe->nodes_per_token - 0.05) ++cut;
+      }
+    }
+  }
+  EXPECT_GE(cut, cases / 2) << "cases where locality cut nodes per token by 0.05 or more";
+}
+
 TEST(Metrics, BalanceFiguresByHand) {
   ExpertLoad load;
   load.source = "hand";

@@ -394,8 +394,8 @@ TEST(Best, LocalityTablesGiveTheNodeSetAnswer) {
                             (weight > 0.5 ? 1U : 0U));
         std::vector<int> ids;
         for (int t = 0; t < 3000; ++t) {
-          // Topic t % 6 picks 4 distinct experts of its band of 8 (bands overlap), half of
-          // them from the band's first 4; topic 0 three times as often.
+          // Token t's topic (0 for three tokens in eight, else 1-5) picks 4 distinct experts
+          // of its band of 8 (bands overlap), three draws in four from the band's first 4.
           const int topic = t % 8 < 3 ? 0 : t % 8 - 2;
           const int band = topic * 4;
           std::vector<int> pick;

@@ -315,9 +315,10 @@ class LayerSearch {
     const int n = static_cast<int>(rows.size());
     const auto S = uz(n);
     samples_.num_samples = n;
-    bound_at_.clear();  // pair_bound's values were for other samples
-    ++stamp_;           // and so were prepare_weights', prepare_source's and prepare_other's
-    src_at_.clear();    // (whose rows are sized by the sample count)
+    // Every cached value (pair_bound, prepare_weights, prepare_source, prepare_other) was for
+    // other samples; prepare_source's rows are sized by the sample count.
+    ++stamp_;
+    src_at_.clear();
     samples_.rows.assign(uz(num_experts_) * S, 0.0);
     // Transposed in blocks of 8 samples, so each expert's 8 values fill one cache line.
     constexpr std::size_t kBlock = 8;
@@ -421,9 +422,9 @@ class LayerSearch {
       bound_at_.assign(uz(num_gpus_) * uz(num_gpus_), -1);
       bound_.assign(bound_at_.size(), 0.0);
     }
-    if (bound_at_[k] != swaps_) {
+    if (bound_at_[k] != stamp_) {
       bound_[k] = balance_bound(g1, g2);
-      bound_at_[k] = swaps_;
+      bound_at_[k] = stamp_;
     }
     return bound_[k];
   }
@@ -530,15 +531,7 @@ class LayerSearch {
     prepare_source(g1);
     prepare_other(gpu_of(j));
     const auto S = uz(samples_.size());
-    p1_.resize(S);
-    p2_.resize(S);
-    const double* fa = &samples_.frac[uz(slot_[uz(i)]) * S];
-    const double* l1 = &samples_.gpu[uz(g1) * S];
-    const double* l2 = &samples_.gpu[uz(gpu_of(j)) * S];
-    for (std::size_t s = 0; s < S; ++s) {
-      p1_[s] = l1[s] - fa[s];
-      p2_[s] = l2[s] + fa[s];
-    }
+    move_out(slot_[uz(i)], g1, gpu_of(j));
     return S > 0 ? (swap_sum(&samples_.frac[uz(slot_[uz(j)]) * S], S) - src_base_) /
                        static_cast<double>(S)
                  : 0.0;
@@ -554,13 +547,10 @@ class LayerSearch {
     const auto S = uz(num_samples);
     if (S == 0) return false;
     prepare_source(g1);
-    p1_.resize(S);
-    p2_.resize(S);
     const double base = src_base_;  // Σ_s mean_s / max_s over the samples with tokens
     slot_fit_.resize(uz(num_slots_));
     for (int k = d * gpus_per_domain_ * spg_; k < (d + 1) * gpus_per_domain_ * spg_; ++k)
       slot_fit_[uz(k)] = fit_slot(k);
-    const double* l1 = &samples_.gpu[uz(g1) * S];
     int best_i = -1, best_j = -1;
     double best_gain = kGainEps;
     std::vector<int>& allowed = allowed_;
@@ -570,8 +560,6 @@ class LayerSearch {
     const double cap = fit_cap_;
     for (int g2 = d * gpus_per_domain_; g2 < (d + 1) * gpus_per_domain_; ++g2) {
       if (g2 == g1) continue;
-      const double* l2 = &samples_.gpu[uz(g2) * S];
-      bool other_ready = false;
       // The fitted cap rules out most pairs: which pairs it allows (fitted_allowed on both
       // GPUs, branch-free over the pairs), before touching samples.
       const double f2 = fit_[uz(g2)];
@@ -603,15 +591,8 @@ class LayerSearch {
           if (ok[y] != 0) allowed.push_back(g2 * spg_ + y);
         }
         if (allowed.empty()) continue;
-        if (!other_ready) {
-          prepare_other(g2);
-          other_ready = true;
-        }
-        const double* fa = &samples_.frac[uz(a) * S];
-        for (std::size_t s = 0; s < S; ++s) {
-          p1_[s] = l1[s] - fa[s];
-          p2_[s] = l2[s] + fa[s];
-        }
+        prepare_other(g2);
+        move_out(a, g1, g2);
         for (const int j : allowed) {
           const double gain =
               (swap_sum(&samples_.frac[uz(slot_[uz(j)]) * S], S) - base) / num_samples;
@@ -626,6 +607,21 @@ class LayerSearch {
     if (best_i < 0) return false;
     apply_swap(best_i, best_j);
     return true;
+  }
+
+  // p1_, p2_: GPUs g1's and g2's loads in every sample with expert a's replica moved from g1 to
+  // g2 (what swap_sum adds expert b's move back to).
+  void move_out(int a, int g1, int g2) {
+    const auto S = uz(samples_.size());
+    p1_.resize(S);
+    p2_.resize(S);
+    const double* fa = &samples_.frac[uz(a) * S];
+    const double* l1 = &samples_.gpu[uz(g1) * S];
+    const double* l2 = &samples_.gpu[uz(g2) * S];
+    for (std::size_t s = 0; s < S; ++s) {
+      p1_[s] = l1[s] - fa[s];
+      p2_[s] = l2[s] + fa[s];
+    }
   }
 
   // Σ_s weight_s / max(p1_s + fb_s, p2_s − fb_s, other_s): the sampled balance after moving
@@ -664,7 +660,6 @@ class LayerSearch {
     refresh_gpu(gpu_of(i));
     refresh_gpu(gpu_of(j));
     refresh_stats();
-    ++swaps_;
     ++stamp_;
   }
 
@@ -818,9 +813,8 @@ class LayerSearch {
   bool tabled_ = false;
   std::vector<double> split_;
   std::vector<std::uint64_t> after_a_, after_b_;  // cut_delta: a's and b's node sets after
-  long swaps_ = 0;                                // swaps applied (the samples' state they leave)
   std::vector<double> bound_;                     // [G·G] pair_bound's values (lower GPU first)
-  std::vector<long> bound_at_;  // [G·G] the swaps_ each was computed at (−1: never)
+  std::vector<long> bound_at_;  // [G·G] the stamp_ each was computed at (−1: never)
   std::vector<double> trial_;   // improve_by_replica's scratch loads
   std::vector<char> touched_;   // improve_by_replica: GPUs holding the replaced expert
   // sample_swap_from's per-sample scratch ([S] each).

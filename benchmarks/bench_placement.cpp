@@ -102,13 +102,14 @@ const TraceCase& topic_trace() {
   return c;
 }
 
-void BM_BestTopicTrace_3x64_8gpus_2nodes_72slots(benchmark::State& state) {
+// The topic trace placed on 8 GPUs in `nodes` nodes (one machine: no groups).
+void best_topic_trace(benchmark::State& state, int nodes) {
   const auto& c = topic_trace();
   if (c.load.num_layers() != 3) {
     state.SkipWithError("topic trace not read");
     return;
   }
-  const PlacementConfig config{.num_gpus = 8, .num_nodes = 2, .num_slots = 72, .num_groups = 1};
+  const PlacementConfig config{.num_gpus = 8, .num_nodes = nodes, .num_slots = 72, .num_groups = 1};
   for (auto _ : state) {
     auto r = moeplan::planner::place_experts(c.load, PlacementPolicy::kBest, config, c.best);
     if (!r) {
@@ -118,7 +119,16 @@ void BM_BestTopicTrace_3x64_8gpus_2nodes_72slots(benchmark::State& state) {
     benchmark::DoNotOptimize(r->placement.physical_to_logical.data());
   }
 }
+void BM_BestTopicTrace_3x64_8gpus_2nodes_72slots(benchmark::State& state) {
+  best_topic_trace(state, 2);
+}
 BENCHMARK(BM_BestTopicTrace_3x64_8gpus_2nodes_72slots)->Unit(benchmark::kMillisecond);
+
+// One GPU per node: the locality phase's split tables at 2^8 node sets per expert.
+void BM_BestTopicTrace_3x64_8gpus_8nodes_72slots(benchmark::State& state) {
+  best_topic_trace(state, 8);
+}
+BENCHMARK(BM_BestTopicTrace_3x64_8gpus_8nodes_72slots)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

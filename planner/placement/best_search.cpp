@@ -57,6 +57,20 @@ class LayerSearch {
 
   const std::vector<int>& slots() const { return slot_; }
 
+  // The samples `from` last searched, transposed, for a search of the same rows (its own
+  // replica counts are applied in init_samples).
+  void take_rows(LayerSearch& from) {
+    samples_.rows = std::move(from.samples_.rows);
+    rows_data_ = from.rows_data_;
+    from.rows_data_ = nullptr;
+  }
+
+  // Starts over from another map of the same layer (the storage kept).
+  void assign(std::vector<int> slot_expert) {
+    slot_ = std::move(slot_expert);
+    recount();
+  }
+
   // Phase A: lower the fitted maximum GPU load: swap a slot of the heaviest GPU with one of
   // another GPU in its domain, or turn a replica on the heaviest GPU into a replica of another
   // expert of the domain (new replica counts). Only strict improvements are taken.
@@ -319,14 +333,18 @@ class LayerSearch {
     // other samples; prepare_source's rows are sized by the sample count.
     ++stamp_;
     src_at_.clear();
-    samples_.rows.assign(uz(num_experts_) * S, 0.0);
-    // Transposed in blocks of 8 samples, so each expert's 8 values fill one cache line.
-    constexpr std::size_t kBlock = 8;
-    for (std::size_t s0 = 0; s0 < S; s0 += kBlock) {
-      const std::size_t s1 = std::min(S, s0 + kBlock);
-      for (std::size_t e = 0; e < uz(num_experts_); ++e) {
-        for (std::size_t s = s0; s < s1; ++s) samples_.rows[e * S + s] = rows[s][e];
+    // (Already transposed when taken from a search of the same rows, unchanged: take_rows.)
+    if (rows_data_ != rows.data() || samples_.rows.size() != uz(num_experts_) * S) {
+      samples_.rows.assign(uz(num_experts_) * S, 0.0);
+      // Transposed in blocks of 8 samples, so each expert's 8 values fill one cache line.
+      constexpr std::size_t kBlock = 8;
+      for (std::size_t s0 = 0; s0 < S; s0 += kBlock) {
+        const std::size_t s1 = std::min(S, s0 + kBlock);
+        for (std::size_t e = 0; e < uz(num_experts_); ++e) {
+          for (std::size_t s = s0; s < s1; ++s) samples_.rows[e * S + s] = rows[s][e];
+        }
       }
+      rows_data_ = rows.data();
     }
     samples_.gpu.assign(uz(num_gpus_) * S, 0.0);
     samples_.mean.assign(S, 0.0);
@@ -463,21 +481,19 @@ class LayerSearch {
     double* ex1 = &ex1_[uz(g1) * S];
     double* ex2 = &ex2_[uz(g1) * S];
     int* a1 = &a1_[uz(g1) * S];
+    const int* top0 = samples_.top[0].data();
+    const int* top1 = samples_.top[1].data();
+    const double* val0 = samples_.topv[0].data();
+    const double* val1 = samples_.topv[1].data();
+    const double* val2 = samples_.topv[2].data();
+    // Branch-free (selects), so the compiler can vectorise it.
+#pragma omp simd
     for (std::size_t s = 0; s < S; ++s) {
-      const int t0 = samples_.top[0][s];
-      const int t1 = samples_.top[1][s];
-      const double v0 = samples_.topv[0][s];
-      const double v1 = samples_.topv[1][s];
-      const double v2 = samples_.topv[2][s];
-      if (t0 == g1) {
-        ex1[s] = v1;
-        a1[s] = t1;
-        ex2[s] = v2;
-      } else {
-        ex1[s] = v0;
-        a1[s] = t0;
-        ex2[s] = t1 == g1 ? v2 : v1;
-      }
+      const bool first = top0[s] == g1;
+      const bool second = top1[s] == g1;
+      ex1[s] = first ? val1[s] : val0[s];
+      a1[s] = first ? top1[s] : top0[s];
+      ex2[s] = first || second ? val2[s] : val1[s];
     }
     src_at_[uz(g1)] = stamp_;
   }
@@ -531,8 +547,7 @@ class LayerSearch {
     prepare_source(g1);
     prepare_other(gpu_of(j));
     const auto S = uz(samples_.size());
-    move_out(slot_[uz(i)], g1, gpu_of(j));
-    return S > 0 ? (swap_sum(&samples_.frac[uz(slot_[uz(j)]) * S], S) - src_base_) /
+    return S > 0 ? (pair_sum(slot_[uz(i)], slot_[uz(j)], g1, gpu_of(j), S) - src_base_) /
                        static_cast<double>(S)
                  : 0.0;
   }
@@ -592,6 +607,17 @@ class LayerSearch {
         }
         if (allowed.empty()) continue;
         prepare_other(g2);
+        if (allowed.size() == 1) {
+          // One pair: scored in one pass (the loads with a moved are not kept).
+          const int j = allowed[0];
+          const double gain = (pair_sum(a, slot_[uz(j)], g1, g2, S) - base) / num_samples;
+          if (gain > best_gain) {
+            best_gain = gain;
+            best_i = i;
+            best_j = j;
+          }
+          continue;
+        }
         move_out(a, g1, g2);
         for (const int j : allowed) {
           const double gain =
@@ -622,6 +648,28 @@ class LayerSearch {
       p1_[s] = l1[s] - fa[s];
       p2_[s] = l2[s] + fa[s];
     }
+  }
+
+  // swap_sum for one pair without move_out: Σ_s weight_s / max(l1_s − fa_s + fb_s,
+  // l2_s + fa_s − fb_s, other_s), the same sums in the same order.
+  double pair_sum(int a, int b, int g1, int g2, std::size_t S) const {
+    const double* fa = &samples_.frac[uz(a) * S];
+    const double* fb = &samples_.frac[uz(b) * S];
+    const double* l1 = &samples_.gpu[uz(g1) * S];
+    const double* l2 = &samples_.gpu[uz(g2) * S];
+    const double* other = other_.data();
+    const double* weight = weight_.data();
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (std::size_t s = 0; s < S; ++s) {
+      const double p1 = l1[s] - fa[s];
+      const double p2 = l2[s] + fa[s];
+      const double u = p1 + fb[s];
+      const double v = p2 - fb[s];
+      const double uv = u < v ? v : u;
+      acc += weight[s] / (uv < other[s] ? other[s] : uv);
+    }
+    return acc;
   }
 
   // Σ_s weight_s / max(p1_s + fb_s, p2_s − fb_s, other_s): the sampled balance after moving
@@ -656,9 +704,11 @@ class LayerSearch {
       remask(a);
       remask(b);
     }
+    const int g1 = gpu_of(i);
+    const int g2 = gpu_of(j);
     swap_slots(i, j);
-    refresh_gpu(gpu_of(i));
-    refresh_gpu(gpu_of(j));
+    refresh_gpu(g1);
+    refresh_gpu(g2);
     refresh_stats();
     ++stamp_;
   }
@@ -690,12 +740,19 @@ class LayerSearch {
       for (int f = 0; f < num_experts_; ++f) {
         if (f != x) by_set[node_mask_[uz(f)]] += pairs_[uz(x * num_experts_ + f)];
       }
-      double* row = &split_[uz(x) * uz(M)];
-      for (int m = 0; m < M; ++m) {
-        for (int t = 0; t < M; ++t) {
-          if ((m & t) == 0) row[m] += by_set[uz(t)];
+      // by_set's sums over subsets (each node bit folded in turn): by_set[u] becomes the
+      // weight of the partners whose node set lies inside u; node set m leaves split exactly
+      // those inside its complement. (Whole-number counts sum exactly in any order.)
+      double* sums = by_set.data();
+      for (int bit = 1; bit < M; bit <<= 1) {
+        for (int base = 0; base < M; base += 2 * bit) {
+#pragma omp simd
+          for (int k = base; k < base + bit; ++k) sums[k + bit] += sums[k];
         }
       }
+      // The complement of m is M − 1 − m.
+      double* row = &split_[uz(x) * uz(M)];
+      for (int m = 0; m < M; ++m) row[m] = sums[M - 1 - m];
     }
   }
 
@@ -711,15 +768,20 @@ class LayerSearch {
     if (!tabled_ || m[0] == before) return;
     const std::uint64_t after = m[0];
     const int M = 1 << num_nodes_;
+    // Which node sets leave e split from a partner now and did not before (+1), or the reverse
+    // (−1): the same for every partner.
+    set_delta_.resize(uz(M));
+    double* delta = set_delta_.data();
+    for (int t = 0; t < M; ++t) {
+      const auto mt = static_cast<std::uint64_t>(t);
+      delta[t] = static_cast<double>((mt & after) == 0) - static_cast<double>((mt & before) == 0);
+    }
     for (int x = 0; x < num_experts_; ++x) {
       const double c = pairs_[uz(x * num_experts_ + e)];
       if (x == e || c == 0.0) continue;
       double* row = &split_[uz(x) * uz(M)];
-      for (int t = 0; t < M; ++t) {
-        const auto mt = static_cast<std::uint64_t>(t);
-        row[t] +=
-            c * (static_cast<double>((mt & after) == 0) - static_cast<double>((mt & before) == 0));
-      }
+#pragma omp simd
+      for (int t = 0; t < M; ++t) row[t] += c * delta[t];
     }
   }
 
@@ -812,6 +874,7 @@ class LayerSearch {
   // With few nodes, cut_delta reads [E·2^nodes] split tables (init_pairs).
   bool tabled_ = false;
   std::vector<double> split_;
+  std::vector<double> set_delta_;  // remask: each node set's change in e's split indicator
   std::vector<std::uint64_t> after_a_, after_b_;  // cut_delta: a's and b's node sets after
   std::vector<double> bound_;                     // [G·G] pair_bound's values (lower GPU first)
   std::vector<long> bound_at_;  // [G·G] the stamp_ each was computed at (−1: never)
@@ -830,31 +893,66 @@ class LayerSearch {
   int other_src_ = -1;
   long other_at_ = -1;
   std::vector<char> ok_;  // sample_swap_from: the fitted cap's verdict on each pair of two GPUs
+  const std::vector<double>* rows_data_ = nullptr;  // the rows samples_.rows transposes
 };
 
-// Each sample's mean GPU load / max GPU load (1 for samples with no tokens).
-std::vector<double> sampled_balance(const std::vector<int>& map, Rows rows, int num_gpus) {
+// Samples laid out for scoring maps: [E·S] (expert-major) and each sample's total tokens.
+struct CheckRows {
+  std::size_t num_samples = 0;
+  std::vector<double> rows;
+  std::vector<double> total;
+};
+
+CheckRows check_rows(Rows rows, int num_experts) {
+  CheckRows c;
+  const std::size_t S = rows.size();
+  c.num_samples = S;
+  c.rows.assign(uz(num_experts) * S, 0.0);
+  constexpr std::size_t kBlock = 8;  // as init_samples: 8 samples fill an expert's cache line
+  for (std::size_t s0 = 0; s0 < S; s0 += kBlock) {
+    const std::size_t s1 = std::min(S, s0 + kBlock);
+    for (std::size_t e = 0; e < uz(num_experts); ++e) {
+      for (std::size_t s = s0; s < s1; ++s) c.rows[e * S + s] = rows[s][e];
+    }
+  }
+  // Each sample's experts summed in expert order.
+  c.total.assign(S, 0.0);
+  for (std::size_t e = 0; e < uz(num_experts); ++e) {
+    const double* r = &c.rows[e * S];
+#pragma omp simd
+    for (std::size_t s = 0; s < S; ++s) c.total[s] += r[s];
+  }
+  return c;
+}
+
+// Each sample's mean GPU load / max GPU load (1 for samples with no tokens): a GPU's load is
+// its slots' tokens per replica summed in slot order, all samples at once.
+std::vector<double> sampled_balance(const std::vector<int>& map, const CheckRows& c, int num_gpus) {
+  const std::size_t S = c.num_samples;
   std::vector<double> out;
-  if (rows.empty()) return out;
-  std::vector<double> inv(rows[0].size(), 0.0);
+  if (S == 0) return out;
+  const std::size_t num_experts = c.rows.size() / S;
+  std::vector<double> inv(num_experts, 0.0);
   for (const int e : map) inv[uz(e)] += 1.0;
   for (double& x : inv) x = x > 0.0 ? 1.0 / x : 0.0;
   const std::size_t per_gpu = map.size() / uz(num_gpus);
-  std::vector<double> gpu(uz(num_gpus));
-  out.reserve(rows.size());
-  for (const auto& row : rows) {
-    double total = 0.0;
-    for (std::size_t e = 0; e < row.size(); ++e) total += row[e];
-    double peak = 0.0;
-    for (std::size_t g = 0; g < uz(num_gpus); ++g) {
-      double sum = 0.0;
-      for (std::size_t s = g * per_gpu; s < (g + 1) * per_gpu; ++s) {
-        const auto e = uz(map[s]);
-        sum += row[e] * inv[e];
-      }
-      peak = std::max(peak, sum);
+  std::vector<double> peak(S, 0.0);
+  std::vector<double> sum(S);
+  for (std::size_t g = 0; g < uz(num_gpus); ++g) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (std::size_t k = g * per_gpu; k < (g + 1) * per_gpu; ++k) {
+      const auto e = uz(map[k]);
+      const double* r = &c.rows[e * S];
+      const double f = inv[e];
+      double* acc = sum.data();
+#pragma omp simd
+      for (std::size_t s = 0; s < S; ++s) acc[s] += r[s] * f;
     }
-    out.push_back(peak > 0.0 ? total / num_gpus / peak : 1.0);
+    for (std::size_t s = 0; s < S; ++s) peak[s] = std::max(peak[s], sum[s]);
+  }
+  out.resize(S);
+  for (std::size_t s = 0; s < S; ++s) {
+    out[s] = peak[s] > 0.0 ? c.total[s] / num_gpus / peak[s] : 1.0;
   }
   return out;
 }
@@ -892,33 +990,41 @@ std::vector<std::vector<int>> count_candidates(const std::vector<double>& w,
   std::vector<std::vector<int>> out;
   static constexpr std::array<double, 12> kRatios{2.0, 1.5, 1.25, 1.1, 1.0, 0.9,
                                                   0.8, 0.7, 0.6,  0.5, 0.4, 0.3};
-  std::vector<std::vector<int>> seen;
+  // Each domain's experts, as EPLB placed them (ascending), and their total load: the same for
+  // every ratio.
+  std::vector<std::vector<int>> experts(uz(num_domains));
+  std::vector<double> totals(uz(num_domains), 0.0);
+  for (int d = 0; d < num_domains; ++d) {
+    auto& list = experts[uz(d)];
+    list.assign(eplb_map.begin() + d * slots_per_domain,
+                eplb_map.begin() + (d + 1) * slots_per_domain);
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    for (const int e : list) totals[uz(d)] += w[uz(e)];
+  }
+  std::vector<std::vector<int>> seen;  // every domain's replica counts, one candidate each
+  std::vector<int> counts_key;
   std::vector<std::pair<double, std::size_t>> light;  // (replica size, index) heap
   std::vector<std::pair<double, int>> open;           // (load, GPU) heap
+  std::vector<std::pair<double, int>> items;
+  std::vector<int> fill;
   for (const double ratio : kRatios) {
-    std::vector<int> map(eplb_map.size(), -1);
+    // Every domain's replica counts first: a ratio giving counts already seen is skipped before
+    // any packing.
+    counts_key.clear();
     bool ok = true;
-    std::vector<int> counts_key;
     for (int d = 0; d < num_domains && ok; ++d) {
-      // The domain's experts, as EPLB placed them.
-      std::vector<int> experts;
-      for (int s = d * slots_per_domain; s < (d + 1) * slots_per_domain; ++s) {
-        experts.push_back(eplb_map[uz(s)]);
-      }
-      std::sort(experts.begin(), experts.end());
-      experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
-      double total = 0.0;
-      for (const int e : experts) total += w[uz(e)];
-      const double theta = ratio * total / gpus_per_domain;
+      const auto& list = experts[uz(d)];
+      const double theta = ratio * totals[uz(d)] / gpus_per_domain;
       if (!(theta > 0.0)) {
         ok = false;
         break;
       }
-      std::vector<int> cnt(experts.size(), 1);
+      const std::size_t first = counts_key.size();
       int used = 0;
-      for (std::size_t i = 0; i < experts.size(); ++i) {
-        cnt[i] = std::max(1, static_cast<int>(std::ceil(w[uz(experts[i])] / theta)));
-        used += cnt[i];
+      for (const int e : list) {
+        counts_key.push_back(std::max(1, static_cast<int>(std::ceil(w[uz(e)] / theta))));
+        used += counts_key.back();
       }
       if (used > slots_per_domain) {
         ok = false;
@@ -928,29 +1034,39 @@ std::vector<std::vector<int>> count_candidates(const std::vector<double>& w,
       // every GPU reach its slot count without adding a mid-sized item. (A heap of (replica
       // size, index): the lightest, the lowest index on ties.)
       if (used < slots_per_domain) {
+        int* cnt = &counts_key[first];
         light.clear();
-        for (std::size_t i = 0; i < experts.size(); ++i)
-          light.emplace_back(w[uz(experts[i])] / cnt[i], i);
+        for (std::size_t i = 0; i < list.size(); ++i)
+          light.emplace_back(w[uz(list[i])] / cnt[i], i);
         std::make_heap(light.begin(), light.end(), std::greater<>{});
         for (; used < slots_per_domain; ++used) {
           std::pop_heap(light.begin(), light.end(), std::greater<>{});
           const std::size_t pick = light.back().second;
           ++cnt[pick];
-          light.back().first = w[uz(experts[pick])] / cnt[pick];
+          light.back().first = w[uz(list[pick])] / cnt[pick];
           std::push_heap(light.begin(), light.end(), std::greater<>{});
         }
       }
-      counts_key.insert(counts_key.end(), cnt.begin(), cnt.end());
-      // Greedy packing with exactly spg items per GPU.
-      std::vector<std::pair<double, int>> items;
-      for (std::size_t i = 0; i < experts.size(); ++i) {
-        for (int k = 0; k < cnt[i]; ++k) items.emplace_back(w[uz(experts[i])] / cnt[i], experts[i]);
+    }
+    if (!ok || std::find(seen.begin(), seen.end(), counts_key) != seen.end()) continue;
+    seen.push_back(counts_key);
+    std::vector<int> map(eplb_map.size(), -1);
+    std::size_t key = 0;
+    for (int d = 0; d < num_domains; ++d) {
+      const auto& list = experts[uz(d)];
+      const int* cnt = &counts_key[key];
+      key += list.size();
+      // Greedy packing with exactly spg items per GPU: the largest item first (the domain's
+      // expert order, then replica order, on ties).
+      items.clear();
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        for (int k = 0; k < cnt[i]; ++k) items.emplace_back(w[uz(list[i])] / cnt[i], list[i]);
       }
       std::stable_sort(items.begin(), items.end(),
                        [](const auto& a, const auto& b) { return a.first > b.first; });
       // Each item to the least loaded GPU with a free slot (the lowest index on ties): a heap
       // of (load, GPU) holding the GPUs not yet full.
-      std::vector<int> fill(uz(gpus_per_domain), 0);
+      fill.assign(uz(gpus_per_domain), 0);
       open.clear();
       for (int k = 0; k < gpus_per_domain; ++k) open.emplace_back(0.0, k);
       for (const auto& [size, e] : items) {
@@ -966,8 +1082,6 @@ std::vector<std::vector<int>> count_candidates(const std::vector<double>& w,
         }
       }
     }
-    if (!ok || std::find(seen.begin(), seen.end(), counts_key) != seen.end()) continue;
-    seen.push_back(counts_key);
     out.push_back(std::move(map));
   }
   return out;
@@ -984,12 +1098,17 @@ std::vector<int> best_layer_map(const std::vector<double>& counts, const std::ve
   LayerSearch search(counts, map, config.num_gpus, config.num_nodes, node_domains);
   const double eplb_max = search.fitted_max();
   search.reduce_fitted_max(4 * num_slots);
-  for (auto& candidate :
-       count_candidates(counts, map, config.num_gpus, node_domains ? config.num_nodes : 1)) {
-    LayerSearch other(counts, std::move(candidate), config.num_gpus, config.num_nodes,
+  auto candidates =
+      count_candidates(counts, map, config.num_gpus, node_domains ? config.num_nodes : 1);
+  if (!candidates.empty()) {
+    // One search object for every candidate (its storage reused), swapped in when it wins.
+    LayerSearch other(counts, std::move(candidates[0]), config.num_gpus, config.num_nodes,
                       node_domains);
-    other.reduce_fitted_max(4 * num_slots);
-    if (other.fitted_max() < search.fitted_max() * (1.0 - 1e-9)) search = std::move(other);
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      if (c > 0) other.assign(std::move(candidates[c]));
+      other.reduce_fitted_max(4 * num_slots);
+      if (other.fitted_max() < search.fitted_max() * (1.0 - 1e-9)) std::swap(search, other);
+    }
   }
   const std::vector<int> fitted = search.slots();
   const bool has_pairs = !best.coactivation.pairs.empty();
@@ -1006,10 +1125,11 @@ std::vector<int> best_layer_map(const std::vector<double>& counts, const std::ve
     // significant; otherwise the map stays EPLB's (equal, never worse, on every score).
     // A map equal to EPLB's gains nothing (−inf, as significant_gain gives it), and a map equal
     // to the fitted one gains what it gains: neither is scored again.
-    const auto base = sampled_balance(map, check, config.num_gpus);
+    const CheckRows rows = check_rows(check, static_cast<int>(counts.size()));
+    const auto base = sampled_balance(map, rows, config.num_gpus);
     const auto gain_of = [&](const std::vector<int>& m) {
       return m == map ? -std::numeric_limits<double>::infinity()
-                      : significant_gain(sampled_balance(m, check, config.num_gpus), base);
+                      : significant_gain(sampled_balance(m, rows, config.num_gpus), base);
     };
     const double gain_fitted = gain_of(fitted);
     const double gain_search = search.slots() == fitted ? gain_fitted : gain_of(search.slots());
@@ -1025,6 +1145,7 @@ std::vector<int> best_layer_map(const std::vector<double>& counts, const std::ve
     // Locality is a trade: it may give back balance down to EPLB's fitted maximum.
     const std::vector<std::vector<double>> fitted_only{counts};
     LayerSearch local(counts, chosen, config.num_gpus, config.num_nodes, node_domains);
+    if (!train.empty()) local.take_rows(search);
     local.optimise_locality(train.empty() ? Rows(fitted_only) : train,
                             best.coactivation.pairs[uz(l)], best.locality_weight,
                             best.max_evaluations_per_layer, static_cast<std::uint64_t>(l) + 1U,

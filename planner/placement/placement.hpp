@@ -65,14 +65,15 @@ struct BestOptions {
   int max_evaluations_per_layer = 200000;
   /// Up to this many nodes (at most kMaxLocalityTableNodes) the locality phase reads each
   /// swap's change in split co-activated pairs off per-expert tables (2^nodes entries per
-  /// expert, kept as experts move) instead of comparing node sets with every partner. Speed
+  /// expert, kept as experts move: 512 KiB at 8 nodes and 256 experts) instead of comparing
+  /// node sets with every partner. Speed
   /// only: with co-activation counts (whole numbers, as a trace gives) every decision is the
   /// same; 0 compares node sets always.
-  int locality_table_nodes = 4;
+  int locality_table_nodes = 8;
 };
 
 /// The largest BestOptions::locality_table_nodes taken (larger values count as this).
-inline constexpr int kMaxLocalityTableNodes = 6;
+inline constexpr int kMaxLocalityTableNodes = 8;
 
 /// A placement with EPLB's companion maps and the time its policy took.
 struct PlacementResult {

@@ -375,7 +375,7 @@ TEST(Best, LocalityTermWithMoreNodesThanOneWordOfNodeBits) {
 }
 
 TEST(Best, LocalityTablesGiveTheNodeSetAnswer) {
-  // Topic-like top-4 traces of 24 experts on 2, 3 and 4 nodes of two GPUs each, with one and
+  // Topic-like top-4 traces of 24 experts on 2, 3, 4 and 6 nodes of two GPUs each, with one and
   // with three redundant slots per GPU (so experts sit on several nodes and a swap may or may
   // not take an expert's last replica off a node), two locality weights: the split tables must
   // give the decisions of comparing node sets partner by partner (locality_table_nodes = 0),
@@ -384,7 +384,7 @@ TEST(Best, LocalityTablesGiveTheNodeSetAnswer) {
   constexpr int kTopK = 4;
   int cut = 0;
   int cases = 0;
-  for (const int nodes : {2, 3, 4}) {
+  for (const int nodes : {2, 3, 4, 6}) {
     for (const int redundant : {1, 3}) {
       for (const double weight : {0.25, 1.0}) {
         TokenTrace trace;

@@ -563,37 +563,47 @@ class LayerSearch {
     if (S == 0) return false;
     prepare_source(g1);
     const double base = src_base_;  // Σ_s mean_s / max_s over the samples with tokens
+    const int first = d * gpus_per_domain_ * spg_;
+    const int last = (d + 1) * gpus_per_domain_ * spg_;
     slot_fit_.resize(uz(num_slots_));
-    for (int k = d * gpus_per_domain_ * spg_; k < (d + 1) * gpus_per_domain_ * spg_; ++k)
+    slot_gpu_fit_.resize(uz(num_slots_));
+    for (int k = first; k < last; ++k) {
       slot_fit_[uz(k)] = fit_slot(k);
+      slot_gpu_fit_[uz(k)] = fit_[uz(gpu_of(k))];
+    }
     int best_i = -1, best_j = -1;
     double best_gain = kGainEps;
     std::vector<int>& allowed = allowed_;
-    ok_.resize(uz(spg_) * uz(spg_));
     const double f1 = fit_[uz(g1)];
     const double f1_lower = f1 * (1.0 - kMargin);
     const double cap = fit_cap_;
+    // The fitted cap rules out most pairs: which pairs it allows (fitted_allowed on both GPUs),
+    // for each slot of g1 against every slot of the domain in one branch-free pass, before
+    // touching samples. (ok_ row x: g1's slot x against the slots [first, last).)
+    const auto row = uz(last - first);
+    ok_.resize(uz(spg_) * row);
+    const double* sf = slot_fit_.data();
+    const double* gf = slot_gpu_fit_.data();
+    const int* se = slot_.data();
+    for (int x = 0; x < spg_; ++x) {
+      const double sf1 = sf[g1 * spg_ + x];
+      const int e1 = se[g1 * spg_ + x];
+      char* ok = &ok_[uz(x) * row];
+#pragma omp simd
+      for (int k = first; k < last; ++k) {
+        const double dfit = sf1 - sf[k];
+        const double n1 = f1 - dfit;
+        const double n2 = gf[k] + dfit;
+        ok[k - first] = static_cast<char>((se[k] != e1) & ((n1 <= cap) | (n1 <= f1_lower)) &
+                                          ((n2 <= cap) | (n2 <= gf[k] * (1.0 - kMargin))));
+      }
+    }
     for (int g2 = d * gpus_per_domain_; g2 < (d + 1) * gpus_per_domain_; ++g2) {
       if (g2 == g1) continue;
-      // The fitted cap rules out most pairs: which pairs it allows (fitted_allowed on both
-      // GPUs, branch-free over the pairs), before touching samples.
-      const double f2 = fit_[uz(g2)];
-      const double f2_lower = f2 * (1.0 - kMargin);
-      const double* sf1 = &slot_fit_[uz(g1 * spg_)];
-      const double* sf2 = &slot_fit_[uz(g2 * spg_)];
-      const int* e1 = &slot_[uz(g1 * spg_)];
-      const int* e2 = &slot_[uz(g2 * spg_)];
+      const auto col = uz(g2 * spg_ - first);
       bool any = false;
-      for (int x = 0; x < spg_; ++x) {
-        char* ok = &ok_[uz(x * spg_)];
-#pragma omp simd
-        for (int y = 0; y < spg_; ++y) {
-          const double dfit = sf1[x] - sf2[y];
-          const double n1 = f1 - dfit;
-          const double n2 = f2 + dfit;
-          ok[y] = static_cast<char>((e2[y] != e1[x]) & ((n1 <= cap) | (n1 <= f1_lower)) &
-                                    ((n2 <= cap) | (n2 <= f2_lower)));
-        }
+      for (int x = 0; x < spg_ && !any; ++x) {
+        const char* ok = &ok_[uz(x) * row + col];
         for (int y = 0; y < spg_; ++y) any = any || ok[y] != 0;
       }
       evals += spg_ * spg_;
@@ -601,7 +611,7 @@ class LayerSearch {
       for (int i = g1 * spg_; i < (g1 + 1) * spg_; ++i) {
         const int a = slot_[uz(i)];
         allowed.clear();
-        const char* ok = &ok_[uz((i - g1 * spg_) * spg_)];
+        const char* ok = &ok_[uz(i - g1 * spg_) * row + col];
         for (int y = 0; y < spg_; ++y) {
           if (ok[y] != 0) allowed.push_back(g2 * spg_ + y);
         }
@@ -882,7 +892,7 @@ class LayerSearch {
   std::vector<char> touched_;   // improve_by_replica: GPUs holding the replaced expert
   // sample_swap_from's per-sample scratch ([S] each).
   std::vector<double> ex1_, ex2_, other_, weight_, p1_, p2_, slot_fit_;
-  std::vector<double> slot_gpu_fit_;  // improve_by_swap: each slot's GPU's fitted load
+  std::vector<double> slot_gpu_fit_;  // improve_by_swap, sample_swap_from: each slot's GPU's fit
   std::vector<int> a1_, allowed_;
   long stamp_ = 0;            // the samples' state: new samples or a swap change it
   long weights_at_ = -1;      // the stamp_ weight_ and src_base_ are for
@@ -892,7 +902,7 @@ class LayerSearch {
   int other_for_ = -1;        // prepare_other's GPU, source GPU and stamp_
   int other_src_ = -1;
   long other_at_ = -1;
-  std::vector<char> ok_;  // sample_swap_from: the fitted cap's verdict on each pair of two GPUs
+  std::vector<char> ok_;  // sample_swap_from: the fitted cap's verdict on each slot pair
   const std::vector<double>* rows_data_ = nullptr;  // the rows samples_.rows transposes
 };
 

@@ -523,15 +523,24 @@ class LayerSearch {
     const auto S = uz(samples_.size());
     const double* l1 = &samples_.gpu[uz(g1) * S];
     const double* l2 = &samples_.gpu[uz(g2) * S];
+    const double acc = balance_sum(S, [=](std::size_t s) { return 0.5 * (l1[s] + l2[s]); });
+    return S > 0 ? (acc - src_base_) / static_cast<double>(S) : 0.0;
+  }
+
+  // Σ_s weight_s / max(peak(s), other_s): the sampled balance when the two GPUs of a swap peak
+  // at peak(s) (inlined into the one pass over the samples the compiler can vectorise; the
+  // maxima as selects).
+  template <class Peak>
+  double balance_sum(std::size_t S, Peak peak) const {
     const double* other = other_.data();
     const double* weight = weight_.data();
     double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
     for (std::size_t s = 0; s < S; ++s) {
-      const double half = 0.5 * (l1[s] + l2[s]);
-      acc += weight[s] / (half < other[s] ? other[s] : half);
+      const double m = peak(s);
+      acc += weight[s] / (m < other[s] ? other[s] : m);
     }
-    return S > 0 ? (acc - src_base_) / static_cast<double>(S) : 0.0;
+    return acc;
   }
 
   // Whether slots i and j may swap: two experts on two GPUs, and the fitted cap allows it.
@@ -667,19 +676,13 @@ class LayerSearch {
     const double* fb = &samples_.frac[uz(b) * S];
     const double* l1 = &samples_.gpu[uz(g1) * S];
     const double* l2 = &samples_.gpu[uz(g2) * S];
-    const double* other = other_.data();
-    const double* weight = weight_.data();
-    double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-    for (std::size_t s = 0; s < S; ++s) {
+    return balance_sum(S, [=](std::size_t s) {
       const double p1 = l1[s] - fa[s];
       const double p2 = l2[s] + fa[s];
       const double u = p1 + fb[s];
       const double v = p2 - fb[s];
-      const double uv = u < v ? v : u;
-      acc += weight[s] / (uv < other[s] ? other[s] : uv);
-    }
-    return acc;
+      return u < v ? v : u;
+    });
   }
 
   // Σ_s weight_s / max(p1_s + fb_s, p2_s − fb_s, other_s): the sampled balance after moving
@@ -687,18 +690,11 @@ class LayerSearch {
   double swap_sum(const double* fb, std::size_t S) const {
     const double* p1 = p1_.data();
     const double* p2 = p2_.data();
-    const double* other = other_.data();
-    const double* weight = weight_.data();
-    double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-    for (std::size_t s = 0; s < S; ++s) {
-      // std::max's choices, written as selects so the loop vectorises wherever it is inlined.
+    return balance_sum(S, [=](std::size_t s) {
       const double u = p1[s] + fb[s];
       const double v = p2[s] - fb[s];
-      const double uv = u < v ? v : u;
-      acc += weight[s] / (uv < other[s] ? other[s] : uv);
-    }
-    return acc;
+      return u < v ? v : u;
+    });
   }
 
   // Swaps slots i and j and updates what depends on them: the two GPUs' fitted and sampled

@@ -25,6 +25,20 @@ using Rows = std::span<const std::vector<double>>;
 
 // ---- best: local search ------------------------------------------------------------------
 
+// rows [S][E] as out [E·S] (out[e·S + s] = rows[s][e]), in blocks of 8 samples so each expert's
+// 8 values fill one cache line.
+void transpose_rows(Rows rows, std::size_t num_experts, std::vector<double>& out) {
+  const std::size_t S = rows.size();
+  out.assign(num_experts * S, 0.0);
+  constexpr std::size_t kBlock = 8;
+  for (std::size_t s0 = 0; s0 < S; s0 += kBlock) {
+    const std::size_t s1 = std::min(S, s0 + kBlock);
+    for (std::size_t e = 0; e < num_experts; ++e) {
+      for (std::size_t s = s0; s < s1; ++s) out[e * S + s] = rows[s][e];
+    }
+  }
+}
+
 // Per-sample GPU loads with the three largest, so a swap between two GPUs is scored in O(1)
 // per sample. Stored sample-innermost ([G][S], [E][S]) so a swap's score reads contiguous rows.
 struct SampleSet {
@@ -213,6 +227,17 @@ class LayerSearch {
     refit_gpu(gpu_of(j));
   }
 
+  // slot_fit_ and slot_gpu_fit_ for the slots [first, last): each slot's fitted load and its
+  // GPU's.
+  void fit_slots(int first, int last) {
+    slot_fit_.resize(uz(num_slots_));
+    slot_gpu_fit_.resize(uz(num_slots_));
+    for (int k = first; k < last; ++k) {
+      slot_fit_[uz(k)] = fit_slot(k);
+      slot_gpu_fit_[uz(k)] = fit_[uz(gpu_of(k))];
+    }
+  }
+
   // The swap of a slot of g with a slot of another GPU of its domain that most lowers the larger
   // of the two GPUs' loads below `limit`; the first such pair in slot order on ties. Two passes
   // the compiler can vectorise: the lowest peak over every pair, then the first pair giving it.
@@ -221,12 +246,7 @@ class LayerSearch {
     const int d = domain_of(g);
     const int first = d * gpus_per_domain_ * spg_;
     const int last = (d + 1) * gpus_per_domain_ * spg_;
-    slot_fit_.resize(uz(num_slots_));
-    slot_gpu_fit_.resize(uz(num_slots_));
-    for (int k = first; k < last; ++k) {
-      slot_fit_[uz(k)] = fit_slot(k);
-      slot_gpu_fit_[uz(k)] = fit_[uz(gpu_of(k))];
-    }
+    fit_slots(first, last);
     const double fg = fit_[uz(g)];
     const double* sf = slot_fit_.data();
     const double* gf = slot_gpu_fit_.data();
@@ -335,15 +355,7 @@ class LayerSearch {
     src_at_.clear();
     // (Already transposed when taken from a search of the same rows, unchanged: take_rows.)
     if (rows_data_ != rows.data() || samples_.rows.size() != uz(num_experts_) * S) {
-      samples_.rows.assign(uz(num_experts_) * S, 0.0);
-      // Transposed in blocks of 8 samples, so each expert's 8 values fill one cache line.
-      constexpr std::size_t kBlock = 8;
-      for (std::size_t s0 = 0; s0 < S; s0 += kBlock) {
-        const std::size_t s1 = std::min(S, s0 + kBlock);
-        for (std::size_t e = 0; e < uz(num_experts_); ++e) {
-          for (std::size_t s = s0; s < s1; ++s) samples_.rows[e * S + s] = rows[s][e];
-        }
-      }
+      transpose_rows(rows, uz(num_experts_), samples_.rows);
       rows_data_ = rows.data();
     }
     samples_.gpu.assign(uz(num_gpus_) * S, 0.0);
@@ -574,12 +586,7 @@ class LayerSearch {
     const double base = src_base_;  // Σ_s mean_s / max_s over the samples with tokens
     const int first = d * gpus_per_domain_ * spg_;
     const int last = (d + 1) * gpus_per_domain_ * spg_;
-    slot_fit_.resize(uz(num_slots_));
-    slot_gpu_fit_.resize(uz(num_slots_));
-    for (int k = first; k < last; ++k) {
-      slot_fit_[uz(k)] = fit_slot(k);
-      slot_gpu_fit_[uz(k)] = fit_[uz(gpu_of(k))];
-    }
+    fit_slots(first, last);
     int best_i = -1, best_j = -1;
     double best_gain = kGainEps;
     std::vector<int>& allowed = allowed_;
@@ -626,21 +633,14 @@ class LayerSearch {
         }
         if (allowed.empty()) continue;
         prepare_other(g2);
-        if (allowed.size() == 1) {
-          // One pair: scored in one pass (the loads with a moved are not kept).
-          const int j = allowed[0];
-          const double gain = (pair_sum(a, slot_[uz(j)], g1, g2, S) - base) / num_samples;
-          if (gain > best_gain) {
-            best_gain = gain;
-            best_i = i;
-            best_j = j;
-          }
-          continue;
-        }
-        move_out(a, g1, g2);
+        // One pair is scored in one pass; several share the loads with a moved (move_out).
+        const bool one = allowed.size() == 1;
+        if (!one) move_out(a, g1, g2);
         for (const int j : allowed) {
-          const double gain =
-              (swap_sum(&samples_.frac[uz(slot_[uz(j)]) * S], S) - base) / num_samples;
+          const int b = slot_[uz(j)];
+          const double sum =
+              one ? pair_sum(a, b, g1, g2, S) : swap_sum(&samples_.frac[uz(b) * S], S);
+          const double gain = (sum - base) / num_samples;
           if (gain > best_gain) {
             best_gain = gain;
             best_i = i;
@@ -710,11 +710,9 @@ class LayerSearch {
       remask(a);
       remask(b);
     }
-    const int g1 = gpu_of(i);
-    const int g2 = gpu_of(j);
     swap_slots(i, j);
-    refresh_gpu(g1);
-    refresh_gpu(g2);
+    refresh_gpu(gpu_of(i));
+    refresh_gpu(gpu_of(j));
     refresh_stats();
     ++stamp_;
   }
@@ -913,14 +911,7 @@ CheckRows check_rows(Rows rows, int num_experts) {
   CheckRows c;
   const std::size_t S = rows.size();
   c.num_samples = S;
-  c.rows.assign(uz(num_experts) * S, 0.0);
-  constexpr std::size_t kBlock = 8;  // as init_samples: 8 samples fill an expert's cache line
-  for (std::size_t s0 = 0; s0 < S; s0 += kBlock) {
-    const std::size_t s1 = std::min(S, s0 + kBlock);
-    for (std::size_t e = 0; e < uz(num_experts); ++e) {
-      for (std::size_t s = s0; s < s1; ++s) c.rows[e * S + s] = rows[s][e];
-    }
-  }
+  transpose_rows(rows, uz(num_experts), c.rows);
   // Each sample's experts summed in expert order.
   c.total.assign(S, 0.0);
   for (std::size_t e = 0; e < uz(num_experts); ++e) {

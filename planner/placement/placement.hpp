@@ -66,9 +66,8 @@ struct BestOptions {
   /// Up to this many nodes (at most kMaxLocalityTableNodes) the locality phase reads each
   /// swap's change in split co-activated pairs off per-expert tables (2^nodes entries per
   /// expert, kept as experts move: 512 KiB at 8 nodes and 256 experts) instead of comparing
-  /// node sets with every partner. Speed
-  /// only: with co-activation counts (whole numbers, as a trace gives) every decision is the
-  /// same; 0 compares node sets always.
+  /// node sets with every partner. Speed only: with co-activation counts (whole numbers, as a
+  /// trace gives) every decision is the same; 0 compares node sets always.
   int locality_table_nodes = 8;
 };
 

@@ -13,6 +13,34 @@
 
 namespace moeplan::kernels {
 
+/// A GPU communicator's collectives on device memory, enqueued on its stream and not waited for:
+/// what the profiler times, as nccl-tests does (device buffers, runs back to back, then one
+/// synchronize). Same meaning as the Communicator collectives of the same name; pointers are
+/// device memory from allocate().
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  /// `bytes` of device memory (at least one byte), freed with the last copy of the handle.
+  /// Throws std::bad_alloc (or a type derived from it) when the device cannot hold it.
+  virtual std::shared_ptr<void> allocate(std::size_t bytes) = 0;
+  /// Copies, waiting for them and for every collective enqueued before.
+  virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
+  virtual void download(void* host, const void* device, std::size_t bytes) = 0;
+  virtual void all_reduce_sum(float* data, std::size_t count) = 0;
+  virtual void all_gather(const void* send, std::size_t bytes, void* recv) = 0;
+  virtual void all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                            std::span<const std::size_t> recv_bytes,
+                            std::span<const std::size_t> recv_offsets) = 0;
+  virtual void all_to_all(const void* send, std::size_t bytes_per_rank, void* recv) = 0;
+  virtual void all_to_all_v(const void* send, std::span<const std::size_t> send_bytes,
+                            std::span<const std::size_t> send_offsets, void* recv,
+                            std::span<const std::size_t> recv_bytes,
+                            std::span<const std::size_t> recv_offsets) = 0;
+  virtual void reduce_scatter_sum(const float* send, float* recv, std::size_t count) = 0;
+  /// Waits for every collective enqueued.
+  virtual void synchronize() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -44,6 +72,9 @@ class Communicator {
   virtual void reduce_scatter_sum(std::span<const float> send, std::span<float> recv) = 0;
   /// Collective: ranks with the same color form a sub-group, ordered by key.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  /// The same group's collectives on device memory (NCCL), or null where the communicator
+  /// moves host memory (in-process, MPI).
+  virtual DeviceCollectives* device_collectives() { return nullptr; }
 };
 
 /// Runs `body(comm)` on `num_ranks` threads, each with an in-process communicator of that size,

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "kernels/communicator.hpp"
 #include "profiler/op_common.hpp"
 
 namespace moeplan::profiler {
@@ -42,8 +43,17 @@ inline std::vector<OpPoint> collective_sweep(const SweepSpec& s, const std::stri
   return out;
 }
 
+/// The case of collective `op` (all_reduce, all_gather[_v], all_to_all[_v], reduce_scatter) at
+/// `p` on the device memory of `comm`'s group (op_device_collective.cpp): the host case's
+/// pattern and check, the collective enqueued by run() and waited for by settle().
+Result<std::unique_ptr<OpCase>> device_collective_case(const std::string& op,
+                                                       kernels::Communicator& comm,
+                                                       kernels::DeviceCollectives& dev,
+                                                       const OpPoint& p);
+
 /// The table of a collective op: the collective sweep, nccl-tests' bus factor, and a case made
-/// by `make_case` on the group's communicator.
+/// by `make_case` on the group's communicator — or, where the group's collectives run on a
+/// device (NCCL), the device case of the op.
 inline OpTable collective_table(
     const std::string& name, std::function<double(int)> bus_factor,
     std::function<std::unique_ptr<OpCase>(kernels::Communicator&, const OpPoint&, const SweepSpec&)>
@@ -57,6 +67,9 @@ inline OpTable collective_table(
                const OpPoint& p, const SweepSpec& s, kernels::Communicator* comm,
                kernels::Backend&) -> Result<std::unique_ptr<OpCase>> {
     if (comm == nullptr) return Error{name + ": expected a communicator"};
+    if (kernels::DeviceCollectives* dev = comm->device_collectives(); dev != nullptr) {
+      return device_collective_case(name, *comm, *dev, p);
+    }
     return make_case(*comm, p, s);
   };
   return t;

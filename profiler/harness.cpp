@@ -29,14 +29,16 @@ void max_over_ranks(kernels::Communicator* sync, std::vector<double>& seconds) {
   for (std::size_t i = 0; i < ns.size(); ++i) seconds[i] = static_cast<double>(ns[i]) * 1e-9;
 }
 
-/// One sample: seconds per run of `inner` back-to-back runs, by `clock`'s device time when it
-/// has one (else wall time); `wall` gets the wall seconds the sample took.
+/// One sample: seconds per run of `inner` back-to-back runs (and the case's settle()), by
+/// `clock`'s device time when it has one (else wall time); `wall` gets the wall seconds the
+/// sample took.
 double timed(OpCase& c, int inner, kernels::Communicator* sync, const kernels::Backend* clock,
              double& wall) {
   if (sync != nullptr && sync->size() > 1) sync->barrier();
   const auto d0 = clock != nullptr ? clock->device_seconds() : std::nullopt;
   const auto t0 = Clock::now();
   for (int i = 0; i < inner; ++i) c.run();
+  c.settle();
   wall = std::chrono::duration<double>(Clock::now() - t0).count();
   if (d0) return (*clock->device_seconds() - *d0) / inner;
   return wall / inner;

@@ -58,8 +58,12 @@ struct Check {
 class OpCase {
  public:
   virtual ~OpCase() = default;
-  /// Runs the op once (the timed work).
+  /// Runs the op once (the timed work). A device case may only enqueue it: settle() then waits.
   virtual void run() = 0;
+  /// Waits for the runs enqueued (a device's collectives), before a sample's clock is read: once
+  /// per sample, after its back-to-back runs, as nccl-tests waits once per timed loop. Host
+  /// cases run synchronously and have nothing to wait for.
+  virtual void settle() {}
   /// Runs the op on check data through run()'s code path and compares with a reference
   /// computed independently; leaves the case ready for timing.
   virtual Check verify() = 0;

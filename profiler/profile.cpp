@@ -65,13 +65,19 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
     return input_error("backend", " " + o.backend + ": expected {backend} cpu or cuda");
   }
   if (o.backend == "cuda" && world_size > 1) {
-    // NOTE: the collectives of a GPU profile must run through NCCL on device buffers, timed as
-    // nccl-tests does; that is not built yet, so a CUDA profile is one rank on one GPU (its
-    // compute ops) and plans take the links from the roofline.
-    return input_error("backend",
-                       " cuda on " + std::to_string(world_size) +
-                           " ranks: profiling NCCL collectives is not built yet; expected one "
-                           "rank (the CUDA kernels of one GPU) or {backend} cpu");
+    // NOTE: the collectives of a GPU profile run through NCCL on device buffers, one process per
+    // GPU (NCCL refuses two ranks on one GPU, and in-process ranks would share one).
+    if (!o.launched) {
+      return input_error("backend", " cuda on " + std::to_string(world_size) +
+                                        " in-process ranks: a CUDA profile of collectives runs "
+                                        "one process per GPU; expected mpirun/srun -np " +
+                                        std::to_string(world_size) + " (or one rank)");
+    }
+    if (MOEPLAN_HAVE_NCCL == 0) {
+      return input_error("backend", " cuda on " + std::to_string(world_size) +
+                                        " ranks: NCCL is not compiled in (it was not found at "
+                                        "build time); expected one rank or {backend} cpu");
+    }
   }
   if (o.out.empty()) return input_error("out", ": expected the path of the cost database to write");
   const auto local = planner::parse_local_cluster(o.cluster);
@@ -124,7 +130,7 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
   if (o.backend != "cpu") {
     // A device backend (one rank): made here so that an unusable one is an input error. CPU
     // ranks, threads of one process too, make their own in run_profile.
-    auto backend = kernels::make_backend(o.backend);
+    auto backend = kernels::make_backend(o.backend, o.device);
     if (!backend) return backend.error();
     req.backend = std::move(*backend);
   }
@@ -144,7 +150,8 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
     req.harness.max_seconds = std::min(o.max_seconds, 0.2);
   }
   // A device backend's events time the kernels alone, with no timer or barrier overhead to
-  // amortize: one run per sample.
+  // amortize: one run per sample. Its collectives (NCCL, by wall time) keep the host's.
+  req.device_collective_min_sample_s = req.harness.min_sample_s;
   if (req.backend) req.harness.min_sample_s = 0.0;
   return req;
 }
@@ -231,8 +238,16 @@ Result<ProfileSummary> run_profile(
     kernels::Communicator& world, const ProfileRequest& req,
     const std::function<void(int, int, const std::string&)>& progress,
     const std::function<bool()>& stop,
-    const std::function<void(const planner::CostPoint&)>& written) {
+    const std::function<void(const planner::CostPoint&)>& written,
+    kernels::Communicator* collectives) {
   const bool root = world.rank() == 0;
+  if (collectives != nullptr &&
+      (collectives->size() != world.size() || collectives->rank() != world.rank())) {
+    return Error{"profile: the collectives' communicator (" + collectives->kind() + ", rank " +
+                 std::to_string(collectives->rank()) + " of " +
+                 std::to_string(collectives->size()) + ") is not the world's rank " +
+                 std::to_string(world.rank()) + " of " + std::to_string(world.size())};
+  }
   auto points = sweep_points(req.sweep, req.ops);
   if (!points) return points.error();
   // The backend whose calls every compute op times (its can_implement decides what is
@@ -256,6 +271,10 @@ Result<ProfileSummary> run_profile(
                               : cpu_device_name(env, world.size(), num_nodes);
   HarnessOptions harness = req.harness;
   if (device_profile) harness.device_clock = backend.get();
+  // Collectives on device memory: wall time around back-to-back runs and one synchronize.
+  HarnessOptions device_collective_harness = req.harness;
+  device_collective_harness.device_clock = nullptr;
+  device_collective_harness.min_sample_s = req.device_collective_min_sample_s;
   sum.total = static_cast<int>(points->size());
   // The machine's pace before the first point (and after the last, below): what a later validate
   // compares its own with, to tell a stale profile from the planner's error.
@@ -274,7 +293,8 @@ Result<ProfileSummary> run_profile(
       run.cpu_model = env.cpu_model;
       run.device = sum.device;
       run.backend = backend->name();
-      run.communicator = world.kind();
+      run.communicator =
+          collectives != nullptr ? world.kind() + "+" + collectives->kind() : world.kind();
       run.compiler = env.compiler;
       run.mpi = env.mpi;
       run.moeplan_version = env.moeplan_version;
@@ -306,9 +326,10 @@ Result<ProfileSummary> run_profile(
   }
 
   // One communicator per collective group size: world/g groups of g consecutive ranks.
+  kernels::Communicator& group_parent = collectives != nullptr ? *collectives : world;
   std::map<int, std::unique_ptr<kernels::Communicator>> groups;
   for (const int g : req.sweep.group_sizes) {
-    groups[g] = world.split(world.rank() / g, world.rank() % g);
+    groups[g] = group_parent.split(world.rank() / g, world.rank() % g);
   }
   kernels::Communicator* sync = world.size() > 1 ? &world : nullptr;
   // NOTE: collective buffers are a few times S per rank; keep them within half of the host's
@@ -322,10 +343,15 @@ Result<ProfileSummary> run_profile(
     if (point.bytes * 4.0 > byte_cap && table->collective) {
       m.disposition = planner::Disposition::kNotSupported;
       m.detail = "exceeds the memory cap of this host";
-    } else if (device_profile && (table->host_op || table->collective)) {
+    } else if (device_profile && table->host_op) {
       m.disposition = planner::Disposition::kNotSupported;
       m.detail = "host code in moeplan's layer, not a " + backend->name() +
                  " kernel: not timed on the device (plans take it from the roofline)";
+    } else if (device_profile && table->collective &&
+               groups.at(point.group_size)->device_collectives() == nullptr) {
+      m.disposition = planner::Disposition::kNotSupported;
+      m.detail = "a collective over host memory (" + group_parent.kind() + "), not the " +
+                 backend->name() + " device's: not timed (plans take it from the roofline)";
     } else {
       kernels::Communicator* group =
           table->collective ? groups.at(point.group_size).get() : nullptr;
@@ -345,7 +371,8 @@ Result<ProfileSummary> run_profile(
         m.detail = c ? std::string("another rank could not set this shape up") : c.error().message;
       } else {
         const StandInWatch watch(*backend);
-        m = measure(**c, sync, harness);
+        const bool on_device = group != nullptr && group->device_collectives() != nullptr;
+        m = measure(**c, sync, on_device ? device_collective_harness : harness);
         // A stand-in ran instead of the backend's kernel (the CUDA fp8 GEMM emulated in fp32):
         // right, so verified, but not the kernel's time — no time recorded.
         const std::string stand_in = watch.reason();

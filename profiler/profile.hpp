@@ -35,6 +35,10 @@ struct ProfileRequest {
   /// harness.target_spread when its time budget ran out: the machine was interfered with), and
   /// keep the measurement that spread less. make_profile_request sets it for full profiles.
   bool remeasure_unsettled = false;
+  /// The shortest sample of a collective timed on a device communicator (NCCL, by wall time:
+  /// back-to-back runs, then one synchronize), when `harness` times a device backend's kernels
+  /// one run per sample by its events.
+  double device_collective_min_sample_s = 5e-3;
 };
 
 /// A profile's settings as `moeplan profile` takes them (and moeplan-gui's profiling view):
@@ -59,6 +63,11 @@ struct ProfileOptions {
   bool quick = false;
   bool resume = false;
   std::string command;
+  /// One process per rank under a launcher (mpirun, srun); false: in-process ranks (threads).
+  bool launched = false;
+  /// The CUDA device of this rank (cuda backend; kernels::cuda::device_for_local_rank under a
+  /// launcher).
+  int device = 0;
 };
 
 /// The request for `world_size` ranks. Errors name the option (--out, --scale, ...) and what it
@@ -109,11 +118,15 @@ int count_nodes(const std::vector<planner::RunRank>& places);
 /// Runs collectively on `world` (every rank calls it; rank 0 writes the database). `progress`
 /// runs on rank 0 after each point; `stop` is polled on every rank between points and any
 /// rank's request stops all of them; `written` (optional) runs on rank 0 with each point once
-/// its transaction has committed.
+/// its transaction has committed. `collectives` (optional; the same ranks in the same order as
+/// `world`) is the communicator whose groups the collective ops are measured on — NCCL under a
+/// CUDA profile, its collectives timed on device memory — while `world` keeps the barriers and
+/// the agreement between ranks; null: `world`'s own groups.
 Result<ProfileSummary> run_profile(
     kernels::Communicator& world, const ProfileRequest& request,
     const std::function<void(int done, int total, const std::string& what)>& progress,
     const std::function<bool()>& stop,
-    const std::function<void(const planner::CostPoint& point)>& written = {});
+    const std::function<void(const planner::CostPoint& point)>& written = {},
+    kernels::Communicator* collectives = nullptr);
 
 }  // namespace moeplan::profiler

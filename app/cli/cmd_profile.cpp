@@ -8,11 +8,15 @@
 #include "app/cli/cli_common.hpp"
 #include "app/cli/progress.hpp"
 #include "kernels/job_world.hpp"
+#include "kernels/mpi_info.hpp"
 #include "kernels/rank_watchdog.hpp"
 #include "models/registry.hpp"
 #include "profiler/pace.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
+#if MOEPLAN_HAVE_NCCL
+#include "kernels/cuda/nccl_communicator.hpp"
+#endif
 
 namespace moeplan::cli {
 
@@ -46,14 +50,24 @@ int report(const profiler::ProfileSummary& s, const std::string& out) {
   return s.incorrect > 0 ? kExitFailed : kExitOk;
 }
 
-int run_profile_command(const ProfileOptions& o) {
+int run_profile_command(const ProfileOptions& options) {
   // SIGINT/SIGTERM stop the sweep between points on every rank (exit 130, every completed point
   // kept); under a launcher a rank still blocked 2 s later is ended by the rank watchdog.
   kernels::install_stop_handler();
   const auto stop = [] { return kernels::stop_requested(); };
-  auto world = kernels::JobWorld::open({o.ranks, 1, 64}, command_line_args(), report_and_flush);
+  auto world =
+      kernels::JobWorld::open({options.ranks, 1, 64}, command_line_args(), report_and_flush);
   if (!world) return report_error(world.error());
   world->allow_graceful_stop(2.0);
+  ProfileOptions o = options;
+  o.launched = world->launched();
+  // The collectives of a CUDA profile under a launcher: NCCL bootstrapped through MPI, one
+  // process per GPU (the local rank picks the device), as nccl-tests and verify do.
+  [[maybe_unused]] const bool over_nccl =
+      world->mpi() != nullptr && o.backend == "cuda" && world->size() > 1;
+#if MOEPLAN_HAVE_NCCL
+  if (over_nccl) o.device = kernels::cuda::device_for_local_rank(kernels::launcher_local_rank());
+#endif
   auto req = profiler::make_profile_request(o, world->size());
   if (req && world->launched()) {
     for (int r = 0; r < world->size(); ++r) {
@@ -64,6 +78,16 @@ int run_profile_command(const ProfileOptions& o) {
   Status ok = req ? (world->is_root() ? profiler::check_profile_output(*req) : Status::Ok())
                   : Status(req.error());
   if (!world->agree(ok, report_and_flush)) return kExitBadInput;
+  std::unique_ptr<kernels::Communicator> nccl;
+#if MOEPLAN_HAVE_NCCL
+  if (over_nccl) {
+    auto made = kernels::cuda::make_nccl_communicator(*world->mpi(), o.device);
+    if (!world->agree(made ? Status::Ok() : Status(made.error()), report_and_flush)) {
+      return kExitBadInput;
+    }
+    nccl = std::move(*made);
+  }
+#endif
   std::unique_ptr<Progress> progress;
   if (world->is_root()) progress = std::make_unique<Progress>("profile", 0);
   int total = 0;
@@ -77,7 +101,7 @@ int run_profile_command(const ProfileOptions& o) {
           }
           progress->update(done, what);
         },
-        stop);
+        stop, {}, nccl.get());
   });
   if (progress) progress->finish();
   int rc = kExitOk;
@@ -101,8 +125,9 @@ void add_profile_command(CLI::App& app, Action& action) {
       "Measure the kernels and collectives a model's layouts need on this machine and write "
       "them to a cost database (threads with --ranks, or real processes under mpirun/srun)");
   cmd->add_option("--backend", o->backend,
-                  "Compute backend to measure: cpu, or cuda (one rank on one GPU: the kernels "
-                  "timed by CUDA events; NCCL collectives are not profiled yet)")
+                  "Compute backend to measure: cpu, or cuda (the kernels timed by CUDA events; "
+                  "under mpirun/srun one process per GPU, the collectives over NCCL on device "
+                  "memory)")
       ->capture_default_str();
   cmd->add_option("--model", o->model, "Bundled model name or config.json path")
       ->capture_default_str();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -51,10 +52,36 @@ AlltoAllFn nccl_alltoall() {
   return fn;
 }
 
+class NcclComm;
+
+// The profiler's view of a NcclComm: its device collectives and device memory on its device.
+class NcclDeviceCollectives final : public DeviceCollectives {
+ public:
+  explicit NcclDeviceCollectives(NcclComm& comm) : comm_(comm) {}
+  std::shared_ptr<void> allocate(std::size_t bytes) override;
+  void upload(void* device, const void* host, std::size_t bytes) override;
+  void download(void* host, const void* device, std::size_t bytes) override;
+  void all_reduce_sum(float* data, std::size_t count) override;
+  void all_gather(const void* send, std::size_t bytes, void* recv) override;
+  void all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+                    std::span<const std::size_t> recv_bytes,
+                    std::span<const std::size_t> recv_offsets) override;
+  void all_to_all(const void* send, std::size_t bytes_per_rank, void* recv) override;
+  void all_to_all_v(const void* send, std::span<const std::size_t> send_bytes,
+                    std::span<const std::size_t> send_offsets, void* recv,
+                    std::span<const std::size_t> recv_bytes,
+                    std::span<const std::size_t> recv_offsets) override;
+  void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
+  void synchronize() override;
+
+ private:
+  NcclComm& comm_;
+};
+
 class NcclComm final : public NcclCommunicator {
  public:
-  NcclComm(ncclComm_t comm, int device) : comm_(comm), device_(device) {
-    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
+  NcclComm(ncclComm_t comm, int device) : comm_(comm), device_id_(device), device_(*this) {
+    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_id_));
     MOEPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     MOEPLAN_NCCL_CHECK(comm_, ncclCommUserRank(comm_, &rank_));
     MOEPLAN_NCCL_CHECK(comm_, ncclCommCount(comm_, &size_));
@@ -73,7 +100,7 @@ class NcclComm final : public NcclCommunicator {
   int size() const override { return size_; }
   std::string kind() const override { return "nccl"; }
   void* stream() const override { return stream_; }
-  int device() const override { return device_; }
+  int device() const override { return device_id_; }
   void synchronize() override { MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   // ---- device collectives -----------------------------------------------------------------
@@ -117,11 +144,25 @@ class NcclComm final : public NcclCommunicator {
     MOEPLAN_NCCL_CHECK(comm_,
                        ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, comm_, stream_));
   }
+  // NOTE: NCCL has no all-gather-v; one broadcast per root, grouped, is the usual substitute.
+  void all_gather_v_device(const void* send, void* recv, std::span<const std::size_t> recv_bytes,
+                           std::span<const std::size_t> recv_offsets) {
+    MOEPLAN_NCCL_CHECK(comm_, ncclGroupStart());
+    for (int r = 0; r < size_; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      if (recv_bytes[i] == 0) continue;
+      MOEPLAN_NCCL_CHECK(comm_, ncclBroadcast(send, static_cast<char*>(recv) + recv_offsets[i],
+                                              recv_bytes[i], ncclUint8, r, comm_, stream_));
+    }
+    MOEPLAN_NCCL_CHECK(comm_, ncclGroupEnd());
+  }
+
+  DeviceCollectives* device_collectives() override { return &device_; }
 
   // ---- host collectives (staged through device memory) ---------------------------------------
 
   void barrier() override {
-    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
+    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_id_));
     float* d = send_.reserve_as<float>(1);
     MOEPLAN_CUDA_CHECK(cudaMemsetAsync(d, 0, sizeof(float), stream_));
     all_reduce_sum_device(d, 1);
@@ -156,16 +197,8 @@ class NcclComm final : public NcclCommunicator {
       total = std::max(total, recv_offsets[i] + recv_bytes[i]);
     }
     const void* ds = to_device_raw(send_, send, send_bytes);
-    char* dr = static_cast<char*>(recv_.reserve(std::max<std::size_t>(total, 1)));
-    // NOTE: NCCL has no all-gather-v; one broadcast per root, grouped, is the usual substitute.
-    MOEPLAN_NCCL_CHECK(comm_, ncclGroupStart());
-    for (int r = 0; r < size_; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      if (recv_bytes[i] == 0) continue;
-      MOEPLAN_NCCL_CHECK(comm_, ncclBroadcast(ds, dr + recv_offsets[i], recv_bytes[i], ncclUint8, r,
-                                              comm_, stream_));
-    }
-    MOEPLAN_NCCL_CHECK(comm_, ncclGroupEnd());
+    void* dr = recv_.reserve(std::max<std::size_t>(total, 1));
+    all_gather_v_device(ds, dr, recv_bytes, recv_offsets);
     to_host(recv, dr, total);
   }
 
@@ -204,14 +237,14 @@ class NcclComm final : public NcclCommunicator {
   std::unique_ptr<Communicator> split(int color, int key) override {
     ncclComm_t sub = nullptr;
     MOEPLAN_NCCL_CHECK(comm_, ncclCommSplit(comm_, color, key, &sub, nullptr));
-    return std::make_unique<NcclComm>(sub, device_);
+    return std::make_unique<NcclComm>(sub, device_id_);
   }
 
  private:
   // NOTE: every host collective starts here or in barrier(): the calling thread may have another
   // current device (in-process ranks on several GPUs), and the staging copies need this one.
   void* to_device_raw(DeviceBuffer& buf, const void* host, std::size_t bytes) {
-    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
+    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_id_));
     void* d = buf.reserve(bytes);
     if (bytes > 0) {
       MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, stream_));
@@ -230,12 +263,65 @@ class NcclComm final : public NcclCommunicator {
   }
 
   ncclComm_t comm_;
-  int device_;
+  int device_id_;
   cudaStream_t stream_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
   DeviceBuffer send_, recv_;
+  NcclDeviceCollectives device_;
 };
+
+std::shared_ptr<void> NcclDeviceCollectives::allocate(std::size_t bytes) {
+  MOEPLAN_CUDA_CHECK(cudaSetDevice(comm_.device()));
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<std::size_t>(bytes, 1));
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw std::bad_alloc();
+  }
+  MOEPLAN_CUDA_CHECK(e);
+  return {p, [](void* q) { cudaFree(q); }};
+}
+void NcclDeviceCollectives::upload(void* device, const void* host, std::size_t bytes) {
+  MOEPLAN_CUDA_CHECK(cudaSetDevice(comm_.device()));
+  const auto stream = static_cast<cudaStream_t>(comm_.stream());
+  if (bytes > 0) {
+    MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream));
+  }
+  comm_.synchronize();
+}
+void NcclDeviceCollectives::download(void* host, const void* device, std::size_t bytes) {
+  MOEPLAN_CUDA_CHECK(cudaSetDevice(comm_.device()));
+  const auto stream = static_cast<cudaStream_t>(comm_.stream());
+  if (bytes > 0) {
+    MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
+  }
+  comm_.synchronize();
+}
+void NcclDeviceCollectives::all_reduce_sum(float* data, std::size_t count) {
+  comm_.all_reduce_sum_device(data, count);
+}
+void NcclDeviceCollectives::all_gather(const void* send, std::size_t bytes, void* recv) {
+  comm_.all_gather_device(send, bytes, recv);
+}
+void NcclDeviceCollectives::all_gather_v(const void* send, std::size_t /*send_bytes*/, void* recv,
+                                         std::span<const std::size_t> recv_bytes,
+                                         std::span<const std::size_t> recv_offsets) {
+  comm_.all_gather_v_device(send, recv, recv_bytes, recv_offsets);
+}
+void NcclDeviceCollectives::all_to_all(const void* send, std::size_t bytes_per_rank, void* recv) {
+  comm_.all_to_all_device(send, bytes_per_rank, recv);
+}
+void NcclDeviceCollectives::all_to_all_v(const void* send, std::span<const std::size_t> send_bytes,
+                                         std::span<const std::size_t> send_offsets, void* recv,
+                                         std::span<const std::size_t> recv_bytes,
+                                         std::span<const std::size_t> recv_offsets) {
+  comm_.all_to_all_v_device(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets);
+}
+void NcclDeviceCollectives::reduce_scatter_sum(const float* send, float* recv, std::size_t count) {
+  comm_.reduce_scatter_sum_device(send, recv, count);
+}
+void NcclDeviceCollectives::synchronize() { comm_.synchronize(); }
 
 }  // namespace
 

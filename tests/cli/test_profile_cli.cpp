@@ -58,10 +58,12 @@ TEST_F(ProfileCli, BadInputIsOneLineAndWritesNothing) {
   expect_bad_input(run_cli("profile --cold-mib 0 --out " + db()),
                    "--cold-mib 0: expected 1 to 65536 MiB");
   expect_bad_input(run_cli("profile --cold-mib 65537 --out " + db()), "--cold-mib 65537");
-  // A CUDA profile is one rank on one GPU (NCCL collectives are not profiled yet, and said so);
-  // without a usable device it refuses before touching the file, saying why.
+  // A CUDA profile of several ranks is one process per GPU under a launcher (its collectives over
+  // NCCL); in-process ranks are refused, saying so. Without a usable device it refuses before
+  // touching the file, saying why.
   expect_bad_input(run_cli("profile --backend cuda --ranks 2 --out " + db()),
-                   "--backend cuda on 2 ranks: profiling NCCL collectives is not built yet");
+                   "--backend cuda on 2 in-process ranks: a CUDA profile of collectives runs one "
+                   "process per GPU; expected mpirun/srun -np 2 (or one rank)");
   const auto inventory = kernels::backend_inventory();
   if (!inventory[1].usable) {
     expect_bad_input(run_cli("profile --backend cuda --quick --out " + db()),

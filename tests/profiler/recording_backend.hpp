@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,7 @@ class RecordingBackend final : public kernels::Backend {
   std::string device_name() const override { return tick_ > 0.0 ? "Fake GPU 80GB" : ""; }
   std::optional<double> device_seconds() const override {
     if (!(tick_ > 0.0)) return std::nullopt;
+    const std::lock_guard<std::mutex> lock(mutex_);
     return device_s_;
   }
   Status can_implement(const kernels::OpQuery& q) const override { return cpu_->can_implement(q); }
@@ -105,13 +107,16 @@ class RecordingBackend final : public kernels::Backend {
   std::optional<kernels::BackendOp> stand_in;
 
  private:
+  // (Ranks of one in-process profile share the backend: counted under a lock.)
   void record(kernels::BackendOp op) {
+    const std::lock_guard<std::mutex> lock(mutex_);
     if (stand_in && op == *stand_in) ++stand_ins_;
     ++calls[op];
     ++total_calls;
     device_s_ += tick_;
   }
   double tick_;
+  mutable std::mutex mutex_;
   double device_s_ = 0.0;
   std::uint64_t stand_ins_ = 0;
   std::unique_ptr<kernels::Backend> cpu_ = kernels::make_cpu_backend();

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -676,6 +677,14 @@ Result<LoadData> load_file_or_spec(const std::string& file_or_spec, const models
   };
   if (file_or_spec.find('/') != std::string::npos || ends_with(".json") || ends_with(".csv") ||
       ends_with(".npy")) {
+    return read_load_file(file_or_spec, model);
+  }
+  // A bare name that is no synthetic kind but names something here is read as a file (which
+  // says what is wrong with it: a directory, an unreadable file), not taken for a misspelt kind.
+  const std::string kind = file_or_spec.substr(0, file_or_spec.find_first_of(":,"));
+  std::error_code ec;
+  if (kind != "uniform" && kind != "powerlaw" && kind != "hot" &&
+      std::filesystem::exists(file_or_spec, ec)) {
     return read_load_file(file_or_spec, model);
   }
   return synthetic_load(file_or_spec, model);

@@ -283,5 +283,38 @@ TEST(Synthetic, SpecsAndValidation) {
       "synthetic load 'uniform:experts=8': key 'experts': deepseek-v3 has 256 experts, got 8");
 }
 
+// A --load value with no path separator or known extension is a synthetic spec, unless it names
+// something on disk that is no synthetic kind: then it is read as a file and its error names it.
+TEST(Synthetic, ABareNameOnDiskIsReadAsAFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "moeplan_bare_name";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "loads");
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  {
+    std::ofstream f("myload");
+    f << "1,2,3,4\n";
+  }
+  auto file = load_file_or_spec("myload");
+  ASSERT_TRUE(file.ok()) << err(file);
+  EXPECT_EQ(file->load.counts, (std::vector<std::vector<double>>{{1, 2, 3, 4}}));
+  EXPECT_EQ(file->load.source, "myload");
+  const std::string dir_error = err(load_file_or_spec("loads"));
+  EXPECT_NE(dir_error.find("loads: expected a file, got a directory"), std::string::npos)
+      << dir_error;
+  // Not on disk: a synthetic kind, misspelt or not.
+  EXPECT_EQ(
+      err(load_file_or_spec("zipf")),
+      "synthetic load 'zipf': unknown kind 'zipf', expected uniform, powerlaw, hot or routed");
+  // A synthetic kind wins over a file of that name.
+  {
+    std::ofstream f("uniform");
+    f << "5,5\n";
+  }
+  EXPECT_EQ(err(load_file_or_spec("uniform")), "synthetic load 'uniform': key 'experts' missing");
+  std::filesystem::current_path(cwd);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace moeplan::planner

@@ -241,8 +241,11 @@ Result<ProfileSummary> run_profile(
     const std::function<void(const planner::CostPoint&)>& written,
     kernels::Communicator* collectives) {
   const bool root = world.rank() == 0;
-  if (collectives != nullptr &&
-      (collectives->size() != world.size() || collectives->rank() != world.rank())) {
+  // (Every rank agrees, so that none goes on to wait for the others in a collective.)
+  const bool differs = collectives != nullptr &&
+                       (collectives->size() != world.size() || collectives->rank() != world.rank());
+  if (any_rank(world, differs)) {
+    if (!differs) return Error{"profile: another rank's collectives' communicator is not its rank"};
     return Error{"profile: the collectives' communicator (" + collectives->kind() + ", rank " +
                  std::to_string(collectives->rank()) + " of " +
                  std::to_string(collectives->size()) + ") is not the world's rank " +

@@ -52,40 +52,129 @@ AlltoAllFn nccl_alltoall() {
   return fn;
 }
 
-class NcclComm;
-
-// The profiler's view of a NcclComm: its device collectives and device memory on its device.
-class NcclDeviceCollectives final : public DeviceCollectives {
+// A NCCL communicator's collectives on device memory, enqueued on its stream (what the host
+// collectives stage through, and the profiler's DeviceCollectives), and device memory on its
+// device.
+class NcclDevice final : public DeviceCollectives {
  public:
-  explicit NcclDeviceCollectives(NcclComm& comm) : comm_(comm) {}
-  std::shared_ptr<void> allocate(std::size_t bytes) override;
-  void upload(void* device, const void* host, std::size_t bytes) override;
-  void download(void* host, const void* device, std::size_t bytes) override;
-  void all_reduce_sum(float* data, std::size_t count) override;
-  void all_gather(const void* send, std::size_t bytes, void* recv) override;
-  void all_gather_v(const void* send, std::size_t send_bytes, void* recv,
+  NcclDevice(ncclComm_t comm, cudaStream_t stream, int device, int size)
+      : comm_(comm), stream_(stream), device_(device), size_(size) {}
+
+  std::shared_ptr<void> allocate(std::size_t bytes) override {
+    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, std::max<std::size_t>(bytes, 1));
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw std::bad_alloc();
+    }
+    MOEPLAN_CUDA_CHECK(e);
+    return {p, [](void* q) { cudaFree(q); }};
+  }
+  void upload(void* device, const void* host, std::size_t bytes) override {
+    copy(device, host, bytes, cudaMemcpyHostToDevice);
+  }
+  void download(void* host, const void* device, std::size_t bytes) override {
+    copy(host, device, bytes, cudaMemcpyDeviceToHost);
+  }
+  void synchronize() override { MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void all_reduce_sum(float* data, std::size_t count) override {
+    MOEPLAN_NCCL_CHECK(comm_, ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_));
+  }
+  void all_gather(const void* send, std::size_t bytes, void* recv) override {
+    MOEPLAN_NCCL_CHECK(comm_, ncclAllGather(send, recv, bytes, ncclUint8, comm_, stream_));
+  }
+  // NOTE: NCCL has no all-gather-v; one broadcast per root (of recv_bytes[root] bytes), grouped,
+  // is the usual substitute.
+  void all_gather_v(const void* send, std::size_t /*send_bytes*/, void* recv,
                     std::span<const std::size_t> recv_bytes,
-                    std::span<const std::size_t> recv_offsets) override;
-  void all_to_all(const void* send, std::size_t bytes_per_rank, void* recv) override;
+                    std::span<const std::size_t> recv_offsets) override {
+    MOEPLAN_NCCL_CHECK(comm_, ncclGroupStart());
+    for (int r = 0; r < size_; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      if (recv_bytes[i] == 0) continue;
+      MOEPLAN_NCCL_CHECK(comm_, ncclBroadcast(send, static_cast<char*>(recv) + recv_offsets[i],
+                                              recv_bytes[i], ncclUint8, r, comm_, stream_));
+    }
+    MOEPLAN_NCCL_CHECK(comm_, ncclGroupEnd());
+  }
+  void all_to_all(const void* send, std::size_t bytes_per_rank, void* recv) override {
+    if (AlltoAllFn fn = nccl_alltoall(); fn != nullptr) {
+      MOEPLAN_NCCL_CHECK(comm_, fn(send, recv, bytes_per_rank, ncclUint8, comm_, stream_));
+      return;
+    }
+    // NCCL before 2.28 has no ncclAlltoAll: the same exchange as grouped send/recv.
+    std::vector<std::size_t> bytes(static_cast<std::size_t>(size_), bytes_per_rank);
+    std::vector<std::size_t> offsets(bytes.size());
+    for (std::size_t r = 0; r < offsets.size(); ++r) offsets[r] = r * bytes_per_rank;
+    all_to_all_v(send, bytes, offsets, recv, bytes, offsets);
+  }
   void all_to_all_v(const void* send, std::span<const std::size_t> send_bytes,
                     std::span<const std::size_t> send_offsets, void* recv,
                     std::span<const std::size_t> recv_bytes,
-                    std::span<const std::size_t> recv_offsets) override;
-  void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
-  void synchronize() override;
+                    std::span<const std::size_t> recv_offsets) override {
+    MOEPLAN_NCCL_CHECK(comm_, ncclGroupStart());
+    for (int r = 0; r < size_; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      if (send_bytes[i] > 0) {
+        MOEPLAN_NCCL_CHECK(comm_, ncclSend(static_cast<const char*>(send) + send_offsets[i],
+                                           send_bytes[i], ncclUint8, r, comm_, stream_));
+      }
+      if (recv_bytes[i] > 0) {
+        MOEPLAN_NCCL_CHECK(comm_, ncclRecv(static_cast<char*>(recv) + recv_offsets[i],
+                                           recv_bytes[i], ncclUint8, r, comm_, stream_));
+      }
+    }
+    MOEPLAN_NCCL_CHECK(comm_, ncclGroupEnd());
+  }
+  void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override {
+    MOEPLAN_NCCL_CHECK(comm_,
+                       ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, comm_, stream_));
+  }
 
  private:
-  NcclComm& comm_;
+  void copy(void* to, const void* from, std::size_t bytes, cudaMemcpyKind kind) {
+    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_));
+    if (bytes > 0) MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, kind, stream_));
+    synchronize();
+  }
+
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  int device_;
+  int size_;
 };
+
+// A new non-blocking stream on `device`.
+cudaStream_t new_stream(int device) {
+  MOEPLAN_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  MOEPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+int comm_rank(ncclComm_t comm) {
+  int r = 0;
+  MOEPLAN_NCCL_CHECK(comm, ncclCommUserRank(comm, &r));
+  return r;
+}
+
+int comm_size(ncclComm_t comm) {
+  int n = 1;
+  MOEPLAN_NCCL_CHECK(comm, ncclCommCount(comm, &n));
+  return n;
+}
 
 class NcclComm final : public NcclCommunicator {
  public:
-  NcclComm(ncclComm_t comm, int device) : comm_(comm), device_id_(device), device_(*this) {
-    MOEPLAN_CUDA_CHECK(cudaSetDevice(device_id_));
-    MOEPLAN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    MOEPLAN_NCCL_CHECK(comm_, ncclCommUserRank(comm_, &rank_));
-    MOEPLAN_NCCL_CHECK(comm_, ncclCommCount(comm_, &size_));
-  }
+  NcclComm(ncclComm_t comm, int device)
+      : comm_(comm),
+        device_id_(device),
+        stream_(new_stream(device)),
+        rank_(comm_rank(comm)),
+        size_(comm_size(comm)),
+        device_(comm, stream_, device, size_) {}
   ~NcclComm() override {
     if (stream_ != nullptr) {
       cudaStreamSynchronize(stream_);
@@ -101,62 +190,7 @@ class NcclComm final : public NcclCommunicator {
   std::string kind() const override { return "nccl"; }
   void* stream() const override { return stream_; }
   int device() const override { return device_id_; }
-  void synchronize() override { MOEPLAN_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
-
-  // ---- device collectives -----------------------------------------------------------------
-
-  void all_reduce_sum_device(float* data, std::size_t count) override {
-    MOEPLAN_NCCL_CHECK(comm_, ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream_));
-  }
-  void all_gather_device(const void* send, std::size_t bytes, void* recv) override {
-    MOEPLAN_NCCL_CHECK(comm_, ncclAllGather(send, recv, bytes, ncclUint8, comm_, stream_));
-  }
-  void all_to_all_device(const void* send, std::size_t bytes_per_rank, void* recv) override {
-    if (AlltoAllFn fn = nccl_alltoall(); fn != nullptr) {
-      MOEPLAN_NCCL_CHECK(comm_, fn(send, recv, bytes_per_rank, ncclUint8, comm_, stream_));
-      return;
-    }
-    // NCCL before 2.28 has no ncclAlltoAll: the same exchange as grouped send/recv.
-    std::vector<std::size_t> bytes(static_cast<std::size_t>(size_), bytes_per_rank);
-    std::vector<std::size_t> offsets(bytes.size());
-    for (std::size_t r = 0; r < offsets.size(); ++r) offsets[r] = r * bytes_per_rank;
-    all_to_all_v_device(send, bytes, offsets, recv, bytes, offsets);
-  }
-  void all_to_all_v_device(const void* send, std::span<const std::size_t> send_bytes,
-                           std::span<const std::size_t> send_offsets, void* recv,
-                           std::span<const std::size_t> recv_bytes,
-                           std::span<const std::size_t> recv_offsets) override {
-    MOEPLAN_NCCL_CHECK(comm_, ncclGroupStart());
-    for (int r = 0; r < size_; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      if (send_bytes[i] > 0) {
-        MOEPLAN_NCCL_CHECK(comm_, ncclSend(static_cast<const char*>(send) + send_offsets[i],
-                                           send_bytes[i], ncclUint8, r, comm_, stream_));
-      }
-      if (recv_bytes[i] > 0) {
-        MOEPLAN_NCCL_CHECK(comm_, ncclRecv(static_cast<char*>(recv) + recv_offsets[i],
-                                           recv_bytes[i], ncclUint8, r, comm_, stream_));
-      }
-    }
-    MOEPLAN_NCCL_CHECK(comm_, ncclGroupEnd());
-  }
-  void reduce_scatter_sum_device(const float* send, float* recv, std::size_t count) override {
-    MOEPLAN_NCCL_CHECK(comm_,
-                       ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, comm_, stream_));
-  }
-  // NOTE: NCCL has no all-gather-v; one broadcast per root, grouped, is the usual substitute.
-  void all_gather_v_device(const void* send, void* recv, std::span<const std::size_t> recv_bytes,
-                           std::span<const std::size_t> recv_offsets) {
-    MOEPLAN_NCCL_CHECK(comm_, ncclGroupStart());
-    for (int r = 0; r < size_; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      if (recv_bytes[i] == 0) continue;
-      MOEPLAN_NCCL_CHECK(comm_, ncclBroadcast(send, static_cast<char*>(recv) + recv_offsets[i],
-                                              recv_bytes[i], ncclUint8, r, comm_, stream_));
-    }
-    MOEPLAN_NCCL_CHECK(comm_, ncclGroupEnd());
-  }
-
+  void synchronize() override { device_.synchronize(); }
   DeviceCollectives* device_collectives() override { return &device_; }
 
   // ---- host collectives (staged through device memory) ---------------------------------------
@@ -165,13 +199,13 @@ class NcclComm final : public NcclCommunicator {
     MOEPLAN_CUDA_CHECK(cudaSetDevice(device_id_));
     float* d = send_.reserve_as<float>(1);
     MOEPLAN_CUDA_CHECK(cudaMemsetAsync(d, 0, sizeof(float), stream_));
-    all_reduce_sum_device(d, 1);
+    device_.all_reduce_sum(d, 1);
     synchronize();
   }
 
   void all_reduce_sum(std::span<float> data) override {
     float* d = to_device(send_, data.data(), data.size_bytes());
-    all_reduce_sum_device(d, data.size());
+    device_.all_reduce_sum(d, data.size());
     to_host(data.data(), d, data.size_bytes());
   }
 
@@ -184,7 +218,7 @@ class NcclComm final : public NcclCommunicator {
   void all_gather(const void* send, std::size_t bytes, void* recv) override {
     const void* ds = to_device_raw(send_, send, bytes);
     void* dr = recv_.reserve(bytes * static_cast<std::size_t>(size_));
-    all_gather_device(ds, bytes, dr);
+    device_.all_gather(ds, bytes, dr);
     to_host(recv, dr, bytes * static_cast<std::size_t>(size_));
   }
 
@@ -198,7 +232,7 @@ class NcclComm final : public NcclCommunicator {
     }
     const void* ds = to_device_raw(send_, send, send_bytes);
     void* dr = recv_.reserve(std::max<std::size_t>(total, 1));
-    all_gather_v_device(ds, dr, recv_bytes, recv_offsets);
+    device_.all_gather_v(ds, send_bytes, dr, recv_bytes, recv_offsets);
     to_host(recv, dr, total);
   }
 
@@ -206,7 +240,7 @@ class NcclComm final : public NcclCommunicator {
     const std::size_t total = bytes_per_rank * static_cast<std::size_t>(size_);
     const void* ds = to_device_raw(send_, send, total);
     void* dr = recv_.reserve(total);
-    all_to_all_device(ds, bytes_per_rank, dr);
+    device_.all_to_all(ds, bytes_per_rank, dr);
     to_host(recv, dr, total);
   }
 
@@ -223,14 +257,14 @@ class NcclComm final : public NcclCommunicator {
     }
     const void* ds = to_device_raw(send_, send, send_total);
     void* dr = recv_.reserve(recv_total);
-    all_to_all_v_device(ds, send_bytes, send_offsets, dr, recv_bytes, recv_offsets);
+    device_.all_to_all_v(ds, send_bytes, send_offsets, dr, recv_bytes, recv_offsets);
     to_host(recv, dr, recv_total);
   }
 
   void reduce_scatter_sum(std::span<const float> send, std::span<float> recv) override {
     const float* ds = to_device(send_, send.data(), send.size_bytes());
     float* dr = recv_.reserve_as<float>(recv.size());
-    reduce_scatter_sum_device(ds, dr, recv.size());
+    device_.reduce_scatter_sum(ds, dr, recv.size());
     to_host(recv.data(), dr, recv.size_bytes());
   }
 
@@ -264,64 +298,12 @@ class NcclComm final : public NcclCommunicator {
 
   ncclComm_t comm_;
   int device_id_;
-  cudaStream_t stream_ = nullptr;
-  int rank_ = 0;
-  int size_ = 1;
+  cudaStream_t stream_;
+  int rank_;
+  int size_;
   DeviceBuffer send_, recv_;
-  NcclDeviceCollectives device_;
+  NcclDevice device_;
 };
-
-std::shared_ptr<void> NcclDeviceCollectives::allocate(std::size_t bytes) {
-  MOEPLAN_CUDA_CHECK(cudaSetDevice(comm_.device()));
-  void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, std::max<std::size_t>(bytes, 1));
-  if (e == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
-    throw std::bad_alloc();
-  }
-  MOEPLAN_CUDA_CHECK(e);
-  return {p, [](void* q) { cudaFree(q); }};
-}
-void NcclDeviceCollectives::upload(void* device, const void* host, std::size_t bytes) {
-  MOEPLAN_CUDA_CHECK(cudaSetDevice(comm_.device()));
-  const auto stream = static_cast<cudaStream_t>(comm_.stream());
-  if (bytes > 0) {
-    MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream));
-  }
-  comm_.synchronize();
-}
-void NcclDeviceCollectives::download(void* host, const void* device, std::size_t bytes) {
-  MOEPLAN_CUDA_CHECK(cudaSetDevice(comm_.device()));
-  const auto stream = static_cast<cudaStream_t>(comm_.stream());
-  if (bytes > 0) {
-    MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
-  }
-  comm_.synchronize();
-}
-void NcclDeviceCollectives::all_reduce_sum(float* data, std::size_t count) {
-  comm_.all_reduce_sum_device(data, count);
-}
-void NcclDeviceCollectives::all_gather(const void* send, std::size_t bytes, void* recv) {
-  comm_.all_gather_device(send, bytes, recv);
-}
-void NcclDeviceCollectives::all_gather_v(const void* send, std::size_t /*send_bytes*/, void* recv,
-                                         std::span<const std::size_t> recv_bytes,
-                                         std::span<const std::size_t> recv_offsets) {
-  comm_.all_gather_v_device(send, recv, recv_bytes, recv_offsets);
-}
-void NcclDeviceCollectives::all_to_all(const void* send, std::size_t bytes_per_rank, void* recv) {
-  comm_.all_to_all_device(send, bytes_per_rank, recv);
-}
-void NcclDeviceCollectives::all_to_all_v(const void* send, std::span<const std::size_t> send_bytes,
-                                         std::span<const std::size_t> send_offsets, void* recv,
-                                         std::span<const std::size_t> recv_bytes,
-                                         std::span<const std::size_t> recv_offsets) {
-  comm_.all_to_all_v_device(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets);
-}
-void NcclDeviceCollectives::reduce_scatter_sum(const float* send, float* recv, std::size_t count) {
-  comm_.reduce_scatter_sum_device(send, recv, count);
-}
-void NcclDeviceCollectives::synchronize() { comm_.synchronize(); }
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // The NCCL communicator, as plain C++ (no CUDA or NCCL headers): the Communicator collectives on
 // host buffers (staged through device memory) for verify and the tests, and the same
-// collectives on device pointers, enqueued on the communicator's stream, for the profiler.
+// collectives on device pointers, enqueued on the communicator's stream, with device memory
+// (device_collectives(), kernels::DeviceCollectives) for the profiler.
 #pragma once
 
 #include <cstddef>
@@ -19,18 +20,8 @@ class NcclCommunicator : public Communicator {
   virtual int device() const = 0;
   /// Waits for every enqueued collective.
   virtual void synchronize() = 0;
-
-  // Device-pointer collectives (enqueue only), with the host collectives' meaning.
-  virtual void all_reduce_sum_device(float* data, std::size_t count) = 0;
-  virtual void all_gather_device(const void* send, std::size_t bytes, void* recv) = 0;
-  /// ncclAlltoAll: bytes_per_rank to and from every rank.
-  virtual void all_to_all_device(const void* send, std::size_t bytes_per_rank, void* recv) = 0;
-  /// Grouped ncclSend/ncclRecv with host-side byte counts and offsets (after a count exchange).
-  virtual void all_to_all_v_device(const void* send, std::span<const std::size_t> send_bytes,
-                                   std::span<const std::size_t> send_offsets, void* recv,
-                                   std::span<const std::size_t> recv_bytes,
-                                   std::span<const std::size_t> recv_offsets) = 0;
-  virtual void reduce_scatter_sum_device(const float* send, float* recv, std::size_t count) = 0;
+  // The same collectives on device pointers, and device memory: device_collectives() (never
+  // null here).
 };
 
 /// NCCL over the ranks of `bootstrap` (MPI under mpirun, as nccl-tests: rank 0 calls

@@ -14,6 +14,7 @@
 #include "profiler/op_common.hpp"
 #include "profiler/validate.hpp"
 #include "profiler/validate_attention.hpp"
+#include "tests/profiler/profile_fixtures.hpp"
 #include "tests/profiler/recording_backend.hpp"
 
 namespace moeplan::profiler {
@@ -58,14 +59,7 @@ models::MoeModel tiny_mla(int q_lora) {
   return m;
 }
 
-HarnessOptions fast() {
-  HarnessOptions o;
-  o.warmup = 1;
-  o.min_reps = 2;
-  o.max_reps = 2;
-  o.min_sample_s = 0.0;
-  return o;
-}
+using fixtures::fast;
 
 TEST(DecoderBlock, RunsTheBlocksOpsAndVerifiesEach) {
   const auto m = tiny_qwen3();

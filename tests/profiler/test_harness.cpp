@@ -21,6 +21,8 @@
 #include "profiler/pace.hpp"
 #include "profiler/profile.hpp"
 #include "profiler/sweep.hpp"
+#include "tests/profiler/profile_fixtures.hpp"
+#include "tests/profiler/queued_device_comm.hpp"
 #include "tests/profiler/recording_backend.hpp"
 
 namespace moeplan::profiler {
@@ -91,33 +93,8 @@ TEST(Harness, IncorrectIsNotTimed) {
   EXPECT_EQ(m.stats.repetitions, 0);
 }
 
-SweepSpec tiny_sweep(int world) {
-  auto model = models::load_model("qwen1.5-moe-a2.7b");
-  EXPECT_TRUE(model.ok());
-  SweepRequest r;
-  r.scale = 16;
-  r.world_size = world;
-  r.dtypes = {DType::kBf16};
-  r.quick = true;
-  r.max_tokens = 8;
-  r.max_bytes = 4096;
-  auto s = make_sweep(*model, r);
-  EXPECT_TRUE(s.ok()) << s.error().message;
-  // A rotation of 4 MiB, not kColdBytes: what these profiles are checked for (which points are
-  // written, kept, resumed, measured again) does not depend on how cold the operands are, and a
-  // 256 MiB rotation per point is most of their time (minutes under ThreadSanitizer).
-  s->cold_bytes = std::size_t{4} << 20;
-  return *s;
-}
-
-HarnessOptions fast() {
-  HarnessOptions o;
-  o.warmup = 1;
-  o.min_reps = 2;
-  o.max_reps = 2;
-  o.min_sample_s = 0.0;
-  return o;
-}
+using fixtures::fast;
+using fixtures::tiny_sweep;
 
 // measure_layer of `spec` on one in-process rank (ep 1 × tp 1, a2av, 32 tokens) on `backend`.
 LayerMeasurement measure_one_rank(const kernels::LayerSpec& spec, kernels::Backend& backend,
@@ -322,7 +299,9 @@ TEST(HarnessOps, ComputeOpsTimeTheBackendsCalls) {
   }
 }
 
-// Every collective, run by 2 in-process ranks: passes, and a fault on one rank fails both.
+// Every collective, run by 2 in-process ranks on host memory and on device memory (a stand-in
+// device communicator, the device case of the op, whose results exist only once waited for):
+// passes, and a fault on one rank fails both.
 TEST(HarnessOps, EveryCollectiveVerifiesAndCatchesAFault) {
   const SweepSpec s = tiny_sweep(2);
   const auto backend = kernels::make_cpu_backend();
@@ -331,17 +310,25 @@ TEST(HarnessOps, EveryCollectiveVerifiesAndCatchesAFault) {
     if (!table.collective) continue;
     const auto pts = table.sweep(s);
     ASSERT_FALSE(pts.empty()) << table.name;
-    for (const bool fault : {false, true}) {
-      std::atomic<int> incorrect{0}, passed{0};
-      kernels::run_in_process(2, [&](kernels::Communicator& world) {
-        auto group = world.split(0, world.rank());
-        auto c = table.init(pts.back(), s, group.get(), *backend);
-        ASSERT_TRUE(c.ok());
-        if (fault && world.rank() == 1) (*c)->inject_fault();
-        const Measurement m = measure(**c, &world, fast());
-        (m.disposition == planner::Disposition::kIncorrect ? incorrect : passed)++;
-      });
-      EXPECT_EQ(fault ? incorrect.load() : passed.load(), 2) << table.name;
+    for (const bool on_device : {false, true}) {
+      for (const bool fault : {false, true}) {
+        std::atomic<int> incorrect{0}, passed{0}, device_cases{0};
+        kernels::run_in_process(2, [&](kernels::Communicator& world) {
+          std::unique_ptr<kernels::Communicator> group = world.split(0, world.rank());
+          if (on_device) group = std::make_unique<fixtures::QueuedDeviceComm>(std::move(group));
+          auto c = table.init(pts.back(), s, group.get(), *backend);
+          ASSERT_TRUE(c.ok()) << c.error().message;
+          if (fault && world.rank() == 1) (*c)->inject_fault();
+          const Measurement m = measure(**c, &world, fast());
+          (m.disposition == planner::Disposition::kIncorrect ? incorrect : passed)++;
+          if (on_device) {
+            const auto& dev = static_cast<fixtures::QueuedDeviceComm&>(*group).device();
+            if (dev.allocations > 0 && dev.collectives_run > 0) ++device_cases;
+          }
+        });
+        EXPECT_EQ(fault ? incorrect.load() : passed.load(), 2) << table.name << " " << on_device;
+        EXPECT_EQ(device_cases.load(), on_device ? 2 : 0) << table.name;
+      }
     }
     EXPECT_DOUBLE_EQ(table.bus_factor(2), table.name == "all_reduce" ? 1.0 : 0.5);
     ++checked;
@@ -562,16 +549,11 @@ TEST(Profile, DeviceProfileTimesTheBackendAndLeavesHostOpsOut) {
     EXPECT_GT(s->measured, 0);
     EXPECT_GT(s->not_supported, 0);
   });
-  auto db = planner::CostDb::open(path, false);
-  ASSERT_TRUE(db.ok());
-  auto runs = (*db)->runs();
-  ASSERT_TRUE(runs.ok());
-  ASSERT_EQ(runs->size(), 1U);
-  EXPECT_EQ(runs->front().backend, "fakegpu");
-  auto pts = (*db)->points();
-  ASSERT_TRUE(pts.ok());
+  const auto written = fixtures::read_profile_db(path);
+  ASSERT_EQ(written.runs.size(), 1U);
+  EXPECT_EQ(written.runs.front().backend, "fakegpu");
   std::map<std::string, int> seen;
-  for (const auto& p : *pts) {
+  for (const auto& p : written.points) {
     ++seen[p.op];
     EXPECT_EQ(p.backend, "fakegpu");
     EXPECT_EQ(p.device, "fakegpu:Fake GPU 80GB/ranks=1");

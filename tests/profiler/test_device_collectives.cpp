@@ -4,20 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
-#include <cstring>
 #include <filesystem>
-#include <functional>
 #include <map>
-#include <thread>
 
 #include "kernels/communicator.hpp"
-#include "models/registry.hpp"
-#include "planner/costs/cost_db.hpp"
 #include "profiler/harness.hpp"
 #include "profiler/ops.hpp"
 #include "profiler/profile.hpp"
-#include "profiler/sweep.hpp"
 #include "tests/profiler/profile_fixtures.hpp"
 #include "tests/profiler/queued_device_comm.hpp"
 #include "tests/profiler/recording_backend.hpp"

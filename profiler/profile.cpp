@@ -149,10 +149,6 @@ Result<ProfileRequest> make_profile_request(const ProfileOptions& o, int world_s
     req.harness.min_reps = 3;
     req.harness.max_seconds = std::min(o.max_seconds, 0.2);
   }
-  // A device backend's events time the kernels alone, with no timer or barrier overhead to
-  // amortize: one run per sample. Its collectives (NCCL, by wall time) keep the host's.
-  req.device_collective_min_sample_s = req.harness.min_sample_s;
-  if (req.backend) req.harness.min_sample_s = 0.0;
   return req;
 }
 
@@ -272,12 +268,15 @@ Result<ProfileSummary> run_profile(
   const bool device_profile = backend->device_seconds().has_value();
   sum.device = device_profile ? device_profile_name(*backend, world.size())
                               : cpu_device_name(env, world.size(), num_nodes);
+  // A device backend's events time the kernels alone, with no timer or barrier overhead to
+  // amortize: one run per sample. Collectives on device memory keep req.harness: wall time around
+  // back-to-back runs and one synchronize.
   HarnessOptions harness = req.harness;
-  if (device_profile) harness.device_clock = backend.get();
-  // Collectives on device memory: wall time around back-to-back runs and one synchronize.
-  HarnessOptions device_collective_harness = req.harness;
-  device_collective_harness.device_clock = nullptr;
-  device_collective_harness.min_sample_s = req.device_collective_min_sample_s;
+  if (device_profile) {
+    harness.device_clock = backend.get();
+    harness.min_sample_s = 0.0;
+  }
+  const HarnessOptions& device_collective_harness = req.harness;
   sum.total = static_cast<int>(points->size());
   // The machine's pace before the first point (and after the last, below): what a later validate
   // compares its own with, to tell a stale profile from the planner's error.

@@ -35,10 +35,6 @@ struct ProfileRequest {
   /// harness.target_spread when its time budget ran out: the machine was interfered with), and
   /// keep the measurement that spread less. make_profile_request sets it for full profiles.
   bool remeasure_unsettled = false;
-  /// The shortest sample of a collective timed on a device communicator (NCCL, by wall time:
-  /// back-to-back runs, then one synchronize), when `harness` times a device backend's kernels
-  /// one run per sample by its events.
-  double device_collective_min_sample_s = 5e-3;
 };
 
 /// A profile's settings as `moeplan profile` takes them (and moeplan-gui's profiling view):

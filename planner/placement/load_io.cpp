@@ -2,6 +2,7 @@
 #include "planner/placement/load_io.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <string_view>
 
 #include "models/file_io.hpp"
 #include "models/json_reader.hpp"
@@ -529,6 +531,13 @@ Result<LoadData> read_trace_file(const std::filesystem::path& path, const models
 
 // ---- synthetic ----------------------------------------------------------------------------
 
+namespace {
+
+// The kinds of synthetic_load, and the kernels' routed loads (profiler/routed_load.hpp).
+constexpr std::array<std::string_view, 4> kSyntheticKinds{"uniform", "powerlaw", "hot", "routed"};
+
+}  // namespace
+
 Result<SyntheticSpec> parse_synthetic_spec(const std::string& spec) {
   const std::string what = "synthetic load '" + spec + "': ";
   const auto colon = spec.find(':');
@@ -681,9 +690,10 @@ Result<LoadData> load_file_or_spec(const std::string& file_or_spec, const models
   }
   // A bare name that is no synthetic kind but names something here is read as a file (which
   // says what is wrong with it: a directory, an unreadable file), not taken for a misspelt kind.
-  const std::string kind = file_or_spec.substr(0, file_or_spec.find_first_of(":,"));
+  const std::string kind =
+      file_or_spec.substr(0, file_or_spec.find(':'));  // as parse_synthetic_spec
   std::error_code ec;
-  if (kind != "uniform" && kind != "powerlaw" && kind != "hot" &&
+  if (std::find(kSyntheticKinds.begin(), kSyntheticKinds.end(), kind) == kSyntheticKinds.end() &&
       std::filesystem::exists(file_or_spec, ec)) {
     return read_load_file(file_or_spec, model);
   }

@@ -38,9 +38,7 @@ TEST(DeviceCollectives, ASampleWaitsForItsCollectives) {
     QueuedDeviceComm dev(world.split(0, world.rank()), kDelay);
     auto c = table.init(pts.front(), s, &dev, *backend);
     ASSERT_TRUE(c.ok());
-    HarnessOptions h = fast();
-    h.min_sample_s = 0.0;
-    const Measurement m = measure(**c, &world, h);
+    const Measurement m = measure(**c, &world, fast());
     ASSERT_EQ(m.disposition, planner::Disposition::kPassed) << m.detail;
     if (m.stats.median_s >= kDelay) ++slow_enough;
   });
@@ -97,7 +95,6 @@ TEST(DeviceCollectives, DeviceProfileTimesCollectivesOnlyOnDeviceMemory) {
     req.sweep = tiny_sweep(2);
     req.ops = {"all_reduce"};
     req.harness = fast();
-    req.device_collective_min_sample_s = 0.0;
     req.out_path = path;
     req.backend = std::make_shared<RecordingBackend>(2.5e-4);
     kernels::run_in_process(2, [&](kernels::Communicator& world) {

@@ -271,7 +271,7 @@ int run_place(const PlaceOptions& o) {
     model = std::move(*m);
   }
   const models::MoeModel* mp = model ? &*model : nullptr;
-  auto data = !o.load.empty()    ? planner::read_load_file(o.load, mp)
+  auto data = !o.load.empty()    ? profiler::load_any(o.load, mp)
               : !o.trace.empty() ? planner::read_trace_file(o.trace, mp)
                                  : profiler::synthetic_any(o.synthetic, mp);
   if (!data) return report_error(data.error());
@@ -384,7 +384,8 @@ void add_place_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "place", "Place experts (and redundant replicas) on EP ranks for a load; report balance");
   cmd->add_option("--load", o->load,
-                  "Expert counts: SGLang JSON (logical_count [L,E] or [S,L,E]), CSV or .npy");
+                  "Expert counts: SGLang JSON (logical_count [L,E] or [S,L,E]), CSV or .npy; or a "
+                  "synthetic spec, as plan --load and --synthetic take it");
   cmd->add_option("--trace", o->trace, "Per-token top-k trace: JSON topk_ids [L,T,k] or .npy");
   cmd->add_option("--synthetic", o->synthetic,
                   "Synthetic load: uniform | powerlaw:alpha=A | hot:n=N,share=S "

@@ -12,9 +12,9 @@
 #include "planner/costs/cost_setup.hpp"
 #include "planner/layout.hpp"
 #include "planner/layout_figures.hpp"
-#include "planner/placement/load_io.hpp"
 #include "planner/plan_request.hpp"
 #include "planner/rebalance.hpp"
+#include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
 
@@ -149,7 +149,8 @@ int run_rebalance(const RebalanceOptions& o) {
   request.record_steps = o.record_steps;
   request.align = !o.no_align;
 
-  auto data = planner::read_load_file(o.load, &*model);
+  // As plan --load reads it (a synthetic spec too, which has no steps and is refused below).
+  auto data = profiler::load_any(o.load, &*model);
   if (!data) return report_error(data.error());
   if (data->steps.size() < 2) {
     return report_error(Error{"rebalance: load '" + o.load + "' has no steps; expected a load " +

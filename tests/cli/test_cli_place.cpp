@@ -128,6 +128,21 @@ TEST(CliPlace, EveryInputFormat) {
   EXPECT_EQ(syn.at("num_layers"), 48);
 }
 
+// --load takes what plan --load takes: a file, or a synthetic spec (the same load as --synthetic
+// gives, so the same placement and figures).
+TEST(CliPlace, LoadTakesASyntheticSpecAsPlanDoes) {
+  for (const std::string spec : {"powerlaw:alpha=1.2", "hot:n=2,share=0.5"}) {
+    const std::string rest = " --model qwen3-30b-a3b --gpus 8 --slots 136 --policy best";
+    auto by_load = run_json("place --load " + spec + rest);
+    auto by_synthetic = run_json("place --synthetic " + spec + rest);
+    ASSERT_TRUE(by_load.contains("load_format")) << spec;
+    EXPECT_EQ(by_load.at("load_format"), "synthetic") << spec;
+    by_load.erase("seconds");
+    by_synthetic.erase("seconds");
+    EXPECT_EQ(by_load, by_synthetic) << spec;
+  }
+}
+
 TEST(CliPlace, OutWritesTheFileThePlannerReads) {
   const auto out = temp("out.json");
   std::filesystem::remove(out);
@@ -273,6 +288,8 @@ TEST(CliPlace, BadInputsAreOneLineAndWriteNothing) {
                         "slot count (10) to be a multiple of the GPU count (3)");
   expect_one_line_error(run_cli("place --synthetic powerlaw:experts=8 --gpus 2" + o),
                         "key 'alpha' missing");
+  expect_one_line_error(run_cli("place --load powerlaw:alpha=abc,experts=8 --gpus 2" + o),
+                        "key 'alpha': expected a number in [0, 10], got 'abc'");
   expect_one_line_error(run_cli("place --synthetic uniform:experts=8 --gpus 2 --policy linear" + o),
                         "unknown placement policy 'linear'");
   expect_one_line_error(

@@ -71,6 +71,7 @@ TEST(CliRebalance, BadInputOneLineExitTwo) {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"rebalance --model deepseek-v2-lite", "--load: expected a load file with steps"},
       {kBase + no_steps, "has no steps"},
+      {kBase + "powerlaw:alpha=1.2", "load 'powerlaw:alpha=1.2' has no steps"},
       {kBase + steps16() + " --window 16", "--window of 16 leaves none to score"},
       {kBase + steps16() + " --every 0", "--every ≥ 1"},
       {kBase + steps16() + " --policy contiguous", "--policy: expected eplb or best"},

@@ -19,10 +19,15 @@ Result<std::unique_ptr<CostDb>> open_costs(const std::string& costs_path) {
         "costs", " " + costs_path +
                      ": expected a cost database file written by moeplan profile, got a directory");
   }
-  if (!std::filesystem::is_regular_file(costs_path, ec)) {
+  if (!std::filesystem::exists(costs_path, ec)) {
     return input_error("costs", " " + costs_path +
                                     ": no such file; expected a cost database written "
                                     "by moeplan profile");
+  }
+  if (!std::filesystem::is_regular_file(costs_path, ec)) {
+    return input_error("costs", " " + costs_path +
+                                    ": expected a cost database file written by moeplan "
+                                    "profile, got a device or other special file");
   }
   auto db = CostDb::open(costs_path, false);
   if (!db) return input_error("costs", " " + db.error().message);

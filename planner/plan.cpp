@@ -38,6 +38,39 @@ std::string kv_batch_text(const Workload& w, int tp_size) {
          std::to_string(w.isl) + " tokens" + group;
 }
 
+// The EP sizes a total redundant count leaves out that are legal without it (a deployment's
+// count fits some GPU counts only: DeepSeek's 256 + 32 slots divide over 144 ranks, not 128); ""
+// when there are none. Per-rank and automatic counts leave none out.
+std::string left_out_by_redundancy(const Plan& plan) {
+  if (plan.redundancy.kind != Redundancy::Kind::kTotal || plan.redundancy.count == 0 ||
+      plan.num_experts < 1) {
+    return {};
+  }
+  const std::int64_t slots = plan.num_experts + plan.redundancy.count;
+  std::string shapes;
+  std::vector<int> eps;
+  for (const auto& e : plan.excluded) {
+    if (e.ep_size < 1 || plan.num_experts % e.ep_size != 0 || slots % e.ep_size == 0) continue;
+    Layout l;
+    l.dp_size = e.dp_size;
+    l.ep_size = e.ep_size;
+    l.tp_size = e.tp_size;
+    shapes += (shapes.empty() ? "" : ", ") + l.shape_name();
+    if (std::find(eps.begin(), eps.end(), e.ep_size) == eps.end()) eps.push_back(e.ep_size);
+  }
+  if (shapes.empty()) return {};
+  std::string sizes;
+  for (std::size_t i = 0; i < eps.size(); ++i) {
+    sizes += (i == 0 ? "" : i + 1 == eps.size() ? " or " : ", ") + std::to_string(eps[i]);
+  }
+  return shapes + " left out: " + std::to_string(plan.num_experts) + " experts + " +
+         std::to_string(plan.redundancy.count) + " redundant slots (" + std::to_string(slots) +
+         ") do not divide evenly over " + sizes + " EP ranks ({redundant} " +
+         plan.redundancy.text() +
+         "); they are legal without redundant slots, and {redundant} auto gives each EP size "
+         "its smallest legal count";
+}
+
 std::vector<std::string> recommend_reasons(const Plan& plan) {
   std::vector<std::string> reasons;
   const auto& layouts = plan.layouts;
@@ -194,6 +227,9 @@ std::vector<std::string> recommend_reasons(const Plan& plan) {
                           ->infeasible_reason +
                       ")");
   }
+  if (auto left_out = left_out_by_redundancy(plan); !left_out.empty()) {
+    reasons.push_back(left_out);
+  }
   return reasons;
 }
 
@@ -337,6 +373,7 @@ Result<Plan> make_plan(const models::MoeModel& model, const Cluster& cluster,
   plan.workload = request.workload;
   plan.num_gpus = n;
   plan.num_moe_layers = model.num_moe_layers();
+  plan.num_experts = static_cast<int>(model.num_experts);
   plan.attention_dp = request.attention_dp;
   plan.redundancy = request.redundancy;
 

@@ -50,6 +50,7 @@ struct Plan {
   double step_target_s = 0.0;  ///< PlanRequest::step_target_s
   int num_gpus = 0;
   int num_moe_layers = 0;
+  int num_experts = 0;  ///< routed experts per MoE layer (before redundant slots)
   bool attention_dp = false;
   std::vector<LayoutCost> layouts;       ///< ranked: feasible first, then by step time
   std::vector<ExcludedLayout> excluded;  ///< illegal combinations with their rule

@@ -105,6 +105,18 @@ TEST(CliPlanLoad, DeepSeekV3Ep144PlansWithRedundantSlots) {
   EXPECT_NE(r.out.find("ep144×tp1"), std::string::npos);
   EXPECT_NE(r.out.find("288 (2)"), std::string::npos);   // EP144: 2 slots per GPU
   EXPECT_NE(r.out.find("288 (32)"), std::string::npos);  // EP9 × TP16: 32 per GPU
+  EXPECT_EQ(r.out.find(" left out: "), std::string::npos);  // 288 divides every EP size of 144
+  // On 128 GPUs the same count leaves EP64 and EP128 out, and the reasons say so in flags.
+  std::string on128 = kDsv3Ep144;
+  on128.replace(on128.find("--gpus 144"), 10, "--gpus 128");
+  const auto r128 = run_cli("plan " + on128);
+  ASSERT_EQ(r128.exit_code, 0) << r128.err;
+  EXPECT_NE(r128.out.find("  - ep64×tp2, ep128×tp1 left out: 256 experts + 32 redundant slots "
+                          "(288) do not divide evenly over 64 or 128 EP ranks (--redundant "
+                          "total:32); they are legal without redundant slots, and --redundant "
+                          "auto gives"),
+            std::string::npos)
+      << r128.out;
   const auto js = run_cli("plan " + kDsv3Ep144 + " --json");
   ASSERT_EQ(js.exit_code, 0) << js.err;
   const auto j = nlohmann::json::parse(js.out);

@@ -176,6 +176,34 @@ TEST(PlanRequest, DeepSeekV3DecodeOnEp144WithRedundantSlots) {
       << off.error().message;
 }
 
+// A total count fits some GPU counts only: DeepSeek's 256 + 32 slots divide over 144 EP ranks
+// but not over 64 or 128, so on 128 GPUs the widest layouts drop out; the reasons say which and
+// why. Counts per rank (or auto) leave nothing out, and neither does a total that divides.
+TEST(PlanRequest, ReasonsNameTheEpSizesATotalRedundantCountLeavesOut) {
+  const auto m = model("deepseek-v3");
+  const auto c = load_cluster("16x-hgx-h200").value();
+  const auto reason = [](const Plan& p) {
+    for (const auto& r : p.reasons) {
+      if (r.find(" left out: ") != std::string::npos) return r;
+    }
+    return std::string();
+  };
+  const auto total = redundant_plan(m, c, Redundancy::total(32), "decode", 128);
+  ASSERT_TRUE(total.ok()) << total.error().message;
+  EXPECT_EQ(find_layout(*total, 128, 1), nullptr);
+  EXPECT_EQ(reason(*total),
+            "ep64×tp2, ep128×tp1 left out: 256 experts + 32 redundant slots (288) do not divide "
+            "evenly over 64 or 128 EP ranks ({redundant} total:32); they are legal without "
+            "redundant slots, and {redundant} auto gives each EP size its smallest legal count");
+  for (const Redundancy r : {Redundancy::per_rank(1), Redundancy::automatic(),
+                             Redundancy::total(128)}) {
+    const auto p = redundant_plan(m, c, r, "decode", 128);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    EXPECT_NE(find_layout(*p, 128, 1), nullptr) << r.text();
+    EXPECT_EQ(reason(*p), "") << r.text();
+  }
+}
+
 TEST(PlanRequest, MoreRedundancyThanMemoryAllowsIsOneError) {
   const auto m = model("qwen2-57b-a14b");
   const auto c = load_cluster("2x-hgx-h200").value();

@@ -311,8 +311,9 @@ TEST_F(CliBadInput, CostDatabaseEveryClass) {
       {path("a_directory.json"),
        "a_directory.json: expected a cost database file written by moeplan profile, got a "
        "directory"},
-      {"/dev/null", "/dev/null: expected a cost database file written by moeplan profile, got a "
-                    "device or other special file"},
+      {"/dev/null",
+       "/dev/null: expected a cost database file written by moeplan profile, got a "
+       "device or other special file"},
       {write("empty.db", ""), "empty.db: empty database, expected a moeplan cost database"},
       {write("cut.db", bytes.substr(0, bytes.size() / 2)), "cut.db"},
       {write("type.db", R"({"not": "a database"})"), "type.db: not a moeplan cost database"},

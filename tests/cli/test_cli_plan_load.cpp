@@ -103,8 +103,8 @@ TEST(CliPlanLoad, DeepSeekV3Ep144PlansWithRedundantSlots) {
   EXPECT_NE(r.out.find("redundant slots: 32 in all"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("slots (/GPU)"), std::string::npos);
   EXPECT_NE(r.out.find("ep144×tp1"), std::string::npos);
-  EXPECT_NE(r.out.find("288 (2)"), std::string::npos);   // EP144: 2 slots per GPU
-  EXPECT_NE(r.out.find("288 (32)"), std::string::npos);  // EP9 × TP16: 32 per GPU
+  EXPECT_NE(r.out.find("288 (2)"), std::string::npos);      // EP144: 2 slots per GPU
+  EXPECT_NE(r.out.find("288 (32)"), std::string::npos);     // EP9 × TP16: 32 per GPU
   EXPECT_EQ(r.out.find(" left out: "), std::string::npos);  // 288 divides every EP size of 144
   // On 128 GPUs the same count leaves EP64 and EP128 out, and the reasons say so in flags.
   std::string on128 = kDsv3Ep144;

@@ -179,8 +179,12 @@ void MemoryChart::rebuild() {
                     ? 0
                     : std::min(view_->rowCount(), BreakdownChart::kMaxRows);
   const bool kv = plan != nullptr && plan->workload.counts_kv();
-  c->setTitle(kv ? tr("Memory per GPU, GiB (KV cache included) vs the usable HBM")
-                 : tr("Memory per GPU, GiB (without KV cache) vs HBM capacity"));
+  c->setTitle(kv ? tr("Memory per GPU, GiB (KV cache included)")
+                 : tr("Memory per GPU, GiB (no KV cache)"));
+  // Six parts and the HBM line: at the bottom of a third of the window their names were cut to
+  // "e…", "s…"; on the right each keeps its name.
+  c->legend()->setAlignment(Qt::AlignRight);
+  c->legend()->setShowToolTips(true);
   if (n == 0) return;
   auto* series = new QStackedBarSeries();
   const char* names[] = {"experts", "shared", "dense", "buffers", "activations", "KV cache"};
@@ -190,10 +194,9 @@ void MemoryChart::rebuild() {
   for (int r = 0; r < n; ++r) {
     const int li = view_->index(r, 0).data(PlanTableModel::kLayoutIndexRole).toInt();
     rows.push_back(&plan->layouts[static_cast<std::size_t>(li)]);
-    // The plan rank and shape (unique: a category axis needs distinct names).
-    categories << QStringLiteral("%1 %2").arg(
-        view_->index(r, PlanTableModel::kRank).data(Qt::DisplayRole).toString(),
-        view_->index(r, PlanTableModel::kLayout).data(Qt::DisplayRole).toString());
+    // The plan rank (unique, as a category axis needs; short, so all of them fit beside the
+    // legend: the time chart beside it names each rank's layout).
+    categories << view_->index(r, PlanTableModel::kRank).data(Qt::DisplayRole).toString();
   }
   double top = 0.0;
   for (int p = 0; p < parts; ++p) {
@@ -215,13 +218,12 @@ void MemoryChart::rebuild() {
   c->addSeries(series);
   auto* x = new QBarCategoryAxis();
   x->append(categories);
-  x->setTitleText(tr("plan rank and layout (first %1 rows of the table)").arg(n));
+  x->setTitleText(tr("plan rank (first %1 rows)").arg(n));
   x->setTruncateLabels(false);
   QFont small = x->labelsFont();
   small.setPointSizeF(small.pointSizeF() * 0.8);
   x->setLabelsFont(small);
-  // Upright labels stay within their bar's band (slanted ones at the ends are dropped).
-  if (n > 4) x->setLabelsAngle(-90);
+  c->legend()->setFont(small);  // the axis labels' size: the legend takes less of the width
   auto* y = new QValueAxis();
   y->setTitleText(tr("GiB/GPU"));
   y->setRange(0.0, top * 1.08);
@@ -234,8 +236,8 @@ void MemoryChart::rebuild() {
   // The capacity line over the same categories (a hidden value axis spans the bar slots).
   auto* cap = new QLineSeries();
   cap->setName(
-      kv ? tr("%1 of HBM: %2").arg(plan->workload.mem_fraction, 0, 'f', 2).arg(formatGiB(limit))
-         : tr("HBM %1").arg(formatGiB(rows.front()->memory_capacity)));
+      kv ? tr("%1 of HBM").arg(plan->workload.mem_fraction, 0, 'f', 2)
+         : tr("HBM"));  // its GiB on the axis (a shorter legend leaves the bars their labels)
   QPen pen(QColor(0xb0, 0x00, 0x20));
   pen.setWidth(2);
   pen.setStyle(Qt::DashLine);

@@ -36,6 +36,7 @@
 #include <QGraphicsRectItem>
 #include <QGraphicsScene>
 #include <QHeaderView>
+#include <QLegend>
 #include <QMenu>
 #include <QMenuBar>
 #include <QScreen>
@@ -613,15 +614,22 @@ TEST(GuiCharts, EveryBarHasRoomForItsLabelAndTheTableFits) {
     EXPECT_TRUE(std::any_of(names.begin(), names.end(), [](const QString& c) {
       return c.startsWith(QStringLiteral("1 ep16×tp1 "));
     })) << names.join(QStringLiteral(" | ")).toStdString();
-    // The memory chart names the layouts (plan rank and shape), not table rows.
-    auto* x = qobject_cast<QBarCategoryAxis*>(
-        w.layoutsView()->memoryChart()->chart()->axes(Qt::Horizontal).value(0));
+    // The memory chart names the layouts by their plan rank (the table's # column, which the
+    // time chart beside it spells out), not by table row; every rank's label fits its bar's band
+    // beside the legend, which sits on the right so that each part keeps its name.
+    QChart* mem = w.layoutsView()->memoryChart()->chart();
+    auto* x = qobject_cast<QBarCategoryAxis*>(mem->axes(Qt::Horizontal).value(0));
     ASSERT_TRUE(x != nullptr);
     QTableView* table = w.layoutsView()->table();
     EXPECT_EQ(x->categories().front(),
-              table->model()->index(0, PlanTableModel::kRank).data().toString() + " " +
-                  table->model()->index(0, PlanTableModel::kLayout).data().toString());
+              table->model()->index(0, PlanTableModel::kRank).data().toString());
     EXPECT_FALSE(x->truncateLabels());
+    const QFontMetrics xm(x->labelsFont());
+    const double mem_band = mem->plotArea().width() / x->count();
+    for (const QString& c : x->categories()) {
+      EXPECT_GE(mem_band, xm.horizontalAdvance(c)) << c.toStdString() << ", " << size.width();
+    }
+    EXPECT_EQ(mem->legend()->alignment(), Qt::AlignRight);
     if (size.width() >= 1600) {
       EXPECT_EQ(table->horizontalScrollBar()->maximum(), 0)
           << "every column, memory and fits included, without scrolling; window " << w.width()

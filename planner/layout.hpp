@@ -30,6 +30,8 @@ struct ExcludedLayout {
   int ep_size = 1;
   int tp_size = 1;
   std::string rule;  ///< e.g. "num_experts % ep_size == 0: 60 % 8 = 4"
+  /// Excluded only by its redundant slots: every rule holds with none.
+  bool legal_without_redundancy = false;
 };
 
 struct EnumerateOptions {

@@ -50,7 +50,7 @@ std::string left_out_by_redundancy(const Plan& plan) {
   std::string shapes;
   std::vector<int> eps;
   for (const auto& e : plan.excluded) {
-    if (e.ep_size < 1 || plan.num_experts % e.ep_size != 0 || slots % e.ep_size == 0) continue;
+    if (!e.legal_without_redundancy) continue;
     Layout l;
     l.dp_size = e.dp_size;
     l.ep_size = e.ep_size;

@@ -165,6 +165,20 @@ TEST(Layout, RedundantSlotsOnDeepSeekV3With144Gpus) {
   for (const auto& l : off.layouts) EXPECT_NE(l.ep_size, 144);
   EXPECT_EQ(layout_rule_violation(m, 144, 1, 30).value(),
             "(num_experts + redundant) % ep_size == 0: (256 + 30) % 144 = 142");
+  // None of the layouts total:30 excludes on 144 GPUs would be legal without redundant slots:
+  // ep16×tp9 breaks (256 + 30) % 16 first, but 2048 % 9 too.
+  for (const auto& x : off.excluded) {
+    EXPECT_FALSE(x.legal_without_redundancy) << x.ep_size << "x" << x.tp_size << ": " << x.rule;
+  }
+  // On 128 GPUs total:32 excludes ep64×tp2 and ep128×tp1 for their slots alone.
+  opt.num_gpus = 128;
+  opt.redundancy = Redundancy::total(32);
+  std::set<std::pair<int, int>> only_by_slots;
+  for (const auto& x : enumerate_layouts(m, opt).excluded) {
+    if (x.legal_without_redundancy) only_by_slots.insert({x.ep_size, x.tp_size});
+  }
+  EXPECT_EQ(only_by_slots, (std::set<std::pair<int, int>>{{64, 2}, {128, 1}}));
+  opt.num_gpus = 144;
   // auto: each EP size its own fewest slots; every EP size whose tp divides 2048 is legal.
   opt.redundancy = Redundancy::automatic();
   EXPECT_EQ(legal_shapes(enumerate_layouts(m, opt)),

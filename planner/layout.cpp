@@ -28,8 +28,8 @@ Enumeration enumerate_layouts(const models::MoeModel& model, const EnumerateOpti
       const int tp = group / ep;
       const std::int64_t redundant = options.redundancy.redundant_at(model.num_experts, ep);
       if (auto rule = layout_rule_violation(model, ep, tp, redundant)) {
-        out.excluded.push_back({n, dp, ep, tp, *rule,
-                                redundant > 0 && !layout_rule_violation(model, ep, tp, 0)});
+        out.excluded.push_back(
+            {n, dp, ep, tp, *rule, redundant > 0 && !layout_rule_violation(model, ep, tp, 0)});
         continue;
       }
       for (const Dispatcher d : options.dispatchers) {

@@ -67,8 +67,8 @@ std::string left_out_by_redundancy(const Plan& plan) {
          std::to_string(plan.redundancy.count) + " redundant slots (" + std::to_string(slots) +
          ") do not divide evenly over " + sizes + " EP ranks ({redundant} " +
          plan.redundancy.text() +
-         "); they are legal without redundant slots, and {redundant} auto gives each EP size "
-         "its smallest legal count";
+         "); they are legal without redundant slots, and a count per EP rank ({redundant} N) "
+         "or {redundant} auto keeps them";
 }
 
 std::vector<std::string> recommend_reasons(const Plan& plan) {

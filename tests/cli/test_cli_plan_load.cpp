@@ -113,8 +113,8 @@ TEST(CliPlanLoad, DeepSeekV3Ep144PlansWithRedundantSlots) {
   ASSERT_EQ(r128.exit_code, 0) << r128.err;
   EXPECT_NE(r128.out.find("  - ep64×tp2, ep128×tp1 left out: 256 experts + 32 redundant slots "
                           "(288) do not divide evenly over 64 or 128 EP ranks (--redundant "
-                          "total:32); they are legal without redundant slots, and --redundant "
-                          "auto gives"),
+                          "total:32); they are legal without redundant slots, and a count per "
+                          "EP rank (--redundant N) or --redundant auto keeps them"),
             std::string::npos)
       << r128.out;
   const auto js = run_cli("plan " + kDsv3Ep144 + " --json");

@@ -194,7 +194,8 @@ TEST(PlanRequest, ReasonsNameTheEpSizesATotalRedundantCountLeavesOut) {
   EXPECT_EQ(reason(*total),
             "ep64×tp2, ep128×tp1 left out: 256 experts + 32 redundant slots (288) do not divide "
             "evenly over 64 or 128 EP ranks ({redundant} total:32); they are legal without "
-            "redundant slots, and {redundant} auto gives each EP size its smallest legal count");
+            "redundant slots, and a count per EP rank ({redundant} N) or {redundant} auto keeps "
+            "them");
   for (const Redundancy r :
        {Redundancy::per_rank(1), Redundancy::automatic(), Redundancy::total(128)}) {
     const auto p = redundant_plan(m, c, r, "decode", 128);

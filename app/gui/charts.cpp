@@ -160,7 +160,13 @@ void BreakdownChart::rebuild() {
   series->attachAxis(x);
 }
 
-MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent) { chartView_ = makeChartView(this); }
+MemoryChart::MemoryChart(QWidget* parent) : QWidget(parent) {
+  chartView_ = makeChartView(this);
+  // Six parts and the HBM line: at the bottom of a third of the window their names were cut to
+  // "e…", "s…"; on the right each keeps its name.
+  chartView_->chart()->legend()->setAlignment(Qt::AlignRight);
+  chartView_->chart()->legend()->setShowToolTips(true);
+}
 
 QChart* MemoryChart::chart() const { return chartView_->chart(); }
 
@@ -181,10 +187,6 @@ void MemoryChart::rebuild() {
   const bool kv = plan != nullptr && plan->workload.counts_kv();
   c->setTitle(kv ? tr("Memory per GPU, GiB (KV cache included)")
                  : tr("Memory per GPU, GiB (no KV cache)"));
-  // Six parts and the HBM line: at the bottom of a third of the window their names were cut to
-  // "e…", "s…"; on the right each keeps its name.
-  c->legend()->setAlignment(Qt::AlignRight);
-  c->legend()->setShowToolTips(true);
   if (n == 0) return;
   auto* series = new QStackedBarSeries();
   const char* names[] = {"experts", "shared", "dense", "buffers", "activations", "KV cache"};

@@ -70,6 +70,22 @@ std::string render_error(const Error& error, const NameOf& name_of) {
   return out;
 }
 
+/// `input` as moeplan's command line spells it: "ll_max_tokens" → "--ll-max-tokens". The CLI
+/// renders messages with it, and so does the plan JSON (which `moeplan plan --json` writes).
+inline std::string cli_flag(const std::string& input) {
+  std::string flag = "--" + input;
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+/// A message with every "{name}" of an input rendered as moeplan's flag (render_error with
+/// cli_flag): what a machine-readable output carries.
+inline std::string render_flags(const std::string& message) {
+  return render_error(Error{message}, cli_flag);
+}
+
 /// A value of type T or an Error.
 template <typename T>
 class [[nodiscard]] Result {

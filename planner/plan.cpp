@@ -545,6 +545,13 @@ nlohmann::json pareto_to_json(const std::vector<ParetoPoint>& points) {
   return out;
 }
 
+std::vector<std::string> rendered_reasons(const std::vector<std::string>& reasons) {
+  std::vector<std::string> out;
+  out.reserve(reasons.size());
+  for (const auto& r : reasons) out.push_back(render_flags(r));
+  return out;
+}
+
 nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
   nlohmann::json j;
   j["schema_version"] = 1;
@@ -587,7 +594,7 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
     if (c.layout.tbo) l["two_batch_overlap"] = true;
     l["feasible"] = c.feasible;
     if (plan.step_target_s > 0.0) l["meets_target"] = c.meets_target;
-    if (!c.infeasible_reason.empty()) l["infeasible_reason"] = c.infeasible_reason;
+    if (!c.infeasible_reason.empty()) l["infeasible_reason"] = render_flags(c.infeasible_reason);
     const auto items = cost_item_json(c.per_layer);
     l["layer_ms"] = items.at("ms");
     l["sources"] = items.at("source");
@@ -644,7 +651,7 @@ nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded) {
   j["layouts"] = std::move(layouts);
   j["recommendation"] = {{"rank", plan.recommended < 0 ? nlohmann::json(nullptr)
                                                        : nlohmann::json(plan.recommended + 1)},
-                         {"reasons", plan.reasons}};
+                         {"reasons", rendered_reasons(plan.reasons)}};
   return j;
 }
 

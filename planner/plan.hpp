@@ -98,6 +98,10 @@ Result<std::vector<ParetoPoint>> decode_pareto(const models::MoeModel& model,
 /// The points as JSON (docs/PLAN_SCHEMA.md, `pareto`).
 nlohmann::json pareto_to_json(const std::vector<ParetoPoint>& points);
 
+/// Reasons as the JSON carries them: every input a reason names ("{gpus}") spelled as moeplan's
+/// flag ("--gpus"), as the CLI prints it.
+std::vector<std::string> rendered_reasons(const std::vector<std::string>& reasons);
+
 /// The plan as JSON (docs/PLAN_SCHEMA.md). `top` > 0 keeps the best `top` layouts;
 /// `include_excluded` appends the illegal combinations with `legal: false` and their rule.
 nlohmann::json plan_to_json(const Plan& plan, int top, bool include_excluded);

@@ -717,8 +717,8 @@ Result<ServingPlan> plan_serving(const models::MoeModel& model, const Cluster& c
     else if (!offered)
       why += " fits";
     if (!first_error.empty()) why += " (" + first_error + ")";
-    why += offered ? "; lower --rate, relax --ttft-ms/--tpot-ms, shorten --isl/--osl, or add GPUs"
-                   : "; relax --ttft-ms/--tpot-ms, shorten --isl/--osl, or add GPUs";
+    why += offered ? "; lower {rate}, relax {ttft_ms}/{tpot_ms}, shorten {isl}/{osl}, or add GPUs"
+                   : "; relax {ttft_ms}/{tpot_ms}, shorten {isl}/{osl}, or add GPUs";
     out.reasons.push_back(why);
   }
   return out;
@@ -912,7 +912,7 @@ nlohmann::json serving_to_json(const ServingPlan& plan) {
        plan.arrival_rate > 0.0 ? nlohmann::json(plan.arrival_rate) : nlohmann::json(nullptr)},
       {"ttft_percentile", plan.ttft_percentile > 0.0 ? nlohmann::json(100.0 * plan.ttft_percentile)
                                                      : nlohmann::json(nullptr)},
-      {"reasons", plan.reasons},
+      {"reasons", rendered_reasons(plan.reasons)},
       {"plans_costed", plan.plans_costed},
       {"mixed_passes_costed", plan.mixed_passes_costed}};
   if (plan.disaggregated) {

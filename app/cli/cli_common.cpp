@@ -4,7 +4,6 @@
 #include "models/file_io.hpp"
 #include "models/weight_format.hpp"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <sstream>
@@ -28,11 +27,7 @@ void report_and_flush(const Error& error) {
   std::fflush(stderr);
 }
 
-std::string flag_of(const std::string& input) {
-  std::string flag = "--" + input;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
+std::string flag_of(const std::string& input) { return cli_flag(input); }
 
 std::string weights_flag_help() {
   std::string names;

@@ -183,7 +183,8 @@ std::string render_plan(const planner::Plan& plan, const planner::Cluster& clust
   for (std::size_t i = 0; i < n; ++i) {
     const LayoutCost& c = plan.layouts[i];
     if (!c.infeasible_reason.empty()) {
-      out += "#" + std::to_string(i + 1) + " cannot run: " + c.infeasible_reason + "\n";
+      out += "#" + std::to_string(i + 1) +
+             " cannot run: " + render_error(Error{c.infeasible_reason}, flag_of) + "\n";
     }
   }
   out += "\n";
@@ -363,7 +364,7 @@ std::string render_serving(const planner::ServingPlan& s) {
   }
   if (s.disaggregated || s.aggregated) out += t.render();
   out += "\nrecommended: " + (s.recommended.empty() ? std::string("none") : s.recommended) + "\n";
-  for (const auto& r : s.reasons) out += "  - " + r + "\n";
+  for (const auto& r : s.reasons) out += "  - " + render_error(Error{r}, flag_of) + "\n";
   if (s.disaggregated) {
     out += "KV cache per request: " +
            format_fixed(s.disaggregated->kv_bytes_per_request / 1048576.0, 1) +

@@ -9,6 +9,8 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
@@ -17,6 +19,8 @@
 #include "app/gui/plan_table_model.hpp"
 #include "app/gui/session.hpp"
 #include "models/file_io.hpp"
+#include "planner/costs/cost_model.hpp"
+#include "planner/plan_request.hpp"
 
 namespace moeplan::gui {
 
@@ -35,7 +39,8 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
 
   auto* filters = new QHBoxLayout();
   feasible_ = new QCheckBox(tr("Feasible onl&y"), this);
-  feasible_->setToolTip(tr("Hide layouts whose memory per GPU exceeds the device's HBM"));
+  feasible_->setToolTip(
+      tr("Hide layouts that do not fit in the device's HBM or cannot run their dispatcher"));
   filters->addWidget(feasible_);
   auto* dispatcherLabel = new QLabel(tr("&Dispatcher:"), this);
   filters->addWidget(dispatcherLabel);
@@ -59,6 +64,19 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
       tr("Plan every layout as two overlapped micro-batches (on), or with and without (both); "
          "as moeplan plan --tbo"));
   filters->addWidget(overlap_);
+  auto* llLabel = new QLabel(tr("DeepEP-LL b&uffer:"), this);
+  filters->addWidget(llLabel);
+  llMaxTokens_ = new QSpinBox(this);
+  llLabel->setBuddy(llMaxTokens_);
+  llMaxTokens_->setRange(1, planner::kMaxLlTokensPerRank);
+  llMaxTokens_->setValue(planner::kDefaultLlMaxTokensPerRank);
+  llMaxTokens_->setSuffix(tr(" tokens/rank"));
+  llMaxTokens_->setKeyboardTracking(false);
+  llMaxTokens_->setToolTip(
+      tr("deepep_ll's buffer: the most tokens one rank dispatches per step (default 128, "
+         "SGLang's); a layout whose ranks dispatch more cannot run deepep_ll. As moeplan plan "
+         "--ll-max-tokens"));
+  filters->addWidget(llMaxTokens_);
   filters->addStretch(1);
   auto* save = new QPushButton(tr("Save plan &JSON…"), this);
   save->setToolTip(tr("Every layout as JSON, as `moeplan plan --json` writes it"));
@@ -100,10 +118,16 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   recommendation_->setWordWrap(true);
   recommendation_->setTextFormat(Qt::RichText);
   recommendation_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-  recommendation_->setMinimumWidth(220);
-  recommendation_->setMaximumWidth(360);
   recommendation_->setStyleSheet(
       QStringLiteral("QLabel { background: #eef7ec; border: 1px solid #9ccc94; padding: 6px; }"));
+  // Its reasons can outgrow the charts' height (1366×768): it scrolls rather than being cut.
+  auto* recommendationScroll = new QScrollArea(this);
+  recommendationScroll->setWidget(recommendation_);
+  recommendationScroll->setWidgetResizable(true);
+  recommendationScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  recommendationScroll->setFrameShape(QFrame::NoFrame);
+  recommendationScroll->setMinimumWidth(220);
+  recommendationScroll->setMaximumWidth(360);
 
   auto* charts = new QWidget(split);
   auto* cl = new QHBoxLayout(charts);
@@ -117,7 +141,7 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   cl->addWidget(breakdown_, 3);
   cl->addWidget(memory_, 2);
   cl->addWidget(pareto_, 2);
-  cl->addWidget(recommendation_, 1);
+  cl->addWidget(recommendationScroll, 1);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 1);
   layout->addWidget(split, 1);
@@ -128,6 +152,8 @@ LayoutsView::LayoutsView(Session* session, QWidget* parent) : QWidget(parent), s
   connect(save, &QPushButton::clicked, this, &LayoutsView::onSave);
   connect(overlap_, &QComboBox::currentTextChanged, this,
           [this](const QString& mode) { session_->setTwoBatchOverlap(mode.toStdString()); });
+  connect(llMaxTokens_, &QSpinBox::valueChanged, this,
+          [this](int tokens) { session_->setLlMaxTokens(tokens); });
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
             // Only a row the user picks selects a layout; filtering never does.

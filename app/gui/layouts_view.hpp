@@ -7,6 +7,7 @@
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QSpinBox;
 class QTableView;
 
 namespace moeplan::gui {
@@ -32,6 +33,8 @@ class LayoutsView : public QWidget {
   QComboBox* mappingFilter() const { return mapping_; }
   /// Two-batch overlap of the planned layouts: off, on, both (re-plans).
   QComboBox* overlapChoice() const { return overlap_; }
+  /// deepep_ll's buffer, tokens per rank (re-plans).
+  QSpinBox* llMaxTokensField() const { return llMaxTokens_; }
   QLabel* errorLabel() const { return error_; }
   QLabel* recommendation() const { return recommendation_; }
   /// The plan's inputs above the table (model, cluster, workload, cost source, what memory
@@ -71,6 +74,7 @@ class LayoutsView : public QWidget {
   QComboBox* dispatcher_ = nullptr;
   QComboBox* mapping_ = nullptr;
   QComboBox* overlap_ = nullptr;
+  QSpinBox* llMaxTokens_ = nullptr;
   QLabel* header_ = nullptr;
   QLabel* error_ = nullptr;
   QLabel* recommendation_ = nullptr;

@@ -141,6 +141,10 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const {
       return tr("%1, source: %2")
           .arg(formatMs(item->seconds), QString::fromStdString(item->source));
     }
+    if (index.column() == kFits && !c.infeasible_reason.empty()) {
+      // Why its dispatcher cannot run, e.g. deepep_ll's buffer (naming the field to change).
+      return errorText(Error{c.infeasible_reason});
+    }
     if (index.column() == kMemory) {
       const auto& m = c.memory;
       return tr("experts %1, shared %2, dense %3, buffers %4, activations %5 (of %6 HBM)")

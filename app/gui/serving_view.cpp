@@ -2,6 +2,8 @@
 #include "app/gui/serving_view.hpp"
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
@@ -28,6 +30,12 @@ QString fixed(double v, int digits) { return QString::fromStdString(format_fixed
 QString msCell(double seconds, int digits) {
   return std::isfinite(seconds) ? fixed(seconds * 1e3, digits) : QObject::tr("unbounded");
 }
+
+// The inputs this view's fields hold, by the names its reasons use.
+const std::map<std::string, std::string> kServingLabels = {{"gpus", "GPU budget"},
+                                                           {"rate", "Offered rate"},
+                                                           {"tpot_ms", "TPOT target"},
+                                                           {"ttft_ms", "TTFT target"}};
 
 QString layoutText(const planner::PoolInstance& p) {
   return QString::fromStdString(p.layout.layout.shape_name() + " " +
@@ -282,7 +290,8 @@ void ServingView::showResult() {
   if (!s->reasons.empty()) {
     rec += QStringLiteral("<ul style=\"margin: 2px;\">");
     for (const auto& r : s->reasons) {
-      rec += QStringLiteral("<li>") + QString::fromStdString(r).toHtmlEscaped() +
+      // Reasons may name inputs as "{rate}": this view's fields, the others' labels elsewhere.
+      rec += QStringLiteral("<li>") + errorText(Error{r}, kServingLabels).toHtmlEscaped() +
              QStringLiteral("</li>");
     }
     rec += QStringLiteral("</ul>");

@@ -14,7 +14,7 @@
 
 namespace moeplan::gui {
 
-QString errorText(const Error& error) {
+QString errorText(const Error& error, const std::map<std::string, std::string>& labels) {
   // The libraries' input names and the labels of the fields that hold them.
   static const std::map<std::string, std::string> kLabels = {
       {"backend", "Backend"},
@@ -31,6 +31,7 @@ QString errorText(const Error& error) {
       {"gpus", "Nodes × GPUs per node"},
       {"layout", "Layout"},
       {"layouts", "Layouts"},
+      {"ll_max_tokens", "DeepEP-LL buffer"},
       {"isl", "Context (input tokens)"},
       {"load", "Expert load"},
       {"max_bytes", "Max bytes"},
@@ -43,6 +44,7 @@ QString errorText(const Error& error) {
       {"out", "Output"},
       {"phase", "Phase"},
       {"placement", "Placement"},
+      {"rate", "Offered rate"},
       {"redundant", "Redundant slots"},
       {"resume", "Resume"},
       {"ranks", "Ranks"},
@@ -50,9 +52,13 @@ QString errorText(const Error& error) {
       {"scope", "Part"},
       {"statistic", "Statistic"},
       {"tokens", "Tokens"},
+      // One field holds the phase's target: TTFT in prefill, TPOT in decode.
+      {"tpot_ms", "Latency target"},
+      {"ttft_ms", "Latency target"},
       {"tp", "Part"},
       {"weights", "Weight dtype"}};
-  return QString::fromStdString(render_error(error, [](const std::string& input) {
+  return QString::fromStdString(render_error(error, [&labels](const std::string& input) {
+    if (const auto own = labels.find(input); own != labels.end()) return own->second;
     const auto it = kLabels.find(input);
     return it != kLabels.end() ? it->second : input;
   }));
@@ -208,6 +214,11 @@ void Session::setPolicy(planner::PlacementPolicy policy, planner::Redundancy red
 
 void Session::setTwoBatchOverlap(const std::string& mode) {
   choices_.tbo = mode;
+  scheduleReplan();
+}
+
+void Session::setLlMaxTokens(int tokens) {
+  choices_.ll_max_tokens = tokens;
   scheduleReplan();
 }
 

@@ -7,9 +7,11 @@
 #include <QObject>
 #include <QString>
 #include <QTimer>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "models/moe_model.hpp"
 #include "planner/layout_figures.hpp"
@@ -109,6 +111,8 @@ class Session : public QObject {
   void setPolicy(planner::PlacementPolicy policy, planner::Redundancy redundancy);
   /// Two-batch overlap of the plan's layouts: "off", "on" or "both" (as `plan --tbo`).
   void setTwoBatchOverlap(const std::string& mode);
+  /// deepep_ll's buffer, tokens one rank dispatches per step (as `plan --ll-max-tokens`).
+  void setLlMaxTokens(int tokens);
   /// Plans with the measured costs of a cost database (as `moeplan plan --costs FILE`) on the
   /// current cluster; "" returns to the roofline. The database is read now to check it.
   QString setCostDb(const QString& path);
@@ -199,7 +203,9 @@ class Session : public QObject {
 
 /// A library error as the GUI shows it: the inputs it names are called by the GUI's own labels
 /// ("Tokens per GPU", "Cost DB"), not by command-line flags.
-QString errorText(const Error& error);
+/// `labels` overrides the shared ones where a view names an input its own way (the Serving view's
+/// "TTFT target" for ttft_ms, where the Model view has one "Latency target").
+QString errorText(const Error& error, const std::map<std::string, std::string>& labels = {});
 
 /// Formats a value with its unit: "12.345 ms", "3.21 GiB", "450 GB/s".
 QString formatMs(double seconds);

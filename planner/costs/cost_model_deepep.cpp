@@ -265,7 +265,7 @@ Result<Exchange> deepep_ll_cost(const CostSource& cs, const LayerDims& d, const 
   if (tokens > d.ll_max_tokens) {
     x.infeasible = "deepep_ll: " + std::to_string(static_cast<long long>(std::ceil(tokens))) +
                    " tokens per rank exceed its buffer of " + std::to_string(d.ll_max_tokens) +
-                   " tokens per rank (raise the low-latency buffer's max tokens per rank)";
+                   " tokens per rank (raise {ll_max_tokens})";
   }
   const double msg_dispatch = deepep_ll_dispatch_message_bytes(static_cast<int>(d.hidden));
   const double msg_combine = 2.0 * d.hidden;  // bf16 combine

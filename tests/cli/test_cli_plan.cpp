@@ -214,6 +214,46 @@ TEST(CliPlan, RunsOnEveryBundledModelAndCluster) {
 
 // Latency targets: the phase's own, a positive time; a layout above it does not fit, and with
 // none left the plan says what to change.
+// The reasons and a layout's "cannot run" name the inputs to change; the JSON spells them as
+// the flags, as the text does (the library's "{ll_max_tokens}" never reaches a user).
+TEST(CliPlan, JsonReasonsNameTheFlagsAsTheTextDoes) {
+  const auto r = run_cli("plan --model deepseek-v3 --cluster 1x-hgx-h200 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  int cannot_run = 0;
+  for (const auto& l : j.at("layouts")) {
+    if (!l.contains("infeasible_reason")) continue;
+    ++cannot_run;
+    EXPECT_EQ(l.at("dispatcher").get<std::string>(), "deepep_ll");
+    EXPECT_EQ(l.at("infeasible_reason").get<std::string>(),
+              "deepep_ll: 4096 tokens per rank exceed its buffer of 128 tokens per rank (raise "
+              "--ll-max-tokens)");
+  }
+  EXPECT_EQ(cannot_run, 1);
+  const auto& reasons = j.at("recommendation").at("reasons");
+  ASSERT_FALSE(reasons.empty());
+  for (const auto& reason : reasons) {
+    EXPECT_EQ(reason.get<std::string>().find('{'), std::string::npos) << reason;
+  }
+  EXPECT_NE(reasons.back().get<std::string>().find("--ll-max-tokens"), std::string::npos)
+      << reasons.back();
+  // The flag it names lifts the limit: the layout is no longer refused for its buffer.
+  const auto raised = run_cli(
+      "plan --model deepseek-v3 --cluster 1x-hgx-h200 --json "
+      "--ll-max-tokens 4096");
+  ASSERT_EQ(raised.exit_code, 0) << raised.err;
+  for (const auto& l : nlohmann::json::parse(raised.out).at("layouts")) {
+    EXPECT_FALSE(l.contains("infeasible_reason")) << l.dump();
+  }
+  // A plan with no layout: the reason's "use more GPUs" names --gpus.
+  const auto none =
+      run_cli("plan --model mixtral-8x7b --cluster 1x-hgx-h200 --gpus 1 --tokens 1000000 --json");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  const auto nr = nlohmann::json::parse(none.out).at("recommendation").at("reasons");
+  ASSERT_EQ(nr.size(), 1U);
+  EXPECT_NE(nr[0].get<std::string>().find("use more GPUs (--gpus)"), std::string::npos) << nr;
+}
+
 TEST(CliPlan, LatencyTargets) {
   expect_one_line_error(run_cli("plan --phase decode --ttft-ms 100"),
                         "--ttft-ms: a prefill target (time to first token); expected --phase "

@@ -168,5 +168,30 @@ TEST(GuiServing, TableAndRecommendationAreTheLibrarysServingPlan) {
   EXPECT_TRUE(v->planButton()->isEnabled());
 }
 
+// Targets no deployment meets: the reason names what to change by this view's fields (the
+// library says "{rate}"; the CLI prints "--rate").
+TEST(GuiServing, ReasonsNameThisViewsFields) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadModel(QStringLiteral("qwen3-30b-a3b")));
+  ASSERT_TRUE(w.loadCluster(QStringLiteral("1x-hgx-h200")));
+  w.islSpin()->setValue(1024);
+  w.oslSpin()->setValue(256);
+  w.waitForIdle();
+  ServingView* v = w.servingView();
+  v->tpotSpin()->setValue(0.01);
+  v->rateSpin()->setValue(40.0);
+  ASSERT_TRUE(v->start()) << v->errorLabel()->text().toStdString();
+  w.waitForIdle();
+  ASSERT_NE(w.session()->serving(), nullptr);
+  EXPECT_EQ(w.session()->serving()->recommended, "");
+  const QString rec = v->recommendation()->text();
+  EXPECT_NE(rec.indexOf(QStringLiteral("lower Offered rate, relax TTFT target/TPOT target, shorten "
+                                       "Context (input tokens)/Context (output tokens)")),
+            -1)
+      << rec.toStdString();
+  EXPECT_EQ(rec.indexOf(QLatin1Char('{')), -1) << rec.toStdString();
+}
+
 }  // namespace
 }  // namespace moeplan::gui

@@ -191,6 +191,54 @@ TEST(GuiLayouts, DeepEpDispatchersAndTwoBatchOverlap) {
   EXPECT_TRUE(shown);
 }
 
+// deepep_ll's buffer is a field of the view, as `plan --ll-max-tokens`: a layout whose ranks
+// dispatch more than it holds says so in its Fits cell and the reasons, naming the field.
+TEST(GuiLayouts, LowLatencyBufferFieldPlansAsTheFlag) {
+  app();
+  MainWindow w;
+  w.waitForIdle();
+  LayoutsView* v = w.layoutsView();
+  ASSERT_EQ(v->llMaxTokensField()->value(), planner::kDefaultLlMaxTokensPerRank);
+  auto cannot_run = [&] {
+    std::vector<std::size_t> rows;
+    const auto& layouts = v->model()->plan()->layouts;
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
+      if (!layouts[i].infeasible_reason.empty()) rows.push_back(i);
+    }
+    return rows;
+  };
+  // The default plan, prefill at 4,096 tokens per GPU, exceeds 128 tokens per rank.
+  const auto refused = cannot_run();
+  ASSERT_FALSE(refused.empty());
+  for (const std::size_t i : refused) {
+    const QString tip = v->model()
+                            ->index(static_cast<int>(i), PlanTableModel::kFits)
+                            .data(Qt::ToolTipRole)
+                            .toString();
+    EXPECT_TRUE(tip.startsWith(QStringLiteral("deepep_ll: 4096 tokens per rank exceed")))
+        << tip.toStdString();
+    EXPECT_TRUE(tip.endsWith(QStringLiteral("(raise DeepEP-LL buffer)"))) << tip.toStdString();
+  }
+  const QString rec = v->recommendation()->text();
+  EXPECT_NE(rec.indexOf(QStringLiteral("(raise DeepEP-LL buffer)")), -1) << rec.toStdString();
+  EXPECT_EQ(rec.indexOf(QLatin1Char('{')), -1) << rec.toStdString();
+  const double small_buffer = v->model()->plan()->layouts[refused.front()].memory.buffers;
+  const planner::Layout refused_layout = v->model()->plan()->layouts[refused.front()].layout;
+  // Raised to the step's tokens: the plan's request carries it, no layout is refused for it, and
+  // the layout that was holds the larger buffer (DeepEP's size grows with the tokens per rank).
+  v->llMaxTokensField()->setValue(4096);
+  w.waitForIdle();
+  EXPECT_EQ(w.session()->choices().ll_max_tokens, std::optional<int>(4096));
+  EXPECT_TRUE(cannot_run().empty());
+  bool found = false;
+  for (const auto& c : v->model()->plan()->layouts) {
+    if (c.layout.full_name() != refused_layout.full_name()) continue;
+    found = true;
+    EXPECT_GT(c.memory.buffers, small_buffer);
+  }
+  EXPECT_TRUE(found);
+}
+
 // Decode plans carry the Pareto sweep of moeplan plan --pareto, drawn beside the charts; prefill
 // plans have none and hide it.
 TEST(GuiLayouts, DecodeParetoChartIsTheLibrarysSweep) {

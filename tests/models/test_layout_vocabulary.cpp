@@ -130,6 +130,11 @@ TEST(ErrorInput, FrontEndsNameTheInputTheirWay) {
   const Error renamed = with_input(input_error("format", ": expected sglang"), "export");
   EXPECT_EQ(renamed.message, "export: expected sglang");
   EXPECT_EQ(renamed.input, "export");
+  // The command line's spelling, which the CLI and the JSON outputs use.
+  EXPECT_EQ(cli_flag("ll_max_tokens"), "--ll-max-tokens");
+  EXPECT_EQ(cli_flag("gpus"), "--gpus");
+  EXPECT_EQ(render_flags("raise {ll_max_tokens}, or use more GPUs ({gpus}); {a-b} stays"),
+            "raise --ll-max-tokens, or use more GPUs (--gpus); {a-b} stays");
 }
 
 }  // namespace

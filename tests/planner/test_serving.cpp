@@ -207,7 +207,16 @@ TEST(Serving, TargetsBindBothDeployments) {
   EXPECT_EQ(none->recommended, "");
   ASSERT_EQ(none->reasons.size(), 1U);
   EXPECT_NE(none->reasons[0].find("meets the targets"), std::string::npos) << none->reasons[0];
-  EXPECT_NE(none->reasons[0].find("relax --ttft-ms/--tpot-ms"), std::string::npos);
+  // The inputs by the library's names, which each front end spells its own way; the JSON as
+  // the CLI's flags.
+  EXPECT_NE(none->reasons[0].find("relax {ttft_ms}/{tpot_ms}, shorten {isl}/{osl}"),
+            std::string::npos)
+      << none->reasons[0];
+  const auto j = serving_to_json(*none);
+  EXPECT_NE(j.at("reasons").at(0).get<std::string>().find(
+                "relax --ttft-ms/--tpot-ms, shorten --isl/--osl"),
+            std::string::npos)
+      << j.dump();
 }
 
 // A TTFT target bounds the queue: the prefill pool runs below its capacity, at the utilisation
@@ -298,7 +307,7 @@ TEST(Serving, OfferedRateIsServedOnTheFewestGpus) {
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->recommended, "");
   ASSERT_EQ(none->reasons.size(), 1U);
-  EXPECT_NE(none->reasons[0].find("lower --rate"), std::string::npos) << none->reasons[0];
+  EXPECT_NE(none->reasons[0].find("lower {rate}"), std::string::npos) << none->reasons[0];
   // A rate far past any instance count an int holds: the same answer, no overflow.
   req.arrival_rate = 1e15;
   auto far = plan_serving(f.model, f.cluster, f.costs, req);

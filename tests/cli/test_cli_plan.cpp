@@ -242,7 +242,8 @@ TEST(CliPlan, JsonReasonsNameTheFlagsAsTheTextDoes) {
       "plan --model deepseek-v3 --cluster 1x-hgx-h200 --json "
       "--ll-max-tokens 4096");
   ASSERT_EQ(raised.exit_code, 0) << raised.err;
-  for (const auto& l : nlohmann::json::parse(raised.out).at("layouts")) {
+  const auto rj = nlohmann::json::parse(raised.out);
+  for (const auto& l : rj.at("layouts")) {
     EXPECT_FALSE(l.contains("infeasible_reason")) << l.dump();
   }
   // A plan with no layout: the reason's "use more GPUs" names --gpus.

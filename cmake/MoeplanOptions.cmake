@@ -50,9 +50,17 @@ if(MOEPLAN_TSAN)
   target_link_options(moeplan_options INTERFACE -fsanitize=thread)
 endif()
 
+# A library compiled in batches of sources when MOEPLAN_UNITY_BUILD is on (CMakeLists.txt).
+function(moeplan_unity_build target)
+  if(MOEPLAN_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
+endfunction()
+
 # Every moeplan static library: sources listed explicitly, linked to the options target.
 function(moeplan_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_LIBS;PRIVATE_LIBS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})
   target_link_libraries(${name} PUBLIC moeplan_options ${ARG_PUBLIC_LIBS} PRIVATE ${ARG_PRIVATE_LIBS})
+  moeplan_unity_build(${name})
 endfunction()

@@ -9,21 +9,18 @@
 
 #include "kernels/dtype_convert.hpp"
 #include "kernels/fp8.hpp"
+#include "models/index.hpp"
 
 namespace moeplan::kernels {
 
 namespace {
-
-std::size_t at(int r, int c, int cols) {
-  return static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c);
-}
 
 constexpr std::array<float, 8> kE2m1 = {0.0F, 0.5F, 1.0F, 1.5F, 2.0F, 3.0F, 4.0F, 6.0F};
 
 }  // namespace
 
 int Int4Groups::code(int r, int c) const {
-  const std::uint32_t word = qweight[at(r / 8, c, out)];
+  const std::uint32_t word = qweight[row_major(r / 8, c, out)];
   return static_cast<int>((word >> (4 * (r % 8))) & 0xfU);
 }
 
@@ -45,11 +42,11 @@ Int4Groups quantize_int4_groups(std::span<const float> w, int in, int out, int g
       float lo = 0.0F;
       float hi = 0.0F;
       if (zero_points) {
-        lo = hi = w[at(g * group, c, out)];
+        lo = hi = w[row_major(g * group, c, out)];
       }
       for (int r = g * group; r < (g + 1) * group; ++r) {
-        lo = std::min(lo, w[at(r, c, out)]);
-        hi = std::max(hi, w[at(r, c, out)]);
+        lo = std::min(lo, w[row_major(r, c, out)]);
+        hi = std::max(hi, w[row_major(r, c, out)]);
       }
       float scale = 0.0F;
       int zero = 8;
@@ -60,12 +57,12 @@ Int4Groups quantize_int4_groups(std::span<const float> w, int in, int out, int g
         const float amax = std::max(-lo, hi);
         scale = round_to(DType::kFp16, amax > 0.0F ? 2.0F * amax / 15.0F : 2.0F / 15.0F);
       }
-      q.scales[at(g, c, out)] = scale;
-      q.zeros[at(g, c, out)] = static_cast<std::uint8_t>(zero);
+      q.scales[row_major(g, c, out)] = scale;
+      q.zeros[row_major(g, c, out)] = static_cast<std::uint8_t>(zero);
       for (int r = g * group; r < (g + 1) * group; ++r) {
-        const int code =
-            std::clamp(static_cast<int>(std::nearbyint(w[at(r, c, out)] / scale)) + zero, 0, 15);
-        q.qweight[at(r / 8, c, out)] |= static_cast<std::uint32_t>(code) << (4 * (r % 8));
+        const int code = std::clamp(
+            static_cast<int>(std::nearbyint(w[row_major(r, c, out)] / scale)) + zero, 0, 15);
+        q.qweight[row_major(r / 8, c, out)] |= static_cast<std::uint32_t>(code) << (4 * (r % 8));
       }
     }
   }
@@ -77,9 +74,9 @@ void dequantize_int4_groups(const Int4Groups& q, DType dtype, std::span<float> w
   for (int r = 0; r < q.in; ++r) {
     const int g = r / q.group;
     for (int c = 0; c < q.out; ++c) {
-      const float scale = q.scales[at(g, c, q.out)];
-      const int zero = q.zeros[at(g, c, q.out)];
-      w[at(r, c, q.out)] = round_to(dtype, scale * static_cast<float>(q.code(r, c) - zero));
+      const float scale = q.scales[row_major(g, c, q.out)];
+      const int zero = q.zeros[row_major(g, c, q.out)];
+      w[row_major(r, c, q.out)] = round_to(dtype, scale * static_cast<float>(q.code(r, c) - zero));
     }
   }
 }
@@ -113,7 +110,7 @@ namespace {
 // The e2m1 code of input r, column c of [in / 2][out] packed bytes (input 2i in the low nibble,
 // 2i + 1 in the high one).
 int packed_code(const std::vector<std::uint8_t>& codes, int out, int r, int c) {
-  const std::uint8_t byte = codes[at(r / 2, c, out)];
+  const std::uint8_t byte = codes[row_major(r / 2, c, out)];
   return (r % 2 == 0) ? (byte & 0xf) : (byte >> 4);
 }
 
@@ -132,13 +129,14 @@ void quantize_fp4_groups(std::span<const float> w, int in, int out, int group,
     for (int c = 0; c < out; ++c) {
       float amax = 0.0F;
       for (int r = g * group; r < (g + 1) * group; ++r) {
-        amax = std::max(amax, std::fabs(w[at(r, c, out)]));
+        amax = std::max(amax, std::fabs(w[row_major(r, c, out)]));
       }
       const auto [scale_byte, divisor] = scale_of(amax);
-      scales[at(g, c, out)] = scale_byte;
+      scales[row_major(g, c, out)] = scale_byte;
       for (int r = g * group; r < (g + 1) * group; ++r) {
-        const std::uint8_t code = f32_to_e2m1(divisor > 0.0F ? w[at(r, c, out)] / divisor : 0.0F);
-        codes[at(r / 2, c, out)] |= static_cast<std::uint8_t>(code << (4 * (r % 2)));
+        const std::uint8_t code =
+            f32_to_e2m1(divisor > 0.0F ? w[row_major(r, c, out)] / divisor : 0.0F);
+        codes[row_major(r / 2, c, out)] |= static_cast<std::uint8_t>(code << (4 * (r % 2)));
       }
     }
   }
@@ -171,8 +169,8 @@ void dequantize_mxfp4(const Mxfp4Groups& q, DType dtype, std::span<float> w) {
   for (int r = 0; r < q.in; ++r) {
     const int g = r / q.group;
     for (int c = 0; c < q.out; ++c) {
-      const int e = static_cast<int>(q.scales[at(g, c, q.out)]) - 127;
-      w[at(r, c, q.out)] =
+      const int e = static_cast<int>(q.scales[row_major(g, c, q.out)]) - 127;
+      w[row_major(r, c, q.out)] =
           round_to(dtype, std::ldexp(e2m1_to_f32(static_cast<std::uint8_t>(q.code(r, c))), e));
     }
   }
@@ -201,8 +199,8 @@ void dequantize_nvfp4(const Nvfp4Groups& q, DType dtype, std::span<float> w) {
   for (int r = 0; r < q.in; ++r) {
     const int g = r / q.group;
     for (int c = 0; c < q.out; ++c) {
-      const float scale = e4m3_to_f32(q.scales[at(g, c, q.out)]) * q.global_scale;
-      w[at(r, c, q.out)] =
+      const float scale = e4m3_to_f32(q.scales[row_major(g, c, q.out)]) * q.global_scale;
+      w[row_major(r, c, q.out)] =
           round_to(dtype, e2m1_to_f32(static_cast<std::uint8_t>(q.code(r, c))) * scale);
     }
   }

@@ -1,5 +1,6 @@
 // fp8 e4m3fn conversion and block-scaled quantization.
 #include "kernels/fp8.hpp"
+#include "models/index.hpp"
 
 #include <algorithm>
 #include <array>
@@ -68,10 +69,6 @@ float e4m3_to_f32(std::uint8_t bits) { return kE4m3Table[bits]; }
 
 namespace {
 int blocks(int n, int b) { return (n + b - 1) / b; }
-/// Row-major index of (r, c) in a matrix of `cols` columns.
-std::size_t at(int r, int c, int cols) {
-  return static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c);
-}
 }  // namespace
 
 void quantize_blocks(std::span<const float> values, int rows, int cols, int block_rows,
@@ -89,14 +86,14 @@ void quantize_blocks(std::span<const float> values, int rows, int cols, int bloc
       float amax = 0.0F;
       for (int r = r0; r < r1; ++r) {
         for (int c = c0; c < c1; ++c) {
-          amax = std::max(amax, std::fabs(values[at(r, c, cols)]));
+          amax = std::max(amax, std::fabs(values[row_major(r, c, cols)]));
         }
       }
       const float scale = amax > 0.0F ? amax / kE4m3Max : 1.0F;
-      scales[at(r0 / block_rows, c0 / block_cols, bc)] = scale;
+      scales[row_major(r0 / block_rows, c0 / block_cols, bc)] = scale;
       for (int r = r0; r < r1; ++r) {
         for (int c = c0; c < c1; ++c) {
-          const std::size_t i = at(r, c, cols);
+          const std::size_t i = row_major(r, c, cols);
           q[i] = f32_to_e4m3(values[i] / scale);
         }
       }
@@ -110,9 +107,9 @@ void dequantize_blocks(std::span<const std::uint8_t> q, std::span<const float> s
   assert(values.size() == q.size());
   const float* table = kE4m3Table.data();
   for (int r = 0; r < rows; ++r) {
-    const float* row_scales = scales.data() + at(r / block_rows, 0, bc);
-    const std::uint8_t* qr = q.data() + at(r, 0, cols);
-    float* out = values.data() + at(r, 0, cols);
+    const float* row_scales = scales.data() + row_major(r / block_rows, 0, bc);
+    const std::uint8_t* qr = q.data() + row_major(r, 0, cols);
+    float* out = values.data() + row_major(r, 0, cols);
     for (int c0 = 0, b = 0; c0 < cols; c0 += block_cols, ++b) {
       const int c1 = std::min(cols, c0 + block_cols);
       const float scale = row_scales[b];

@@ -7,13 +7,12 @@
 #include <set>
 #include <tuple>
 
+#include "models/index.hpp"
 #include "planner/placement/placement_metrics.hpp"
 
 namespace moeplan::planner {
 
 namespace {
-
-std::size_t uz(int v) { return static_cast<std::size_t>(v); }
 
 ExpertLoad sum_steps(const LoadSteps& steps, int first, int last, const std::string& source) {
   ExpertLoad load;

@@ -8,7 +8,7 @@ namespace moeplan::profiler {
 
 namespace {
 
-double token_bytes(const SweepSpec& s, DType dt) {
+double combine_token_bytes(const SweepSpec& s, DType dt) {
   return (s.top_k + 1.0) * s.hidden * dtype_bytes(dt);
 }
 
@@ -74,11 +74,11 @@ OpTable combine_sum_op() {
   OpTable t;
   t.name = "combine_sum";
   t.sweep = [](const SweepSpec& s) {
-    return byte_sweep(s, token_bytes, [&](DType dt, long tokens) {
+    return byte_sweep(s, combine_token_bytes, [&](DType dt, long tokens) {
       OpPoint p;
       p.op = "combine_sum";
       p.dtype = dt;
-      p.bytes = static_cast<double>(tokens) * token_bytes(s, dt);
+      p.bytes = static_cast<double>(tokens) * combine_token_bytes(s, dt);
       p.m = p.bytes;
       p.shape = shape_text({{"bytes", p.bytes},
                             {"tokens", static_cast<double>(tokens)},
@@ -92,7 +92,8 @@ OpTable combine_sum_op() {
               kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
     MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kCombine, p.dtype));
     return std::unique_ptr<OpCase>(std::make_unique<CombineCase>(
-        s, static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype))), p.dtype, backend));
+        s, static_cast<int>(std::lround(p.bytes / combine_token_bytes(s, p.dtype))), p.dtype,
+        backend));
   };
   return t;
 }

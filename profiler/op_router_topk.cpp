@@ -11,7 +11,7 @@ namespace moeplan::profiler {
 
 namespace {
 
-double token_bytes(const SweepSpec& s, DType) { return s.num_experts * 4.0 + s.top_k * 8.0; }
+double router_token_bytes(const SweepSpec& s, DType) { return s.num_experts * 4.0 + s.top_k * 8.0; }
 
 class RouterCase final : public OpCase {
  public:
@@ -78,11 +78,11 @@ OpTable router_topk_op() {
   OpTable t;
   t.name = "router_topk";
   t.sweep = [](const SweepSpec& s) {
-    return byte_sweep(s, token_bytes, [&](DType dt, long tokens) {
+    return byte_sweep(s, router_token_bytes, [&](DType dt, long tokens) {
       OpPoint p;
       p.op = "router_topk";
       p.dtype = dt;
-      p.bytes = static_cast<double>(tokens) * token_bytes(s, dt);
+      p.bytes = static_cast<double>(tokens) * router_token_bytes(s, dt);
       p.m = p.bytes;
       p.shape = shape_text({{"bytes", p.bytes},
                             {"tokens", static_cast<double>(tokens)},
@@ -96,7 +96,7 @@ OpTable router_topk_op() {
   t.init = [](const OpPoint& p, const SweepSpec& s, kernels::Communicator*,
               kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
     MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kRoute, p.dtype));
-    const int tokens = static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype)));
+    const int tokens = static_cast<int>(std::lround(p.bytes / router_token_bytes(s, p.dtype)));
     return std::unique_ptr<OpCase>(std::make_unique<RouterCase>(s, tokens, backend));
   };
   return t;

@@ -7,7 +7,7 @@ namespace moeplan::profiler {
 
 namespace {
 
-double token_bytes(const SweepSpec& s, DType dt) { return 3.0 * s.hidden * dtype_bytes(dt); }
+double gate_token_bytes(const SweepSpec& s, DType dt) { return 3.0 * s.hidden * dtype_bytes(dt); }
 
 class GateCase final : public OpCase {
  public:
@@ -64,11 +64,11 @@ OpTable sigmoid_gate_op() {
   t.name = "sigmoid_gate";
   t.sweep = [](const SweepSpec& s) {
     if (!s.shared_gated) return std::vector<OpPoint>{};
-    return byte_sweep(s, token_bytes, [&](DType dt, long tokens) {
+    return byte_sweep(s, gate_token_bytes, [&](DType dt, long tokens) {
       OpPoint p;
       p.op = "sigmoid_gate";
       p.dtype = dt;
-      p.bytes = static_cast<double>(tokens) * token_bytes(s, dt);
+      p.bytes = static_cast<double>(tokens) * gate_token_bytes(s, dt);
       p.m = p.bytes;
       p.shape = shape_text(
           {{"bytes", p.bytes}, {"tokens", static_cast<double>(tokens)}, {"hidden", s.hidden}});
@@ -80,7 +80,7 @@ OpTable sigmoid_gate_op() {
               kernels::Backend& backend) -> Result<std::unique_ptr<OpCase>> {
     MOEPLAN_TRY_STATUS(backend_supports(backend, kernels::BackendOp::kSigmoidGate, p.dtype));
     return std::unique_ptr<OpCase>(std::make_unique<GateCase>(
-        static_cast<int>(std::lround(p.bytes / token_bytes(s, p.dtype))), s.hidden, backend));
+        static_cast<int>(std::lround(p.bytes / gate_token_bytes(s, p.dtype))), s.hidden, backend));
   };
   return t;
 }

@@ -179,7 +179,7 @@ int run_verify_attention(const VerifyOptions& o, const AttentionVerifyOptions& a
   }
   auto dtypes = kernels::parse_storage_dtype_list(o.dtypes);
   if (!dtypes) return report_error(dtypes.error());
-  struct Row {
+  struct AttentionRow {
     DType dtype;
     profiler::AttentionValidateCase c;
     std::vector<profiler::OpCheck> ops;
@@ -215,12 +215,12 @@ int run_verify_attention(const VerifyOptions& o, const AttentionVerifyOptions& a
     requests.emplace_back(d, std::move(*req));
   }
   Progress progress("verify", total);
-  std::vector<Row> rows;
+  std::vector<AttentionRow> rows;
   for (auto& [dtype, req] : requests) {
     std::shared_ptr<kernels::Backend> backend = req.backend;
     if (!backend) backend = kernels::make_cpu_backend();
     for (const auto& c : req.cases) {
-      Row row{dtype, c, {}, {}};
+      AttentionRow row{dtype, c, {}, {}};
       auto check = [&](kernels::Communicator* world) {
         auto dc = profiler::make_decoder_case(req.model, req.dtype, {c.decode, c.tokens, c.context},
                                               req.moe ? &*req.moe : nullptr, world, *backend);

@@ -4,7 +4,10 @@
 
 namespace moeplan::planner::exports {
 
+// Inside a namespace of its own: the writers share their helpers' names and may be compiled
+// as one translation unit (MOEPLAN_UNITY_BUILD).
 namespace {
+namespace megatron {
 
 constexpr FrameworkVersion kVersions[] = {
     {"0.19.2",
@@ -99,10 +102,11 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   return res;
 }
 
+}  // namespace megatron
 }  // namespace
 
 const FormatWriter kMegatronWriter = {
-    ExportFormat::kMegatron, "megatron", "Megatron-Core", kVersions, cannot_run, write,
-    megatron_weights};
+    ExportFormat::kMegatron, "megatron",      "Megatron-Core", megatron::kVersions,
+    megatron::cannot_run,    megatron::write, megatron_weights};
 
 }  // namespace moeplan::planner::exports

@@ -5,7 +5,10 @@
 
 namespace moeplan::planner::exports {
 
+// Inside a namespace of its own: the writers share their helpers' names and may be compiled
+// as one translation unit (MOEPLAN_UNITY_BUILD).
 namespace {
+namespace paddle {
 
 constexpr const char* kWithEp = "3.0.0b4";
 constexpr FrameworkVersion kVersions[] = {
@@ -94,9 +97,11 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   return res;
 }
 
+}  // namespace paddle
 }  // namespace
 
-const FormatWriter kPaddleWriter = {
-    ExportFormat::kPaddle, "paddle", "PaddleNLP", kVersions, cannot_run, write, paddle_weights};
+const FormatWriter kPaddleWriter = {ExportFormat::kPaddle, "paddle",           "PaddleNLP",
+                                    paddle::kVersions,     paddle::cannot_run, paddle::write,
+                                    paddle_weights};
 
 }  // namespace moeplan::planner::exports

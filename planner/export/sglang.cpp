@@ -1,12 +1,14 @@
 // SGLang: sglang_launch.sh (python3 -m sglang.launch_server) and, with a placement,
 // sglang_expert_location.json for --init-expert-location.
+#include "models/index.hpp"
 #include "planner/export/writer.hpp"
 
 namespace moeplan::planner::exports {
 
+// Inside a namespace of its own: the writers share their helpers' names and may be compiled
+// as one translation unit (MOEPLAN_UNITY_BUILD).
 namespace {
-
-std::size_t uz(int v) { return static_cast<std::size_t>(v); }
+namespace sglang {
 
 constexpr FrameworkVersion kVersions[] = {
     {"0.5.23",
@@ -158,9 +160,11 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   return res;
 }
 
+}  // namespace sglang
 }  // namespace
 
-const FormatWriter kSglangWriter = {
-    ExportFormat::kSglang, "sglang", "SGLang", kVersions, cannot_run, write, sglang_weights};
+const FormatWriter kSglangWriter = {ExportFormat::kSglang, "sglang",           "SGLang",
+                                    sglang::kVersions,     sglang::cannot_run, sglang::write,
+                                    sglang_weights};
 
 }  // namespace moeplan::planner::exports

@@ -5,16 +5,13 @@
 #include <cstdio>
 
 #include "models/file_io.hpp"
+#include "models/index.hpp"
 #include "models/registry.hpp"
 #include "planner/layout.hpp"
 
 namespace moeplan::planner {
 
-namespace {
-
-std::size_t uz(int v) { return static_cast<std::size_t>(v); }
-
-}  // namespace
+namespace {}  // namespace
 
 Result<std::string> file_fingerprint(const std::filesystem::path& path) {
   auto text = read_text_file(path);

@@ -7,7 +7,10 @@
 
 namespace moeplan::planner::exports {
 
+// Inside a namespace of its own: the writers share their helpers' names and may be compiled
+// as one translation unit (MOEPLAN_UNITY_BUILD).
 namespace {
+namespace trtllm {
 
 constexpr const char* kMain = "main@0004396720";
 constexpr FrameworkVersion kVersions[] = {
@@ -137,9 +140,11 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   return res;
 }
 
+}  // namespace trtllm
 }  // namespace
 
-const FormatWriter kTrtllmWriter = {
-    ExportFormat::kTrtllm, "trtllm", "TensorRT-LLM", kVersions, cannot_run, write, trtllm_weights};
+const FormatWriter kTrtllmWriter = {ExportFormat::kTrtllm, "trtllm",           "TensorRT-LLM",
+                                    trtllm::kVersions,     trtllm::cannot_run, trtllm::write,
+                                    trtllm_weights};
 
 }  // namespace moeplan::planner::exports

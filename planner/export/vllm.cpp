@@ -4,7 +4,10 @@
 
 namespace moeplan::planner::exports {
 
+// Inside a namespace of its own: the writers share their helpers' names and may be compiled
+// as one translation unit (MOEPLAN_UNITY_BUILD).
 namespace {
+namespace vllm {
 
 constexpr FrameworkVersion kVersions[] = {
     {"0.34.0",
@@ -172,9 +175,10 @@ ExportResult write(const ExportSpec& spec, std::string_view version, const Expor
   return res;
 }
 
+}  // namespace vllm
 }  // namespace
 
-const FormatWriter kVllmWriter = {ExportFormat::kVllm, "vllm", "vLLM",      kVersions,
-                                  cannot_run,          write,  vllm_weights};
+const FormatWriter kVllmWriter = {ExportFormat::kVllm, "vllm",      "vLLM",      vllm::kVersions,
+                                  vllm::cannot_run,    vllm::write, vllm_weights};
 
 }  // namespace moeplan::planner::exports

@@ -3,6 +3,7 @@
 // replaces EPLB's only when its gain on held-back samples is significant; an optional locality
 // pass trades balance (down to EPLB's fitted maximum) for fewer split co-activated pairs.
 #include "planner/placement/best_search.hpp"
+#include "models/index.hpp"
 
 #include <algorithm>
 #include <array>
@@ -17,8 +18,6 @@
 namespace moeplan::planner {
 
 namespace {
-
-std::size_t uz(int v) { return static_cast<std::size_t>(v); }
 
 // Sampled steps, each a [num_experts] row of token counts.
 using Rows = std::span<const std::vector<double>>;

@@ -15,13 +15,13 @@
 #include <string_view>
 
 #include "models/file_io.hpp"
+#include "models/index.hpp"
 #include "models/json_reader.hpp"
 
 namespace moeplan::planner {
 
 namespace {
 
-std::size_t uz(int v) { return static_cast<std::size_t>(v); }
 // The largest expert count a load may have (no MoE model comes near it).
 constexpr std::int64_t kMaxExperts = 1 << 20;
 using Rows = std::vector<std::vector<double>>;

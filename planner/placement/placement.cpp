@@ -2,6 +2,7 @@
 // float32 like its `weight.float()`; `best` refines that result (placement/best_search).
 #include "planner/placement/placement.hpp"
 
+#include "models/index.hpp"
 #include "planner/placement/best_search.hpp"
 
 #include <algorithm>
@@ -22,8 +23,6 @@ namespace moeplan::planner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::size_t uz(int v) { return static_cast<std::size_t>(v); }
 
 // ---- DeepSeek EPLB, step by step ---------------------------------------------------------
 

@@ -2,13 +2,12 @@
 #include "planner/placement/placement_file.hpp"
 
 #include "models/file_io.hpp"
+#include "models/index.hpp"
 #include "models/json_reader.hpp"
 
 namespace moeplan::planner {
 
-namespace {
-std::size_t uz(int v) { return static_cast<std::size_t>(v); }
-}  // namespace
+namespace {}  // namespace
 
 PlacementFile placement_file_of(const Placement& placement, int gpus_per_node,
                                 const std::string& load_source) {

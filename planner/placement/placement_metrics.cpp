@@ -1,5 +1,6 @@
 // Balance and spread figures of placements.
 #include "planner/placement/placement_metrics.hpp"
+#include "models/index.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +9,6 @@
 namespace moeplan::planner {
 
 namespace {
-
-std::size_t uz(int v) { return static_cast<std::size_t>(v); }
 
 Status check_shapes(int num_layers, int num_experts, const Placement& p, const std::string& what) {
   if (num_experts != p.num_experts) {

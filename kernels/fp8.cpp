@@ -1,6 +1,5 @@
 // fp8 e4m3fn conversion and block-scaled quantization.
 #include "kernels/fp8.hpp"
-#include "models/index.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,6 +8,8 @@
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include "models/index.hpp"
 
 namespace moeplan::kernels {
 

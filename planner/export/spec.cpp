@@ -11,8 +11,6 @@
 
 namespace moeplan::planner {
 
-namespace {}  // namespace
-
 Result<std::string> file_fingerprint(const std::filesystem::path& path) {
   auto text = read_text_file(path);
   if (!text) return text.error();

@@ -3,7 +3,6 @@
 // replaces EPLB's only when its gain on held-back samples is significant; an optional locality
 // pass trades balance (down to EPLB's fitted maximum) for fewer split co-activated pairs.
 #include "planner/placement/best_search.hpp"
-#include "models/index.hpp"
 
 #include <algorithm>
 #include <array>
@@ -14,6 +13,8 @@
 #include <numeric>
 #include <random>
 #include <span>
+
+#include "models/index.hpp"
 
 namespace moeplan::planner {
 

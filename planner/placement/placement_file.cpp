@@ -7,8 +7,6 @@
 
 namespace moeplan::planner {
 
-namespace {}  // namespace
-
 PlacementFile placement_file_of(const Placement& placement, int gpus_per_node,
                                 const std::string& load_source) {
   PlacementFile f;

@@ -1,10 +1,11 @@
 // Balance and spread figures of placements.
 #include "planner/placement/placement_metrics.hpp"
-#include "models/index.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+
+#include "models/index.hpp"
 
 namespace moeplan::planner {
 

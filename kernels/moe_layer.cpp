@@ -11,6 +11,7 @@
 #include "kernels/dtype_convert.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/layer_ops.hpp"
+#include "models/index.hpp"
 
 namespace moeplan::kernels {
 
@@ -30,8 +31,6 @@ double since(const Backend& be, const Stamp& t0) {
   if (t0.device) return *be.device_seconds() - *t0.device;
   return std::chrono::duration<double>(Clock::now() - t0.wall).count();
 }
-
-std::size_t sz(int v) { return static_cast<std::size_t>(v); }
 
 // Rounds partial sums to the storage dtype, sums them over the TP group, rounds the sum: what a
 // GEMM writing `dtype` followed by a TP all-reduce produces.
@@ -57,10 +56,10 @@ struct Routing {
 Routing route(Backend& be, const LayerSpec& s, const RankWeights& w, std::span<const float> x,
               int num_tokens) {
   const OpContext ctx;
-  std::vector<float> logits(sz(num_tokens) * sz(s.num_experts));
+  std::vector<float> logits(uz(num_tokens) * uz(s.num_experts));
   be.router_logits(ctx, x, num_tokens, s.hidden, w.router, s.num_experts, logits);
   Routing r;
-  r.ids.resize(sz(num_tokens) * sz(s.top_k));
+  r.ids.resize(uz(num_tokens) * uz(s.top_k));
   r.weights.resize(r.ids.size());
   be.route(ctx, s.router, logits, w.score_bias, num_tokens, s.num_experts, s.top_k, r.ids,
            r.weights);
@@ -72,7 +71,7 @@ UninitVector<float> run_experts(Backend& be, const RankGroups& g, const LayerSpe
                                 const RankWeights& w, std::span<const float> rows,
                                 std::span<const int> offsets, PhaseTimes& t) {
   auto t0 = stamp(be);
-  UninitVector<float> y(sz(offsets.back()) * sz(s.hidden));  // expert_ffn writes every row
+  UninitVector<float> y(uz(offsets.back()) * uz(s.hidden));  // expert_ffn writes every row
   be.expert_ffn(OpContext{}, rows, offsets, w.experts, s.hidden, s.dtype, y);
   t.experts += since(be, t0);
   t0 = stamp(be);
@@ -90,10 +89,10 @@ struct LocalRows {
 LocalRows gather_local_rows(Backend& be, std::span<const int> ids, std::span<const float> x, int k,
                             int h, int first_expert, int n_local) {
   LocalRows out{be.permute(OpContext{}, ids, first_expert, n_local), {}};
-  out.rows = UninitVector<float>(out.perm.order.size() * sz(h));
+  out.rows = UninitVector<float>(out.perm.order.size() * uz(h));
   for (std::size_t i = 0; i < out.perm.order.size(); ++i) {
-    const float* src = x.data() + (sz(out.perm.order[i]) / sz(k)) * sz(h);
-    std::copy(src, src + h, out.rows.data() + i * sz(h));
+    const float* src = x.data() + (uz(out.perm.order[i]) / uz(k)) * uz(h);
+    std::copy(src, src + h, out.rows.data() + i * uz(h));
   }
   return out;
 }
@@ -107,11 +106,11 @@ struct Fp8Rows {
   int groups = 0;
   UninitVector<std::uint8_t> q;  // [n][H]
   UninitVector<float> scales;    // [n][groups]
-  std::size_t bytes() const { return sz(hidden) + sz(groups) * sizeof(float); }
+  std::size_t bytes() const { return uz(hidden) + uz(groups) * sizeof(float); }
   // Writes row `i` (values, then scales) to `dst`.
   void write(int i, std::uint8_t* dst) const {
-    std::memcpy(dst, q.data() + sz(i) * sz(hidden), sz(hidden));
-    std::memcpy(dst + hidden, scales.data() + sz(i) * sz(groups), sz(groups) * sizeof(float));
+    std::memcpy(dst, q.data() + uz(i) * uz(hidden), uz(hidden));
+    std::memcpy(dst + hidden, scales.data() + uz(i) * uz(groups), uz(groups) * sizeof(float));
   }
 };
 
@@ -119,12 +118,12 @@ Fp8Rows quantize_rows(std::span<const float> x, int n, int h) {
   Fp8Rows r;
   r.hidden = h;
   r.groups = (h + kFp8Group - 1) / kFp8Group;
-  r.q = UninitVector<std::uint8_t>(sz(n) * sz(h));
-  r.scales = UninitVector<float>(sz(n) * sz(r.groups));
+  r.q = UninitVector<std::uint8_t>(uz(n) * uz(h));
+  r.scales = UninitVector<float>(uz(n) * uz(r.groups));
   for (int i = 0; i < n; ++i) {
-    quantize_blocks(x.subspan(sz(i) * sz(h), sz(h)), 1, h, 1, kFp8Group,
-                    std::span(r.q.data() + sz(i) * sz(h), sz(h)),
-                    std::span(r.scales.data() + sz(i) * sz(r.groups), sz(r.groups)));
+    quantize_blocks(x.subspan(uz(i) * uz(h), uz(h)), 1, h, 1, kFp8Group,
+                    std::span(r.q.data() + uz(i) * uz(h), uz(h)),
+                    std::span(r.scales.data() + uz(i) * uz(r.groups), uz(r.groups)));
   }
   return r;
 }
@@ -134,10 +133,10 @@ Fp8Rows quantize_rows(std::span<const float> x, int n, int h) {
 void dequantize_row(const std::uint8_t* src, int h, DType dtype, std::vector<float>& scale,
                     float* out) {
   const int groups = (h + kFp8Group - 1) / kFp8Group;
-  scale.resize(sz(groups));
-  std::memcpy(scale.data(), src + h, sz(groups) * sizeof(float));
-  dequantize_blocks(std::span(src, sz(h)), scale, 1, h, 1, kFp8Group, std::span(out, sz(h)));
-  round_to(dtype, std::span(out, sz(h)));
+  scale.resize(uz(groups));
+  std::memcpy(scale.data(), src + h, uz(groups) * sizeof(float));
+  dequantize_blocks(std::span(src, uz(h)), scale, 1, h, 1, kFp8Group, std::span(out, uz(h)));
+  round_to(dtype, std::span(out, uz(h)));
 }
 
 // The dispatch payload of a layer's tokens. In the storage dtype; with fp8 weights — whose GEMMs
@@ -151,24 +150,24 @@ struct Payload {
   bool fp8 = false;
   Fp8Rows q;  // fp8: the tokens quantized once
 
-  std::size_t row_bytes() const { return fp8 ? q.bytes() : storage_bytes(dtype, sz(hidden)); }
+  std::size_t row_bytes() const { return fp8 ? q.bytes() : storage_bytes(dtype, uz(hidden)); }
   // Writes token `t` of `x` to `dst` (row_bytes()).
   void write(std::span<const float> x, int t, std::uint8_t* dst) const {
     if (fp8) {
       q.write(t, dst);
     } else {
-      pack(dtype, x.data() + sz(t) * sz(hidden), sz(hidden), dst);
+      pack(dtype, x.data() + uz(t) * uz(hidden), uz(hidden), dst);
     }
   }
   // Reads `n` consecutive rows at `src` into `out` [n][H].
   void read(const std::uint8_t* src, std::size_t n, float* out) const {
     if (!fp8) {
-      unpack(dtype, src, n * sz(hidden), out);
+      unpack(dtype, src, n * uz(hidden), out);
       return;
     }
     std::vector<float> scale;
     for (std::size_t i = 0; i < n; ++i) {
-      dequantize_row(src + i * row_bytes(), hidden, dtype, scale, out + i * sz(hidden));
+      dequantize_row(src + i * row_bytes(), hidden, dtype, scale, out + i * uz(hidden));
     }
   }
 };
@@ -197,10 +196,10 @@ struct Dispatched {
 Dispatched returned_by_expert(DType dtype, std::span<const std::uint8_t> back,
                               const Permutation& sent, std::size_t pairs, int h) {
   Dispatched d;
-  d.rows = unpack_all(dtype, back, sent.order.size() * sz(h));
+  d.rows = unpack_all(dtype, back, sent.order.size() * uz(h));
   d.pair_row.resize(pairs);
   for (std::size_t i = 0; i < sent.order.size(); ++i) {
-    d.pair_row[sz(sent.order[i])] = static_cast<int>(i);
+    d.pair_row[uz(sent.order[i])] = static_cast<int>(i);
   }
   return d;
 }
@@ -211,17 +210,17 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
   const int e_total = s.num_experts;
   const int n_local = e_total / ep;
   const int h = s.hidden;
-  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the way back
+  const std::size_t row_bytes = storage_bytes(s.dtype, uz(h));  // the way back
   auto t0 = stamp(be);
-  const Payload pl = make_payload(s, x, static_cast<int>(x.size() / sz(h)));
+  const Payload pl = make_payload(s, x, static_cast<int>(x.size() / uz(h)));
   const std::size_t in_bytes = pl.row_bytes();
   t.dispatch_row_bytes = in_bytes;
 
   // Capacity C: the largest per-expert count, all-reduced (MAX) over the EP group.
-  std::vector<std::int64_t> count(sz(e_total), 0);
+  std::vector<std::int64_t> count(uz(e_total), 0);
   std::vector<int> pos(r.ids.size());
   for (std::size_t p = 0; p < r.ids.size(); ++p) {
-    pos[p] = static_cast<int>(count[sz(r.ids[p])]++);
+    pos[p] = static_cast<int>(count[uz(r.ids[p])]++);
   }
   std::vector<std::int64_t> cap{*std::max_element(count.begin(), count.end())};
   g.ep->all_reduce_max(cap);
@@ -229,43 +228,43 @@ Dispatched padded_a2a(Backend& be, const RankGroups& g, const LayerSpec& s, cons
 
   // dispatched[E][C][H], zero padded (an all-zero fp8 row decodes to zeros), in the payload's
   // format; an equal-split all-to-all.
-  std::vector<std::uint8_t> send(sz(e_total) * sz(c) * in_bytes, 0);
+  std::vector<std::uint8_t> send(uz(e_total) * uz(c) * in_bytes, 0);
   for (std::size_t p = 0; p < r.ids.size(); ++p) {
-    const std::size_t slot = sz(r.ids[p]) * sz(c) + sz(pos[p]);
-    pl.write(x, static_cast<int>(p / sz(s.top_k)), send.data() + slot * in_bytes);
+    const std::size_t slot = uz(r.ids[p]) * uz(c) + uz(pos[p]);
+    pl.write(x, static_cast<int>(p / uz(s.top_k)), send.data() + slot * in_bytes);
   }
   UninitVector<std::uint8_t> recv(send.size());
-  g.ep->all_to_all(send.data(), sz(n_local) * sz(c) * in_bytes, recv.data());
+  g.ep->all_to_all(send.data(), uz(n_local) * uz(c) * in_bytes, recv.data());
 
   // recv is [source][local expert][C]; the grouped GEMM wants [local expert][source][C].
-  UninitVector<float> rows(sz(n_local) * sz(ep) * sz(c) * sz(h));
+  UninitVector<float> rows(uz(n_local) * uz(ep) * uz(c) * uz(h));
   for (int src = 0; src < ep; ++src) {
     for (int j = 0; j < n_local; ++j) {
-      const std::size_t from = (sz(src) * sz(n_local) + sz(j)) * sz(c) * in_bytes;
-      const std::size_t to = (sz(j) * sz(ep) + sz(src)) * sz(c) * sz(h);
-      pl.read(recv.data() + from, sz(c), rows.data() + to);
+      const std::size_t from = (uz(src) * uz(n_local) + uz(j)) * uz(c) * in_bytes;
+      const std::size_t to = (uz(j) * uz(ep) + uz(src)) * uz(c) * uz(h);
+      pl.read(recv.data() + from, uz(c), rows.data() + to);
     }
   }
-  std::vector<int> offsets(sz(n_local) + 1);
-  for (int j = 0; j <= n_local; ++j) offsets[sz(j)] = j * ep * c;
+  std::vector<int> offsets(uz(n_local) + 1);
+  for (int j = 0; j <= n_local; ++j) offsets[uz(j)] = j * ep * c;
   t.dispatch += since(be, t0);
 
   // Every local expert computes ep·C rows, padding included, whatever the real load.
   const UninitVector<float> y = run_experts(be, g, s, w, rows, offsets, t);
 
   t0 = stamp(be);
-  UninitVector<std::uint8_t> out(sz(e_total) * sz(c) * row_bytes);
+  UninitVector<std::uint8_t> out(uz(e_total) * uz(c) * row_bytes);
   for (int src = 0; src < ep; ++src) {
     for (int j = 0; j < n_local; ++j) {
-      const std::size_t from = (sz(j) * sz(ep) + sz(src)) * sz(c) * sz(h);
-      const std::size_t to = (sz(src) * sz(n_local) + sz(j)) * sz(c) * row_bytes;
-      pack(s.dtype, y.data() + from, sz(c) * sz(h), out.data() + to);
+      const std::size_t from = (uz(j) * uz(ep) + uz(src)) * uz(c) * uz(h);
+      const std::size_t to = (uz(src) * uz(n_local) + uz(j)) * uz(c) * row_bytes;
+      pack(s.dtype, y.data() + from, uz(c) * uz(h), out.data() + to);
     }
   }
   UninitVector<std::uint8_t> back(out.size());  // [E][C][H] in the dtype
-  g.ep->all_to_all(out.data(), sz(n_local) * sz(c) * row_bytes, back.data());
+  g.ep->all_to_all(out.data(), uz(n_local) * uz(c) * row_bytes, back.data());
   Dispatched d;
-  d.rows = unpack_all(s.dtype, back, sz(e_total) * sz(c) * sz(h));
+  d.rows = unpack_all(s.dtype, back, uz(e_total) * uz(c) * uz(h));
   d.pair_row.resize(r.ids.size());
   for (std::size_t p = 0; p < r.ids.size(); ++p) d.pair_row[p] = r.ids[p] * c + pos[p];
   t.dispatch += since(be, t0);
@@ -280,7 +279,7 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
   const int k = s.top_k;
   const int h = s.hidden;
   const int n_local = s.num_experts / ep;
-  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the expert rows
+  const std::size_t row_bytes = storage_bytes(s.dtype, uz(h));  // the expert rows
   auto t0 = stamp(be);
   const TokenRange mine = token_range(num_global_tokens, ep, me);
   const Payload pl = make_payload(s, x, mine.count);
@@ -288,23 +287,23 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
   t.dispatch_row_bytes = in_bytes;
 
   // All-gather tokens (the payload's format) and their routing over the EP group.
-  std::vector<std::size_t> tok_bytes(sz(ep)), tok_off(sz(ep)), id_bytes(sz(ep)), id_off(sz(ep));
+  std::vector<std::size_t> tok_bytes(uz(ep)), tok_off(uz(ep)), id_bytes(uz(ep)), id_off(uz(ep));
   for (int i = 0; i < ep; ++i) {
     const TokenRange tr = token_range(num_global_tokens, ep, i);
-    const auto ii = sz(i);
-    tok_bytes[ii] = sz(tr.count) * in_bytes;
-    tok_off[ii] = sz(tr.first) * in_bytes;
-    id_bytes[ii] = sz(tr.count) * sz(k) * sizeof(int);
-    id_off[ii] = sz(tr.first) * sz(k) * sizeof(int);
+    const auto ii = uz(i);
+    tok_bytes[ii] = uz(tr.count) * in_bytes;
+    tok_off[ii] = uz(tr.first) * in_bytes;
+    id_bytes[ii] = uz(tr.count) * uz(k) * sizeof(int);
+    id_off[ii] = uz(tr.first) * uz(k) * sizeof(int);
   }
-  UninitVector<std::uint8_t> x_packed(sz(mine.count) * in_bytes);
-  for (int i = 0; i < mine.count; ++i) pl.write(x, i, x_packed.data() + sz(i) * in_bytes);
-  UninitVector<std::uint8_t> x_all_bytes(sz(num_global_tokens) * in_bytes);
+  UninitVector<std::uint8_t> x_packed(uz(mine.count) * in_bytes);
+  for (int i = 0; i < mine.count; ++i) pl.write(x, i, x_packed.data() + uz(i) * in_bytes);
+  UninitVector<std::uint8_t> x_all_bytes(uz(num_global_tokens) * in_bytes);
   g.ep->all_gather_v(x_packed.data(), x_packed.size(), x_all_bytes.data(), tok_bytes, tok_off);
-  std::vector<int> ids_all(sz(num_global_tokens) * sz(k));
+  std::vector<int> ids_all(uz(num_global_tokens) * uz(k));
   g.ep->all_gather_v(r.ids.data(), r.ids.size() * sizeof(int), ids_all.data(), id_bytes, id_off);
-  UninitVector<float> x_all(sz(num_global_tokens) * sz(h));
-  pl.read(x_all_bytes.data(), sz(num_global_tokens), x_all.data());
+  UninitVector<float> x_all(uz(num_global_tokens) * uz(h));
+  pl.read(x_all_bytes.data(), uz(num_global_tokens), x_all.data());
 
   // Local filter: the pairs of every token whose expert lives here, grouped by expert.
   const LocalRows local = gather_local_rows(be, ids_all, x_all, k, h, w.first_expert, n_local);
@@ -315,24 +314,24 @@ Dispatched allgather(Backend& be, const RankGroups& g, const LayerSpec& s, const
   // All-gather-v of every rank's expert rows; each rank keeps the rows of its own tokens.
   t0 = stamp(be);
   std::vector<int> pair_row_all(ids_all.size(), -1);
-  std::vector<std::size_t> y_bytes(sz(ep)), y_off(sz(ep));
+  std::vector<std::size_t> y_bytes(uz(ep)), y_off(uz(ep));
   std::size_t base = 0;
   for (int i = 0; i < ep; ++i) {
     const Permutation pi = be.permute(OpContext{}, ids_all, i * n_local, n_local);
     for (std::size_t j = 0; j < pi.order.size(); ++j) {
-      pair_row_all[sz(pi.order[j])] = static_cast<int>(base + j);
+      pair_row_all[uz(pi.order[j])] = static_cast<int>(base + j);
     }
-    y_bytes[sz(i)] = pi.order.size() * row_bytes;
-    y_off[sz(i)] = base * row_bytes;
+    y_bytes[uz(i)] = pi.order.size() * row_bytes;
+    y_off[uz(i)] = base * row_bytes;
     base += pi.order.size();
   }
-  UninitVector<std::uint8_t> y_packed(y.size() / sz(h) * row_bytes);
+  UninitVector<std::uint8_t> y_packed(y.size() / uz(h) * row_bytes);
   pack(s.dtype, y.data(), y.size(), y_packed.data());
   UninitVector<std::uint8_t> y_all(base * row_bytes);
   g.ep->all_gather_v(y_packed.data(), y_packed.size(), y_all.data(), y_bytes, y_off);
   Dispatched d;
-  d.rows = unpack_all(s.dtype, y_all, base * sz(h));
-  const auto first_pair = sz(mine.first) * sz(k);
+  d.rows = unpack_all(s.dtype, y_all, base * uz(h));
+  const auto first_pair = uz(mine.first) * uz(k);
   d.pair_row.assign(pair_row_all.begin() + static_cast<std::ptrdiff_t>(first_pair),
                     pair_row_all.begin() + static_cast<std::ptrdiff_t>(first_pair + r.ids.size()));
   t.dispatch += since(be, t0);
@@ -346,33 +345,33 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   const int n_local = e_total / ep;
   const int k = s.top_k;
   const int h = s.hidden;
-  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));  // the way back
+  const std::size_t row_bytes = storage_bytes(s.dtype, uz(h));  // the way back
   auto t0 = stamp(be);
-  const Payload pl = make_payload(s, x, static_cast<int>(x.size() / sz(h)));
+  const Payload pl = make_payload(s, x, static_cast<int>(x.size() / uz(h)));
   const std::size_t in_bytes = pl.row_bytes();
   t.dispatch_row_bytes = in_bytes;
 
   // Local pairs sorted by expert: contiguous per destination rank.
   const Permutation out_perm = be.permute(OpContext{}, r.ids, 0, e_total);
   // Count exchange: to rank j, this rank's counts for j's experts.
-  std::vector<std::int64_t> send_counts(sz(e_total)), recv_counts(sz(e_total));
+  std::vector<std::int64_t> send_counts(uz(e_total)), recv_counts(uz(e_total));
   for (int e = 0; e < e_total; ++e) {
-    send_counts[sz(e)] = out_perm.offsets[sz(e) + 1] - out_perm.offsets[sz(e)];
+    send_counts[uz(e)] = out_perm.offsets[uz(e) + 1] - out_perm.offsets[uz(e)];
   }
-  g.ep->all_to_all(send_counts.data(), sz(n_local) * sizeof(std::int64_t), recv_counts.data());
+  g.ep->all_to_all(send_counts.data(), uz(n_local) * sizeof(std::int64_t), recv_counts.data());
 
   // Rows sent to and received from each peer (counts and offsets), then in bytes of the payload
   // (dispatch) and of the dtype (the way back).
-  std::vector<std::size_t> sb(sz(ep)), so(sz(ep)), rb(sz(ep)), ro(sz(ep));
+  std::vector<std::size_t> sb(uz(ep)), so(uz(ep)), rb(uz(ep)), ro(uz(ep));
   std::size_t recv_rows = 0;
   for (int i = 0; i < ep; ++i) {
-    const auto ii = sz(i);
-    const int first_row = out_perm.offsets[ii * sz(n_local)];
-    const int last_row = out_perm.offsets[(ii + 1) * sz(n_local)];
-    so[ii] = sz(first_row);
-    sb[ii] = sz(last_row - first_row);
+    const auto ii = uz(i);
+    const int first_row = out_perm.offsets[ii * uz(n_local)];
+    const int last_row = out_perm.offsets[(ii + 1) * uz(n_local)];
+    so[ii] = uz(first_row);
+    sb[ii] = uz(last_row - first_row);
     std::int64_t from_i = 0;
-    for (int j = 0; j < n_local; ++j) from_i += recv_counts[ii * sz(n_local) + sz(j)];
+    for (int j = 0; j < n_local; ++j) from_i += recv_counts[ii * uz(n_local) + uz(j)];
     ro[ii] = recv_rows;
     rb[ii] = static_cast<std::size_t>(from_i);
     recv_rows += static_cast<std::size_t>(from_i);
@@ -391,34 +390,34 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
                      in_units(rb, in_bytes), in_units(ro, in_bytes));
 
   // recv is [source][local expert][rows]; regroup as [local expert][source][rows].
-  std::vector<int> offsets(sz(n_local) + 1, 0);
+  std::vector<int> offsets(uz(n_local) + 1, 0);
   for (int j = 0; j < n_local; ++j) {
     std::int64_t n = 0;
-    for (int i = 0; i < ep; ++i) n += recv_counts[sz(i) * sz(n_local) + sz(j)];
-    offsets[sz(j) + 1] = offsets[sz(j)] + static_cast<int>(n);
+    for (int i = 0; i < ep; ++i) n += recv_counts[uz(i) * uz(n_local) + uz(j)];
+    offsets[uz(j) + 1] = offsets[uz(j)] + static_cast<int>(n);
   }
   // src_row[i][j]: first row from source i for expert j, in recv order and grouped order.
-  std::vector<std::size_t> recv_at(sz(ep) * sz(n_local)), grouped_at(sz(ep) * sz(n_local));
+  std::vector<std::size_t> recv_at(uz(ep) * uz(n_local)), grouped_at(uz(ep) * uz(n_local));
   {
     std::size_t at = 0;
     for (int i = 0; i < ep; ++i) {
       for (int j = 0; j < n_local; ++j) {
-        recv_at[sz(i) * sz(n_local) + sz(j)] = at;
-        at += static_cast<std::size_t>(recv_counts[sz(i) * sz(n_local) + sz(j)]);
+        recv_at[uz(i) * uz(n_local) + uz(j)] = at;
+        at += static_cast<std::size_t>(recv_counts[uz(i) * uz(n_local) + uz(j)]);
       }
     }
     std::vector<std::size_t> cursor(offsets.begin(), offsets.end() - 1);
     for (int i = 0; i < ep; ++i) {
       for (int j = 0; j < n_local; ++j) {
-        grouped_at[sz(i) * sz(n_local) + sz(j)] = cursor[sz(j)];
-        cursor[sz(j)] += static_cast<std::size_t>(recv_counts[sz(i) * sz(n_local) + sz(j)]);
+        grouped_at[uz(i) * uz(n_local) + uz(j)] = cursor[uz(j)];
+        cursor[uz(j)] += static_cast<std::size_t>(recv_counts[uz(i) * uz(n_local) + uz(j)]);
       }
     }
   }
-  UninitVector<float> rows(recv_rows * sz(h));
+  UninitVector<float> rows(recv_rows * uz(h));
   for (std::size_t b = 0; b < recv_at.size(); ++b) {
     const auto n = static_cast<std::size_t>(recv_counts[b]);
-    pl.read(recv.data() + recv_at[b] * in_bytes, n, rows.data() + grouped_at[b] * sz(h));
+    pl.read(recv.data() + recv_at[b] * in_bytes, n, rows.data() + grouped_at[b] * uz(h));
   }
   t.dispatch += since(be, t0);
 
@@ -428,7 +427,7 @@ Dispatched a2av(Backend& be, const RankGroups& g, const LayerSpec& s, const Rank
   UninitVector<std::uint8_t> out(recv_rows * row_bytes);
   for (std::size_t b = 0; b < recv_at.size(); ++b) {
     const auto n = static_cast<std::size_t>(recv_counts[b]);
-    pack(s.dtype, y.data() + grouped_at[b] * sz(h), n * sz(h), out.data() + recv_at[b] * row_bytes);
+    pack(s.dtype, y.data() + grouped_at[b] * uz(h), n * uz(h), out.data() + recv_at[b] * row_bytes);
   }
   UninitVector<std::uint8_t> back(sent_rows * row_bytes);
   g.ep->all_to_all_v(out.data(), in_units(rb, row_bytes), in_units(ro, row_bytes), back.data(),
@@ -462,7 +461,7 @@ UninitVector<std::uint8_t> send_records(Communicator& comm,
                                         const std::vector<std::vector<int>>& lists,
                                         std::size_t unit, const Write& write,
                                         std::vector<std::int64_t>& recv_counts) {
-  const auto n = sz(comm.size());
+  const auto n = uz(comm.size());
   std::vector<std::int64_t> send_counts(n);
   for (std::size_t i = 0; i < n; ++i) send_counts[i] = static_cast<std::int64_t>(lists[i].size());
   recv_counts.assign(n, 0);
@@ -503,11 +502,11 @@ UninitVector<std::uint8_t> return_rows(Communicator& comm, std::span<const std::
 struct TokenRecord {
   std::size_t row_bytes = 0;  // fp8 values and scales
   int k = 0;
-  std::size_t bytes() const { return row_bytes + sz(k) * (sizeof(int) + sizeof(float)); }
+  std::size_t bytes() const { return row_bytes + uz(k) * (sizeof(int) + sizeof(float)); }
   // The record's ids into `out` (copied: a record need not be aligned for int).
   void ids(const std::uint8_t* rec, std::vector<int>& out) const {
-    out.resize(sz(k));
-    std::memcpy(out.data(), rec + row_bytes, sz(k) * sizeof(int));
+    out.resize(uz(k));
+    std::memcpy(out.data(), rec + row_bytes, uz(k) * sizeof(int));
   }
 };
 
@@ -523,7 +522,7 @@ UninitVector<float> sum_rows(Backend& be, std::span<const float> rows, std::span
       weights[i] = 1.0F;
     }
   }
-  UninitVector<float> out(sz(items) * sz(hidden));
+  UninitVector<float> out(uz(items) * uz(hidden));
   be.combine(OpContext{}, rows, pair_row, weights, {}, items, per, hidden, dtype, out);
   return out;
 }
@@ -545,7 +544,7 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   const int nodes = g.rail->size();
   const int my_node = g.rail->rank();
   const int num_tokens = static_cast<int>(r.ids.size()) / k;
-  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
+  const std::size_t row_bytes = storage_bytes(s.dtype, uz(h));
   const auto node_of = [&](int e) { return (e / n_local) / per_node; };
   const auto index_of = [&](int e) { return (e / n_local) % per_node; };
   auto t0 = stamp(be);
@@ -554,13 +553,13 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   t.dispatch_row_bytes = fp8.bytes();
   const TokenRecord rec{fp8.bytes(), k};
   // Hop 1 (rail): each token once to each destination node.
-  std::vector<std::vector<int>> to_node(sz(nodes));
-  std::vector<char> seen(sz(nodes));
+  std::vector<std::vector<int>> to_node(uz(nodes));
+  std::vector<char> seen(uz(nodes));
   for (int tok = 0; tok < num_tokens; ++tok) {
     std::fill(seen.begin(), seen.end(), 0);
-    for (int j = 0; j < k; ++j) seen[sz(node_of(r.ids[sz(tok) * sz(k) + sz(j)]))] = 1;
+    for (int j = 0; j < k; ++j) seen[uz(node_of(r.ids[uz(tok) * uz(k) + uz(j)]))] = 1;
     for (int n = 0; n < nodes; ++n) {
-      if (seen[sz(n)] != 0) to_node[sz(n)].push_back(tok);
+      if (seen[uz(n)] != 0) to_node[uz(n)].push_back(tok);
     }
   }
   std::vector<std::int64_t> from_rail;
@@ -568,48 +567,48 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
       *g.rail, to_node, rec.bytes(),
       [&](int tok, std::uint8_t* dst) {
         fp8.write(tok, dst);
-        std::memcpy(dst + rec.row_bytes, r.ids.data() + sz(tok) * sz(k), sz(k) * sizeof(int));
-        std::memcpy(dst + rec.row_bytes + sz(k) * sizeof(int), r.weights.data() + sz(tok) * sz(k),
-                    sz(k) * sizeof(float));
+        std::memcpy(dst + rec.row_bytes, r.ids.data() + uz(tok) * uz(k), uz(k) * sizeof(int));
+        std::memcpy(dst + rec.row_bytes + uz(k) * sizeof(int), r.weights.data() + uz(tok) * uz(k),
+                    uz(k) * sizeof(float));
       },
       from_rail);
   const int forwarded = static_cast<int>(fwd.size() / rec.bytes());
 
   // Hop 2 (node): each forwarded token once to each rank of this node that holds its experts.
-  std::vector<std::vector<int>> to_rank(sz(per_node));
-  std::vector<char> hit(sz(per_node));
+  std::vector<std::vector<int>> to_rank(uz(per_node));
+  std::vector<char> hit(uz(per_node));
   std::vector<int> ids_u;
   for (int u = 0; u < forwarded; ++u) {
-    rec.ids(fwd.data() + sz(u) * rec.bytes(), ids_u);
+    rec.ids(fwd.data() + uz(u) * rec.bytes(), ids_u);
     std::fill(hit.begin(), hit.end(), 0);
     for (int j = 0; j < k; ++j) {
-      const int e = ids_u[sz(j)];
-      if (node_of(e) == my_node) hit[sz(index_of(e))] = 1;
+      const int e = ids_u[uz(j)];
+      if (node_of(e) == my_node) hit[uz(index_of(e))] = 1;
     }
     for (int l = 0; l < per_node; ++l) {
-      if (hit[sz(l)] != 0) to_rank[sz(l)].push_back(u);
+      if (hit[uz(l)] != 0) to_rank[uz(l)].push_back(u);
     }
   }
   std::vector<std::int64_t> from_node;
   const UninitVector<std::uint8_t> got = send_records(
       *g.node, to_rank, rec.bytes(),
       [&](int u, std::uint8_t* dst) {
-        std::memcpy(dst, fwd.data() + sz(u) * rec.bytes(), rec.bytes());
+        std::memcpy(dst, fwd.data() + uz(u) * rec.bytes(), rec.bytes());
       },
       from_node);
   const int received = static_cast<int>(got.size() / rec.bytes());
 
   // The expert rank: its pairs of the received tokens, grouped by local expert.
-  std::vector<int> ids(sz(received) * sz(k));
+  std::vector<int> ids(uz(received) * uz(k));
   std::vector<float> weights(ids.size());
-  UninitVector<float> xr(sz(received) * sz(h));
+  UninitVector<float> xr(uz(received) * uz(h));
   std::vector<float> scale;
   for (int v = 0; v < received; ++v) {
-    const std::uint8_t* src = got.data() + sz(v) * rec.bytes();
-    dequantize_row(src, h, s.dtype, scale, xr.data() + sz(v) * sz(h));
-    std::memcpy(ids.data() + sz(v) * sz(k), src + rec.row_bytes, sz(k) * sizeof(int));
-    std::memcpy(weights.data() + sz(v) * sz(k), src + rec.row_bytes + sz(k) * sizeof(int),
-                sz(k) * sizeof(float));
+    const std::uint8_t* src = got.data() + uz(v) * rec.bytes();
+    dequantize_row(src, h, s.dtype, scale, xr.data() + uz(v) * uz(h));
+    std::memcpy(ids.data() + uz(v) * uz(k), src + rec.row_bytes, uz(k) * sizeof(int));
+    std::memcpy(weights.data() + uz(v) * uz(k), src + rec.row_bytes + uz(k) * sizeof(int),
+                uz(k) * sizeof(float));
   }
   const LocalRows local = gather_local_rows(be, ids, xr, k, h, w.first_expert, n_local);
   const Permutation& perm = local.perm;
@@ -622,45 +621,45 @@ Dispatched deepep_normal(Backend& be, const RankGroups& g, const LayerSpec& s, c
   std::vector<int> pair_row(ids.size(), 0);
   std::vector<float> local_weights(ids.size(), 0.0F);
   for (std::size_t i = 0; i < perm.order.size(); ++i) {
-    const auto p = sz(perm.order[i]);
+    const auto p = uz(perm.order[i]);
     pair_row[p] = static_cast<int>(i);
     local_weights[p] = weights[p];
   }
-  UninitVector<float> per_rank(sz(received) * sz(h));
+  UninitVector<float> per_rank(uz(received) * uz(h));
   be.combine(OpContext{}, y, pair_row, local_weights, {}, received, k, h, s.dtype, per_rank);
-  UninitVector<std::uint8_t> packed(sz(received) * row_bytes);
+  UninitVector<std::uint8_t> packed(uz(received) * row_bytes);
   pack(s.dtype, per_rank.data(), per_rank.size(), packed.data());
   const UninitVector<std::uint8_t> from_ranks =
       return_rows(*g.node, packed, to_rank, from_node, row_bytes);
 
   // Level 2 (forwarder): Σ over its node's ranks, per forwarded token, before the rail hop back.
-  std::vector<int> row_of(sz(forwarded) * sz(per_node), -1);
+  std::vector<int> row_of(uz(forwarded) * uz(per_node), -1);
   {
     int at = 0;
     for (int l = 0; l < per_node; ++l) {
-      for (const int u : to_rank[sz(l)]) row_of[sz(u) * sz(per_node) + sz(l)] = at++;
+      for (const int u : to_rank[uz(l)]) row_of[uz(u) * uz(per_node) + uz(l)] = at++;
     }
   }
   const UninitVector<float> node_rows =
-      unpack_all(s.dtype, from_ranks, from_ranks.size() / row_bytes * sz(h));
+      unpack_all(s.dtype, from_ranks, from_ranks.size() / row_bytes * uz(h));
   const UninitVector<float> per_node_sum =
       sum_rows(be, node_rows, row_of, forwarded, per_node, h, s.dtype);
-  packed.resize(sz(forwarded) * row_bytes);
+  packed.resize(uz(forwarded) * row_bytes);
   pack(s.dtype, per_node_sum.data(), per_node_sum.size(), packed.data());
   const UninitVector<std::uint8_t> from_nodes =
       return_rows(*g.rail, packed, to_node, from_rail, row_bytes);
 
   // The source: one row per (token, destination node), summed with weight 1 by the combine.
   Dispatched d;
-  d.rows = unpack_all(s.dtype, from_nodes, from_nodes.size() / row_bytes * sz(h));
+  d.rows = unpack_all(s.dtype, from_nodes, from_nodes.size() / row_bytes * uz(h));
   d.per_token = nodes;
-  d.pair_row.assign(sz(num_tokens) * sz(nodes), 0);
+  d.pair_row.assign(uz(num_tokens) * uz(nodes), 0);
   d.weights.assign(d.pair_row.size(), 0.0F);
   int at = 0;
   for (int n = 0; n < nodes; ++n) {
-    for (const int tok : to_node[sz(n)]) {
-      d.pair_row[sz(tok) * sz(nodes) + sz(n)] = at++;
-      d.weights[sz(tok) * sz(nodes) + sz(n)] = 1.0F;
+    for (const int tok : to_node[uz(n)]) {
+      d.pair_row[uz(tok) * uz(nodes) + uz(n)] = at++;
+      d.weights[uz(tok) * uz(nodes) + uz(n)] = 1.0F;
     }
   }
   t.dispatch += since(be, t0);
@@ -689,17 +688,17 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
   const std::size_t msg = fp8.bytes();
   // Pairs by expert (stable: token order within an expert), so contiguous per destination rank.
   const Permutation out_perm = be.permute(OpContext{}, r.ids, 0, e_total);
-  std::vector<std::int64_t> send_counts(sz(e_total)), recv_counts(sz(e_total));
+  std::vector<std::int64_t> send_counts(uz(e_total)), recv_counts(uz(e_total));
   for (int e = 0; e < e_total; ++e) {
-    send_counts[sz(e)] = out_perm.offsets[sz(e) + 1] - out_perm.offsets[sz(e)];
+    send_counts[uz(e)] = out_perm.offsets[uz(e) + 1] - out_perm.offsets[uz(e)];
   }
-  g.ep->all_to_all(send_counts.data(), sz(n_local) * sizeof(std::int64_t), recv_counts.data());
-  std::vector<std::int64_t> to_rank(sz(ep)), from_rank(sz(ep));
+  g.ep->all_to_all(send_counts.data(), uz(n_local) * sizeof(std::int64_t), recv_counts.data());
+  std::vector<std::int64_t> to_rank(uz(ep)), from_rank(uz(ep));
   for (int i = 0; i < ep; ++i) {
     for (int j = 0; j < n_local; ++j) {
-      to_rank[sz(i)] += send_counts[sz(i) * sz(n_local) + sz(j)];
-      from_rank[sz(i)] += recv_counts[sz(i) * sz(n_local) + sz(j)];
-      MOEPLAN_ASSERT(recv_counts[sz(i) * sz(n_local) + sz(j)] <= max_tokens,
+      to_rank[uz(i)] += send_counts[uz(i) * uz(n_local) + uz(j)];
+      from_rank[uz(i)] += recv_counts[uz(i) * uz(n_local) + uz(j)];
+      MOEPLAN_ASSERT(recv_counts[uz(i) * uz(n_local) + uz(j)] <= max_tokens,
                      "deepep_ll: a source sent more rows than the buffer holds");
     }
   }
@@ -713,14 +712,14 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
   g.ep->all_to_all_v(send.data(), out.bytes, out.offsets, recv.data(), in.bytes, in.offsets);
 
   // recv is [source][local expert][rows]: dequantize into [local expert][source][rows].
-  std::vector<int> offsets(sz(n_local) + 1, 0);
+  std::vector<int> offsets(uz(n_local) + 1, 0);
   for (int j = 0; j < n_local; ++j) {
     std::int64_t n = 0;
-    for (int i = 0; i < ep; ++i) n += recv_counts[sz(i) * sz(n_local) + sz(j)];
-    offsets[sz(j) + 1] = offsets[sz(j)] + static_cast<int>(n);
+    for (int i = 0; i < ep; ++i) n += recv_counts[uz(i) * uz(n_local) + uz(j)];
+    offsets[uz(j) + 1] = offsets[uz(j)] + static_cast<int>(n);
   }
   const std::size_t received = in.total / msg;
-  UninitVector<float> rows(received * sz(h));
+  UninitVector<float> rows(received * uz(h));
   std::vector<std::size_t> grouped_of(received);  // grouped row of each received row
   {
     std::vector<std::size_t> cursor(offsets.begin(), offsets.end() - 1);
@@ -728,10 +727,10 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
     std::vector<float> scale;
     for (int i = 0; i < ep; ++i) {
       for (int j = 0; j < n_local; ++j) {
-        for (std::int64_t c = 0; c < recv_counts[sz(i) * sz(n_local) + sz(j)]; ++c, ++at) {
-          grouped_of[at] = cursor[sz(j)]++;
+        for (std::int64_t c = 0; c < recv_counts[uz(i) * uz(n_local) + uz(j)]; ++c, ++at) {
+          grouped_of[at] = cursor[uz(j)]++;
           dequantize_row(recv.data() + at * msg, h, s.dtype, scale,
-                         rows.data() + grouped_of[at] * sz(h));
+                         rows.data() + grouped_of[at] * uz(h));
         }
       }
     }
@@ -742,10 +741,10 @@ Dispatched deepep_ll(Backend& be, const RankGroups& g, const LayerSpec& s, const
 
   // Combine: each output back to its token's rank in the storage dtype, in the received order.
   t0 = stamp(be);
-  const std::size_t row_bytes = storage_bytes(s.dtype, sz(h));
+  const std::size_t row_bytes = storage_bytes(s.dtype, uz(h));
   UninitVector<std::uint8_t> outputs(received * row_bytes);
   for (std::size_t at = 0; at < received; ++at) {
-    pack(s.dtype, y.data() + grouped_of[at] * sz(h), sz(h), outputs.data() + at * row_bytes);
+    pack(s.dtype, y.data() + grouped_of[at] * uz(h), uz(h), outputs.data() + at * row_bytes);
   }
   const Exchange back_out = exchange_of(from_rank, row_bytes);
   const Exchange back_in = exchange_of(to_rank, row_bytes);
@@ -878,7 +877,7 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
   UninitVector<float> shared;
   if (s.shared_intermediate > 0) {
     t0 = stamp(be);
-    shared.resize(sz(mine.count) * sz(s.hidden));  // shared_expert writes every row
+    shared.resize(uz(mine.count) * uz(s.hidden));  // shared_expert writes every row
     be.shared_expert(OpContext{}, x, mine.count, s.hidden, w.shared, w.shared_gate, s.dtype,
                      shared);
     t.shared = since(be, t0);
@@ -887,7 +886,7 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
     t.tp += since(be, t0);
   }
   t0 = stamp(be);
-  std::vector<float> out(sz(mine.count) * sz(s.hidden));
+  std::vector<float> out(uz(mine.count) * uz(s.hidden));
   if (d.per_token > 0) {
     be.combine(OpContext{}, d.rows, d.pair_row, d.weights, shared, mine.count, d.per_token,
                s.hidden, s.dtype, out);
@@ -903,10 +902,10 @@ std::vector<float> moe_forward(Backend& be, const RankGroups& g, const LayerSpec
 
 UninitVector<std::uint8_t> pack_rows(DType dtype, std::span<const float> src, int hidden,
                                      std::span<const int> rows) {
-  const std::size_t row_bytes = storage_bytes(dtype, sz(hidden));
+  const std::size_t row_bytes = storage_bytes(dtype, uz(hidden));
   UninitVector<std::uint8_t> out(rows.size() * row_bytes);
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    pack(dtype, src.data() + sz(rows[i]) * sz(hidden), sz(hidden), out.data() + i * row_bytes);
+    pack(dtype, src.data() + uz(rows[i]) * uz(hidden), uz(hidden), out.data() + i * row_bytes);
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/dtype_convert.hpp"
 #include "kernels/fp8.hpp"
+#include "models/index.hpp"
 
 namespace moeplan::kernels {
 
@@ -15,8 +16,6 @@ namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using DMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-std::size_t sz(int v) { return static_cast<std::size_t>(v); }
 
 // γ_n = n·u/(1 − n·u) for fp32 accumulation: the worst relative error of an n-term dot product
 // in any order. Two independent computations (sharded, reference) can differ by twice that.
@@ -179,8 +178,8 @@ MlpReference mlp_reference(std::span<const float> x, int num_rows, int hidden,
   const RowMat xm = Eigen::Map<const RowMat>(x.data(), num_rows, hidden);
   Eigen::VectorXf sc = Eigen::VectorXf::Ones(num_rows);
   Eigen::VectorXd sd = Eigen::VectorXd::Zero(num_rows);
-  for (int r = 0; r < num_rows && !scale.empty(); ++r) sc(r) = scale[sz(r)];
-  for (int r = 0; r < num_rows && !scale_delta.empty(); ++r) sd(r) = scale_delta[sz(r)];
+  for (int r = 0; r < num_rows && !scale.empty(); ++r) sc(r) = scale[uz(r)];
+  for (int r = 0; r < num_rows && !scale_delta.empty(); ++r) sd(r) = scale_delta[uz(r)];
   const MlpOut out = mlp_with_bound(xm, w, hidden, dtype, sc, sd, 1, fp8_acc);
   MlpReference ref;
   ref.y.assign(out.y.data(), out.y.data() + out.y.size());
@@ -201,12 +200,12 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
     constexpr int kGroup = 128;
     x8.resize(num_tokens, h);
     const int groups = (h + kGroup - 1) / kGroup;
-    std::vector<std::uint8_t> q(sz(h));
-    std::vector<float> scales(sz(groups));
+    std::vector<std::uint8_t> q(uz(h));
+    std::vector<float> scales(uz(groups));
     for (int t = 0; t < num_tokens; ++t) {
-      quantize_blocks(x.subspan(sz(t) * sz(h), sz(h)), 1, h, 1, kGroup, q, scales);
-      dequantize_blocks(q, scales, 1, h, 1, kGroup, std::span(x8.row(t).data(), sz(h)));
-      round_to(s.dtype, std::span(x8.row(t).data(), sz(h)));
+      quantize_blocks(x.subspan(uz(t) * uz(h), uz(h)), 1, h, 1, kGroup, q, scales);
+      dequantize_blocks(q, scales, 1, h, 1, kGroup, std::span(x8.row(t).data(), uz(h)));
+      round_to(s.dtype, std::span(x8.row(t).data(), uz(h)));
     }
   }
 
@@ -214,8 +213,8 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   // token picks the same experts here as in any layout.
   const std::vector<float> router = make_router_weight(s);
   const std::vector<float> bias = make_score_bias(s);
-  std::vector<float> logits(sz(num_tokens) * sz(s.num_experts));
-  std::vector<int> ids(sz(num_tokens) * sz(k));
+  std::vector<float> logits(uz(num_tokens) * uz(s.num_experts));
+  std::vector<int> ids(uz(num_tokens) * uz(k));
   std::vector<float> weights(ids.size());
   const auto cpu = make_cpu_backend();
   cpu->router_logits(OpContext{}, x, num_tokens, h, router, s.num_experts, logits);
@@ -233,7 +232,7 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
     std::vector<std::pair<int, float>> tokens;  // (token, weight)
     for (int t = 0; t < num_tokens; ++t) {
       for (int j = 0; j < k; ++j) {
-        if (ids[sz(t) * sz(k) + sz(j)] == e) tokens.emplace_back(t, weights[sz(t) * sz(k) + sz(j)]);
+        if (ids[uz(t) * uz(k) + uz(j)] == e) tokens.emplace_back(t, weights[uz(t) * uz(k) + uz(j)]);
       }
     }
     if (tokens.empty()) continue;
@@ -293,7 +292,7 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   }
 
   ReferenceOutput out;
-  out.output.resize(sz(num_tokens) * sz(h));
+  out.output.resize(uz(num_tokens) * uz(h));
   out.bound.resize(out.output.size());
   if (extra.fp8_inputs) {
     out.output_fp8_inputs.resize(out.output.size());
@@ -303,7 +302,7 @@ ReferenceOutput reference_forward(const LayerSpec& s, std::span<const float> x, 
   const double g_k = gamma32(k + 1);
   for (int t = 0; t < num_tokens; ++t) {
     for (int c = 0; c < h; ++c) {
-      const std::size_t i = sz(t) * sz(h) + sz(c);
+      const std::size_t i = uz(t) * uz(h) + uz(c);
       // The sharded combine sums in fp32 where this sums in double: its error is γ_{k+1}·Σ|terms|.
       const float v = round_to(s.dtype, static_cast<float>(acc(t, c)));
       out.output[i] = v;

@@ -14,12 +14,11 @@
 #include "kernels/cuda/launch_params.hpp"
 #include "kernels/cuda/moe_kernels.hpp"
 #include "kernels/router_math.hpp"
+#include "models/index.hpp"
 
 namespace moeplan::kernels::cuda {
 
 namespace {
-
-std::size_t sz(int v) { return static_cast<std::size_t>(v); }
 
 void require(const std::string& problem) {
   if (!problem.empty()) throw std::invalid_argument("CUDA backend: " + problem);
@@ -90,11 +89,11 @@ class CudaBackend final : public Backend {
     int n = 0;
     for (const Fp8Part& p : parts) n += p.cols;
     fp8_->reset();
-    const float* da = upload(a_, a.first(sz(m) * sz(k)));
+    const float* da = upload(a_, a.first(uz(m) * uz(k)));
     std::vector<Fp8Weight> w;
     w.reserve(parts.size());
     for (const Fp8Part& p : parts) w.push_back(fp8_->prepare(p, k));
-    float* dc = b_.reserve_as<float>(sz(m) * sz(n));
+    float* dc = b_.reserve_as<float>(uz(m) * uz(n));
     fp8_->reserve(m, k);
     // Timed from the quantization of the input (the CPU's gemm_fp8 quantizes a copy too).
     const std::uint64_t emulated = fp8_->calls().emulated;
@@ -107,7 +106,7 @@ class CudaBackend final : public Backend {
     }
     end_kernels();
     note_fp8_fallback(emulated);
-    download(dc, c.first(sz(m) * sz(n)));
+    download(dc, c.first(uz(m) * uz(n)));
   }
 
   void gemm(const OpContext&, std::span<const float> a, int m, int k, std::span<const float> b,
@@ -115,18 +114,18 @@ class CudaBackend final : public Backend {
     enter();
     if (m == 0) return;
     const std::size_t es = dtype_size(dtype);
-    void* da = a_.reserve(sz(m) * sz(k) * es);
-    to_storage(a.first(sz(m) * sz(k)), dtype, da);
-    void* db = b_.reserve(sz(k) * sz(n) * es);
-    to_storage(b.first(sz(k) * sz(n)), dtype, db);
+    void* da = a_.reserve(uz(m) * uz(k) * es);
+    to_storage(a.first(uz(m) * uz(k)), dtype, da);
+    void* db = b_.reserve(uz(k) * uz(n) * es);
+    to_storage(b.first(uz(k) * uz(n)), dtype, db);
     const DType stored = out_dtype == DType::kFp32 ? DType::kFp32 : dtype;
-    void* dc = c_.reserve(sz(m) * sz(n) * dtype_size(stored));
+    void* dc = c_.reserve(uz(m) * uz(n) * dtype_size(stored));
     begin_kernels();
     ffn_->gemm(dtype, stored, m, n, k, da, db, dc);
     end_kernels();
-    float* dout = d_.reserve_as<float>(sz(m) * sz(n));
-    launch_from_storage(stored, dc, sz(m) * sz(n), dout, stream_);
-    download(dout, c.first(sz(m) * sz(n)));
+    float* dout = d_.reserve_as<float>(uz(m) * uz(n));
+    launch_from_storage(stored, dc, uz(m) * uz(n), dout, stream_);
+    download(dout, c.first(uz(m) * uz(n)));
   }
 
   void attention(const OpContext&, const AttentionShape& shape, std::span<const float> q,
@@ -158,12 +157,12 @@ class CudaBackend final : public Backend {
                 std::span<float> out) override {
     enter();
     if (rows == 0) return;
-    const std::size_t n = sz(rows) * sz(width);
-    const std::size_t n_in = (sz(rows) - 1) * sz(in_ld) + sz(width);
+    const std::size_t n = uz(rows) * uz(width);
+    const std::size_t n_in = (uz(rows) - 1) * uz(in_ld) + uz(width);
     const std::size_t es = dtype_size(dtype);
     void* dx = a_.reserve(n_in * es);
     to_storage(x.first(n_in), dtype, dx);
-    const float* dw = upload(b_, weight.first(sz(width)));
+    const float* dw = upload(b_, weight.first(uz(width)));
     void* dout = c_.reserve(n * es);
     begin_kernels();
     launch_rms_norm(dtype, dx, rows, width, in_ld, dw, eps, dout, stream_);
@@ -178,12 +177,12 @@ class CudaBackend final : public Backend {
             std::span<const float> cos_sin, DType dtype, std::span<float> out) override {
     enter();
     if (rows == 0) return;
-    const std::size_t n_in = (sz(rows) - 1) * sz(in_ld) + sz(heads) * sz(head_dim);
-    const std::size_t n_out = sz(rows) * sz(heads) * sz(head_dim);
+    const std::size_t n_in = (uz(rows) - 1) * uz(in_ld) + uz(heads) * uz(head_dim);
+    const std::size_t n_out = uz(rows) * uz(heads) * uz(head_dim);
     const std::size_t es = dtype_size(dtype);
     void* din = a_.reserve(n_in * es);
     to_storage(in.first(n_in), dtype, din);
-    const int* dpos = upload(b_, positions.first(sz(rows)));
+    const int* dpos = upload(b_, positions.first(uz(rows)));
     const float* dcs = upload(c_, cos_sin);
     void* dout = d_.reserve(n_out * es);
     begin_kernels();
@@ -198,8 +197,8 @@ class CudaBackend final : public Backend {
                 std::span<float> act) override {
     enter();
     if (rows == 0) return;
-    const std::size_t n_in = sz(rows) * 2 * sz(width);
-    const std::size_t n_out = sz(rows) * sz(width);
+    const std::size_t n_in = uz(rows) * 2 * uz(width);
+    const std::size_t n_out = uz(rows) * uz(width);
     void* dgu = a_.reserve(n_in * dtype_size(dtype));
     to_storage(gate_up.first(n_in), dtype, dgu);
     void* dact = b_.reserve(n_out * dtype_size(dtype));
@@ -215,9 +214,9 @@ class CudaBackend final : public Backend {
                     std::span<const float> gate, std::span<float> out) override {
     enter();
     if (num_tokens == 0) return;
-    const std::size_t n = sz(num_tokens) * sz(hidden);
+    const std::size_t n = uz(num_tokens) * uz(hidden);
     const float* dx = upload(a_, x.first(n));
-    const float* dg = upload(b_, gate.first(sz(hidden)));
+    const float* dg = upload(b_, gate.first(uz(hidden)));
     float* dout = c_.reserve_as<float>(n);
     MOEPLAN_CUDA_CHECK(
         cudaMemcpyAsync(dout, out.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream_));
@@ -231,13 +230,13 @@ class CudaBackend final : public Backend {
                      std::span<const float> w, int num_experts, std::span<float> logits) override {
     enter();
     if (num_tokens == 0) return;
-    const float* dx = upload(a_, x.first(sz(num_tokens) * sz(hidden)));
-    const float* dw = upload(b_, w.first(sz(hidden) * sz(num_experts)));
-    float* dl = c_.reserve_as<float>(sz(num_tokens) * sz(num_experts));
+    const float* dx = upload(a_, x.first(uz(num_tokens) * uz(hidden)));
+    const float* dw = upload(b_, w.first(uz(hidden) * uz(num_experts)));
+    float* dl = c_.reserve_as<float>(uz(num_tokens) * uz(num_experts));
     begin_kernels();
     ffn_->gemm(DType::kFp32, DType::kFp32, num_tokens, num_experts, hidden, dx, dw, dl);
     end_kernels();
-    download(dl, logits.first(sz(num_tokens) * sz(num_experts)));
+    download(dl, logits.first(uz(num_tokens) * uz(num_experts)));
   }
 
   void route(const OpContext&, const models::RouterSpec& router, std::span<const float> logits,
@@ -247,15 +246,15 @@ class CudaBackend final : public Backend {
     const RouterParams p = router_params(router, top_k, !score_bias.empty());
     require(check_route_args(p, num_tokens, num_experts, top_k));
     if (num_tokens == 0) return;
-    const float* dl = upload(a_, logits.first(sz(num_tokens) * sz(num_experts)));
-    const float* db = p.biased ? upload(b_, score_bias.first(sz(num_experts))) : nullptr;
-    int* did = c_.reserve_as<int>(sz(num_tokens) * sz(top_k));
-    float* dw = d_.reserve_as<float>(sz(num_tokens) * sz(top_k));
+    const float* dl = upload(a_, logits.first(uz(num_tokens) * uz(num_experts)));
+    const float* db = p.biased ? upload(b_, score_bias.first(uz(num_experts))) : nullptr;
+    int* did = c_.reserve_as<int>(uz(num_tokens) * uz(top_k));
+    float* dw = d_.reserve_as<float>(uz(num_tokens) * uz(top_k));
     begin_kernels();
     launch_route(p, dl, db, num_tokens, num_experts, top_k, did, dw, stream_);
     end_kernels();
-    download(did, ids.first(sz(num_tokens) * sz(top_k)), false);
-    download(dw, weights.first(sz(num_tokens) * sz(top_k)));
+    download(did, ids.first(uz(num_tokens) * uz(top_k)), false);
+    download(dw, weights.first(uz(num_tokens) * uz(top_k)));
   }
 
   Permutation permute(const OpContext&, std::span<const int> pair_experts, int first_expert,
@@ -264,7 +263,7 @@ class CudaBackend final : public Backend {
     const int n = static_cast<int>(pair_experts.size());
     require(check_permute_args(n, first_expert, num_local));
     const int* de = upload(a_, pair_experts);
-    int* offsets = b_.reserve_as<int>(sz(num_local) + 1);
+    int* offsets = b_.reserve_as<int>(uz(num_local) + 1);
     int* order = c_.reserve_as<int>(std::max<std::size_t>(pair_experts.size(), 1));
     int* pair_row = d_.reserve_as<int>(std::max<std::size_t>(pair_experts.size(), 1));
     void* scratch = e_.reserve(permute_scratch_bytes(n, num_local));
@@ -272,9 +271,9 @@ class CudaBackend final : public Backend {
     launch_permute(de, n, first_expert, num_local, offsets, order, pair_row, scratch, stream_);
     end_kernels();
     Permutation p;
-    p.offsets.resize(sz(num_local) + 1);
+    p.offsets.resize(uz(num_local) + 1);
     download(offsets, std::span<int>(p.offsets));
-    p.order.resize(sz(p.offsets.back()));
+    p.order.resize(uz(p.offsets.back()));
     download(order, std::span<int>(p.order));
     return p;
   }
@@ -300,9 +299,9 @@ class CudaBackend final : public Backend {
       return;
     }
     const std::size_t es = dtype_size(dtype);
-    const std::size_t n_rows = sz(total) * sz(hidden);
-    const std::size_t gu_elems = sz(hidden) * 2 * sz(width);
-    const std::size_t dn_elems = sz(width) * sz(hidden);
+    const std::size_t n_rows = uz(total) * uz(hidden);
+    const std::size_t gu_elems = uz(hidden) * 2 * uz(width);
+    const std::size_t dn_elems = uz(width) * uz(hidden);
 
     // Weights in the storage dtype, expert after expert (values are representable: exact).
     char* wbuf = static_cast<char*>(weights_.reserve((gu_elems + dn_elems) * es * experts.size()));
@@ -324,8 +323,8 @@ class CudaBackend final : public Backend {
     args.offsets = offsets.data();
     args.experts = dev.data();
     args.rows = drows;
-    args.gate_up = b_.reserve(sz(total) * 2 * sz(width) * es);
-    args.act = c_.reserve(sz(total) * sz(width) * es);
+    args.gate_up = b_.reserve(uz(total) * 2 * uz(width) * es);
+    args.act = c_.reserve(uz(total) * uz(width) * es);
     args.out = d_.reserve(n_rows * es);
     FfnAlgo algo = FfnAlgo::kGrouped;
     if (choice_ == FfnChoice::kLtLoop) algo = FfnAlgo::kLtLoop;
@@ -343,8 +342,8 @@ class CudaBackend final : public Backend {
                int top_k, int hidden, DType dtype, std::span<float> out) override {
     enter();
     if (num_tokens == 0) return;
-    const std::size_t pairs = sz(num_tokens) * sz(top_k);
-    const std::size_t n_out = sz(num_tokens) * sz(hidden);
+    const std::size_t pairs = uz(num_tokens) * uz(top_k);
+    const std::size_t n_out = uz(num_tokens) * uz(hidden);
     const float* dy = upload(a_, y);
     const int* dr = upload(b_, pair_row.first(pairs));
     const float* dw = upload(c_, weights.first(pairs));
@@ -369,19 +368,19 @@ class CudaBackend final : public Backend {
     }
     const std::size_t es = dtype_size(dtype);
     const int width = w.width;
-    const std::size_t n_x = sz(num_tokens) * sz(hidden);
-    const std::size_t gu_elems = sz(hidden) * 2 * sz(width);
-    const std::size_t dn_elems = sz(width) * sz(hidden);
+    const std::size_t n_x = uz(num_tokens) * uz(hidden);
+    const std::size_t gu_elems = uz(hidden) * 2 * uz(width);
+    const std::size_t dn_elems = uz(width) * uz(hidden);
     char* wbuf = static_cast<char*>(weights_.reserve((gu_elems + dn_elems) * es));
     to_storage(std::span<const float>(w.gate_up).first(gu_elems), dtype, wbuf);
     to_storage(std::span<const float>(w.down).first(dn_elems), dtype, wbuf + gu_elems * es);
     const float* dx32 = upload(f_, x.first(n_x));
     void* dx = a_.reserve(n_x * es);
     launch_to_storage(dtype, dx32, n_x, dx, stream_);
-    void* gu = b_.reserve(sz(num_tokens) * 2 * sz(width) * es);
-    void* act = c_.reserve(sz(num_tokens) * sz(width) * es);
+    void* gu = b_.reserve(uz(num_tokens) * 2 * uz(width) * es);
+    void* act = c_.reserve(uz(num_tokens) * uz(width) * es);
     float* y = d_.reserve_as<float>(n_x);
-    const float* dg = gate.empty() ? nullptr : upload(e_, gate.first(sz(hidden)));
+    const float* dg = gate.empty() ? nullptr : upload(e_, gate.first(uz(hidden)));
     // Gate and up stored in the dtype, the activation in the dtype, the down projection in fp32
     // (the CPU backend's stores exactly); the caller rounds after the TP sum. Timed from the
     // first GEMM: x arrives in fp32 here but is already in the dtype in a model's layer.
@@ -417,7 +416,7 @@ class CudaBackend final : public Backend {
                    std::span<float> out) {
     const int total = offsets[experts.size()];
     const int width = experts[0].width;
-    const std::size_t n_rows = sz(total) * sz(hidden);
+    const std::size_t n_rows = uz(total) * uz(hidden);
     fp8_->reset();
     std::vector<Fp8Expert> w(experts.size());
     for (std::size_t e = 0; e < experts.size(); ++e) {
@@ -441,10 +440,10 @@ class CudaBackend final : public Backend {
     const float* dx = upload(a_, rows.first(n_rows));
     float* dout = b_.reserve_as<float>(n_rows);
     Fp8MlpBuffers buf;
-    buf.gate_up = c_.reserve_as<float>(sz(total) * 2 * sz(width));
-    buf.gate_up_stored = d_.reserve(sz(total) * 2 * sz(width) * dtype_size(dtype));
-    buf.act_stored = e_.reserve(sz(total) * sz(width) * dtype_size(dtype));
-    buf.act = f_.reserve_as<float>(sz(total) * sz(width));
+    buf.gate_up = c_.reserve_as<float>(uz(total) * 2 * uz(width));
+    buf.gate_up_stored = d_.reserve(uz(total) * 2 * uz(width) * dtype_size(dtype));
+    buf.act_stored = e_.reserve(uz(total) * uz(width) * dtype_size(dtype));
+    buf.act = f_.reserve_as<float>(uz(total) * uz(width));
     fp8_->reserve_for(offsets, std::max(hidden, width));
     const std::uint64_t emulated = fp8_->calls().emulated;
     begin_kernels();

@@ -20,6 +20,7 @@
 #include "kernels/cuda/fp8_kernels.hpp"
 #include "kernels/cuda/fp8_layout.hpp"
 #include "kernels/cuda/moe_kernels.hpp"
+#include "models/index.hpp"
 
 namespace moeplan::kernels::cuda {
 
@@ -27,7 +28,6 @@ namespace {
 
 constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
 
-std::size_t sz(int v) { return static_cast<std::size_t>(v); }
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // The largest power of two (up to 256, cuBLASLt's default assumption) dividing the address.
@@ -142,16 +142,16 @@ struct Fp8Gemm::Impl {
   }
 
   Fp8Path emulate(const Fp8DeviceAct& a, const Fp8Weight& w, float* c, int ldc, int c_col) {
-    float* da = deq_a.reserve_as<float>(sz(a.m) * sz(a.k));
+    float* da = deq_a.reserve_as<float>(uz(a.m) * uz(a.k));
     launch_dequantize_e4m3(a.codes, a.scales, a.m, a.k, a.group, a.static_scale, da, stream);
-    float* dw = deq_w.reserve_as<float>(sz(w.k) * sz(w.cols));
+    float* dw = deq_w.reserve_as<float>(uz(w.k) * uz(w.cols));
     launch_dequantize_e4m3_part(w.codes, w.cols, 0, w.k, w.cols, w.block_rows, w.block_cols,
                                 w.scales, dw, stream);
-    float* tmp = out_tmp.reserve_as<float>(sz(a.m) * sz(w.cols));
+    float* tmp = out_tmp.reserve_as<float>(uz(a.m) * uz(w.cols));
     fp32->gemm(DType::kFp32, DType::kFp32, a.m, w.cols, a.k, da, dw, tmp);
-    MOEPLAN_CUDA_CHECK(cudaMemcpy2DAsync(c + c_col, sz(ldc) * sizeof(float), tmp,
-                                         sz(w.cols) * sizeof(float), sz(w.cols) * sizeof(float),
-                                         sz(a.m), cudaMemcpyDeviceToDevice, stream));
+    MOEPLAN_CUDA_CHECK(cudaMemcpy2DAsync(c + c_col, uz(ldc) * sizeof(float), tmp,
+                                         uz(w.cols) * sizeof(float), uz(w.cols) * sizeof(float),
+                                         uz(a.m), cudaMemcpyDeviceToDevice, stream));
     ++calls.emulated;
     return Fp8Path::kEmulated;
   }
@@ -172,10 +172,10 @@ Fp8Gemm::Calls Fp8Gemm::calls() const { return impl_->calls; }
 
 Fp8Weight Fp8Gemm::prepare(const Fp8Part& part, int k) {
   Impl& s = *impl_;
-  auto* codes = static_cast<std::uint8_t*>(s.slot().reserve(sz(k) * sz(part.cols)));
+  auto* codes = static_cast<std::uint8_t*>(s.slot().reserve(uz(k) * uz(part.cols)));
   if (k > 0 && part.cols > 0) {
-    MOEPLAN_CUDA_CHECK(cudaMemcpy2DAsync(codes, sz(part.cols), part.codes + part.c0, sz(part.ld),
-                                         sz(part.cols), sz(k), cudaMemcpyHostToDevice, s.stream));
+    MOEPLAN_CUDA_CHECK(cudaMemcpy2DAsync(codes, uz(part.cols), part.codes + part.c0, uz(part.ld),
+                                         uz(part.cols), uz(k), cudaMemcpyHostToDevice, s.stream));
   }
   return prepare_device(codes, k, part.cols, part.block_rows, part.block_cols, part.scales);
 }
@@ -191,13 +191,13 @@ Fp8Weight Fp8Gemm::prepare_device(const std::uint8_t* codes, int k, int cols, in
   w.codes = codes;
   const int kb = ceil_div(k, block_rows);
   const int cb = ceil_div(cols, block_cols);
-  float* scales = s.slot().reserve_as<float>(sz(kb) * sz(cb));
-  MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(scales, host_scales, sz(kb) * sz(cb) * sizeof(float),
+  float* scales = s.slot().reserve_as<float>(uz(kb) * uz(cb));
+  MOEPLAN_CUDA_CHECK(cudaMemcpyAsync(scales, host_scales, uz(kb) * uz(cb) * sizeof(float),
                                      cudaMemcpyHostToDevice, s.stream));
   w.scales = scales;
   w.lt_mode = fp8_weight_scale_mode(k, cols, block_rows, block_cols);
   if (w.lt_mode < 0) return w;
-  auto* kmajor = static_cast<std::uint8_t*>(s.slot().reserve(sz(k) * sz(cols)));
+  auto* kmajor = static_cast<std::uint8_t*>(s.slot().reserve(uz(k) * uz(cols)));
   launch_transpose_e4m3(codes, cols, 0, k, cols, kmajor, s.stream);
   w.kmajor = kmajor;
   w.lt_scales = scales;  // OUTER_VEC (one per column) and SCALAR keep the part's layout
@@ -220,26 +220,26 @@ void Fp8Gemm::mlp(std::span<const int> offsets, std::span<const Fp8Expert> exper
     const int m = offsets[e + 1] - r0;
     if (m == 0) continue;
     const Fp8Expert& x = experts[e];
-    const std::size_t gu_off = sz(r0) * 2 * sz(width);
-    const Fp8DeviceAct xq = quantize(rows + sz(r0) * sz(hidden), m, hidden, x.input_act);
+    const std::size_t gu_off = uz(r0) * 2 * uz(width);
+    const Fp8DeviceAct xq = quantize(rows + uz(r0) * uz(hidden), m, hidden, x.input_act);
     run(xq, x.gate, buf.gate_up + gu_off, 2 * width, 0);
     run(xq, x.up, buf.gate_up + gu_off, 2 * width, width);
     // SiLU·mul on gate and up stored in the dtype, the activation stored in the dtype (the
     // CPU's silu_mul_rows), then quantized for the down GEMM.
     char* gs = static_cast<char*>(buf.gate_up_stored) + gu_off * es;
-    char* as = static_cast<char*>(buf.act_stored) + sz(r0) * sz(width) * es;
-    launch_to_storage(dtype, buf.gate_up + gu_off, sz(m) * 2 * sz(width), gs, impl_->stream);
+    char* as = static_cast<char*>(buf.act_stored) + uz(r0) * uz(width) * es;
+    launch_to_storage(dtype, buf.gate_up + gu_off, uz(m) * 2 * uz(width), gs, impl_->stream);
     launch_silu_mul(dtype, gs, m, width, as, impl_->stream);
-    float* act = buf.act + sz(r0) * sz(width);
-    launch_from_storage(dtype, as, sz(m) * sz(width), act, impl_->stream);
+    float* act = buf.act + uz(r0) * uz(width);
+    launch_from_storage(dtype, as, uz(m) * uz(width), act, impl_->stream);
     const Fp8DeviceAct aq = quantize(act, m, width, x.mid_act);
-    run(aq, x.down, out + sz(r0) * sz(hidden), hidden, 0);
+    run(aq, x.down, out + uz(r0) * uz(hidden), hidden, 0);
   }
 }
 
 void Fp8Gemm::reserve(int m, int k) {
-  impl_->act_codes.reserve(sz(m) * sz(k));
-  impl_->act_scales.reserve(sz(m) * sz(ceil_div(k, 16)) * sizeof(float));
+  impl_->act_codes.reserve(uz(m) * uz(k));
+  impl_->act_scales.reserve(uz(m) * uz(ceil_div(k, 16)) * sizeof(float));
 }
 
 void Fp8Gemm::reserve_for(std::span<const int> offsets, int k) {
@@ -259,9 +259,9 @@ Fp8DeviceAct Fp8Gemm::quantize(const float* x, int m, int k, const Fp8Act& act) 
             : act.kind == Fp8Act::Kind::kToken ? k
                                                : 0;
   a.static_scale = act.kind == Fp8Act::Kind::kStatic ? act.scale : 0.0F;
-  auto* codes = s.act_codes.reserve_as<std::uint8_t>(sz(m) * sz(k));
+  auto* codes = s.act_codes.reserve_as<std::uint8_t>(uz(m) * uz(k));
   const int groups = a.group > 0 ? ceil_div(k, a.group) : 1;
-  float* scales = s.act_scales.reserve_as<float>(sz(groups) * sz(std::max(m, 1)));
+  float* scales = s.act_scales.reserve_as<float>(uz(groups) * uz(std::max(m, 1)));
   if (a.group == 0) {
     MOEPLAN_CUDA_CHECK(
         cudaMemcpyAsync(scales, &a.static_scale, sizeof(float), cudaMemcpyHostToDevice, s.stream));
@@ -282,7 +282,7 @@ Fp8Path Fp8Gemm::run(const Fp8DeviceAct& a, const Fp8Weight& w, float* c, int ld
   int ldd = ldc;
   const bool direct = alignment(d) >= 16 && ldc % 4 == 0;
   if (!direct) {
-    d = s.out_tmp.reserve_as<float>(sz(a.m) * sz(w.cols));
+    d = s.out_tmp.reserve_as<float>(uz(a.m) * uz(w.cols));
     ldd = w.cols;
   }
   Impl::Plan& p =
@@ -303,9 +303,9 @@ Fp8Path Fp8Gemm::run(const Fp8DeviceAct& a, const Fp8Weight& w, float* c, int ld
   }
   MOEPLAN_CUBLAS_CHECK(st);
   if (!direct) {
-    MOEPLAN_CUDA_CHECK(cudaMemcpy2DAsync(c + c_col, sz(ldc) * sizeof(float), d,
-                                         sz(w.cols) * sizeof(float), sz(w.cols) * sizeof(float),
-                                         sz(a.m), cudaMemcpyDeviceToDevice, s.stream));
+    MOEPLAN_CUDA_CHECK(cudaMemcpy2DAsync(c + c_col, uz(ldc) * sizeof(float), d,
+                                         uz(w.cols) * sizeof(float), uz(w.cols) * sizeof(float),
+                                         uz(a.m), cudaMemcpyDeviceToDevice, s.stream));
   }
   ++s.calls.cublaslt;
   return Fp8Path::kCublasLt;

@@ -50,7 +50,8 @@ if(MOEPLAN_TSAN)
   target_link_options(moeplan_options INTERFACE -fsanitize=thread)
 endif()
 
-# A library compiled in batches of sources when MOEPLAN_UNITY_BUILD is on (CMakeLists.txt).
+# A library or test suite compiled in batches of sources when MOEPLAN_UNITY_BUILD is on
+# (CMakeLists.txt).
 function(moeplan_unity_build target)
   if(MOEPLAN_UNITY_BUILD)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)

@@ -39,7 +39,8 @@ elif [ "${1:-}" = "--sanitize" ]; then
   export BUILD_DIR=build-asan
   # -O1 -g1 (line tables, all a report's stack needs), as AddressSanitizer recommends: about half
   # the compile time of -O2 -g (this build was ~21 of CI's minutes, the largest single step); the
-  # libraries' unity build (MOEPLAN_UNITY_BUILD) halves it again (docs/RELIABILITY.md).
+  # unity build of the libraries and test suites (MOEPLAN_UNITY_BUILD) halves it again
+  # (docs/RELIABILITY.md).
   bash scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DMOEPLAN_SANITIZE=ON -DMOEPLAN_ENABLE_CUDA=OFF \
     -DMOEPLAN_BUILD_BENCHMARKS=OFF

@@ -8,6 +8,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_cli {
 namespace {
 
 TEST(CliModels, ListGolden) {
@@ -91,4 +92,5 @@ TEST(CliHelp, NoCommandPrintsHelpAndExit2) {
 }
 
 }  // namespace
+}  // namespace test_cli
 }  // namespace moeplan::cli_test

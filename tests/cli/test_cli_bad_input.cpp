@@ -12,6 +12,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_cli_bad_input {
 namespace {
 
 namespace fs = std::filesystem;
@@ -406,4 +407,5 @@ TEST_F(CliBadInput, UnreadableFile) {
 }
 
 }  // namespace
+}  // namespace test_cli_bad_input
 }  // namespace moeplan::cli_test

@@ -13,6 +13,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_cli_costs {
 namespace {
 
 namespace fs = std::filesystem;
@@ -164,4 +165,5 @@ TEST(CliCosts, FullTablesWhenInstalled) {
 }
 
 }  // namespace
+}  // namespace test_cli_costs
 }  // namespace moeplan::cli_test

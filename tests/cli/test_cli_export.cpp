@@ -10,6 +10,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_cli_export {
 namespace {
 
 namespace fs = std::filesystem;
@@ -224,4 +225,5 @@ TEST_F(CliExport, BadInputExitsTwoWithOneLineAndNoFiles) {
 }
 
 }  // namespace
+}  // namespace test_cli_export
 }  // namespace moeplan::cli_test

@@ -11,6 +11,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_cli_place {
 namespace {
 
 std::string loads() { return (moeplan::resource_dir() / "loads").string(); }
@@ -305,4 +306,5 @@ TEST(CliPlace, BadInputsAreOneLineAndWriteNothing) {
 }
 
 }  // namespace
+}  // namespace test_cli_place
 }  // namespace moeplan::cli_test

@@ -7,6 +7,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_cli_plan {
 namespace {
 
 TEST(CliPlan, DefaultGolden) {
@@ -522,4 +523,5 @@ TEST(CliClusters, ListAndShowGolden) {
 }
 
 }  // namespace
+}  // namespace test_cli_plan
 }  // namespace moeplan::cli_test

@@ -6,6 +6,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_cli_plan_load {
 namespace {
 
 const std::string kLoad = "--model qwen3-30b-a3b --load " +
@@ -167,4 +168,5 @@ TEST(CliPlanLoad, DeepSeekV3Ep144Exports) {
 }
 
 }  // namespace
+}  // namespace test_cli_plan_load
 }  // namespace moeplan::cli_test

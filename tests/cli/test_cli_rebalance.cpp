@@ -8,6 +8,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_cli_rebalance {
 namespace {
 
 std::string steps16() {
@@ -90,4 +91,5 @@ TEST(CliRebalance, BadInputOneLineExitTwo) {
 }
 
 }  // namespace
+}  // namespace test_cli_rebalance
 }  // namespace moeplan::cli_test

@@ -21,6 +21,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_profile_cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -549,4 +550,5 @@ TEST_F(ProfileCli, KilledRankKeepsExactlyThePointsCompletedBeforeIt) {
 }
 
 }  // namespace
+}  // namespace test_profile_cli
 }  // namespace moeplan::cli_test

@@ -4,6 +4,7 @@
 #include "app/cli/table.hpp"
 
 namespace moeplan::cli {
+namespace test_table {
 namespace {
 
 TEST(Table, AlignsColumnsByDisplayWidth) {
@@ -24,4 +25,5 @@ TEST(Table, KeyValues) {
 }
 
 }  // namespace
+}  // namespace test_table
 }  // namespace moeplan::cli

@@ -5,6 +5,7 @@
 #include "tests/cli/cli_runner.hpp"
 
 namespace moeplan::cli_test {
+namespace test_verify_cli {
 namespace {
 
 TEST(CliVerify, JsonRowsForEveryLayoutAndDispatcher) {
@@ -272,4 +273,5 @@ TEST(CliVerify, BackendChoice) {
 }
 
 }  // namespace
+}  // namespace test_verify_cli
 }  // namespace moeplan::cli_test

@@ -30,6 +30,7 @@
 #include "tests/gui/tiny_profile.hpp"
 
 namespace moeplan::gui {
+namespace test_export_dialog {
 namespace {
 
 /// The inputs of the report: qwen3-30b-a3b on 2 × HGX H200, decode, 32 sequences per
@@ -297,4 +298,5 @@ TEST(GuiExportDialog, PlanErrorsShowInTheDialog) {
 }
 
 }  // namespace
+}  // namespace test_export_dialog
 }  // namespace moeplan::gui

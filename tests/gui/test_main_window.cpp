@@ -15,6 +15,7 @@
 #include "tests/gui/gui_app.hpp"
 
 namespace moeplan::gui {
+namespace test_main_window {
 namespace {
 
 QString valueOf(QTableWidget* t, const QString& label) {
@@ -92,4 +93,5 @@ TEST(GuiMainWindow, ScreenshotsWritePngPerView) {
 }
 
 }  // namespace
+}  // namespace test_main_window
 }  // namespace moeplan::gui

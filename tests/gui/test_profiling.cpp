@@ -41,6 +41,7 @@
 #include "tests/gui/tiny_profile.hpp"
 
 namespace moeplan::gui {
+namespace test_profiling {
 namespace {
 
 namespace fs = std::filesystem;
@@ -604,4 +605,5 @@ TEST(GuiProfiling, ProfileDbCostSourcePlansAsPlanCostsAndIsRemembered) {
 }
 
 }  // namespace
+}  // namespace test_profiling
 }  // namespace moeplan::gui

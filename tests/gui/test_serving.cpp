@@ -25,6 +25,7 @@
 #include "tests/gui/gui_app.hpp"
 
 namespace moeplan::gui {
+namespace test_serving {
 namespace {
 
 /// The serving plan the library makes for the window's inputs: Qwen3-30B-A3B on one HGX H200,
@@ -194,4 +195,5 @@ TEST(GuiServing, ReasonsNameThisViewsFields) {
 }
 
 }  // namespace
+}  // namespace test_serving
 }  // namespace moeplan::gui

@@ -63,6 +63,7 @@
 #include "tests/gui/tiny_profile.hpp"
 
 namespace moeplan::gui {
+namespace test_user_walk {
 namespace {
 
 /// The colour a grab() of `map` shows at the centre of cell (r, c).
@@ -715,4 +716,5 @@ TEST(GuiLowItems, TopologyShowsZeroGpusAndPlanErrorsInPlaceAndZooms) {
 }
 
 }  // namespace
+}  // namespace test_user_walk
 }  // namespace moeplan::gui

@@ -42,6 +42,7 @@
 #include "tests/gui/gui_app.hpp"
 
 namespace moeplan::gui {
+namespace test_views {
 namespace {
 
 constexpr const char* kSkewed = "powerlaw:alpha=1.2,shuffle=1";
@@ -603,4 +604,5 @@ TEST(GuiViews, ScreenshotsOfEveryView) {
 }
 
 }  // namespace
+}  // namespace test_views
 }  // namespace moeplan::gui

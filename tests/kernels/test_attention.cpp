@@ -13,6 +13,7 @@
 #include "kernels/dtype_convert.hpp"
 
 namespace moeplan::kernels {
+namespace test_attention {
 namespace {
 
 constexpr DType kDtypes[] = {DType::kFp32, DType::kBf16, DType::kFp16};
@@ -172,4 +173,5 @@ TEST(Attention, PairsAndFlopsCountTheVisibleKeys) {
 }
 
 }  // namespace
+}  // namespace test_attention
 }  // namespace moeplan::kernels

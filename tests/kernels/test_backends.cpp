@@ -5,6 +5,7 @@
 #include "kernels/mpi_info.hpp"
 
 namespace moeplan::kernels {
+namespace test_backends {
 namespace {
 
 TEST(Backends, InventoryInFixedOrderAndCpuAlwaysUsable) {
@@ -49,4 +50,5 @@ TEST(Backends, MpiLibraryVersion) {
 }
 
 }  // namespace
+}  // namespace test_backends
 }  // namespace moeplan::kernels

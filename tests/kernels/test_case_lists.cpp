@@ -10,6 +10,7 @@
 #include "models/registry.hpp"
 
 namespace moeplan::kernels {
+namespace test_case_lists {
 namespace {
 
 LayerSpec qwen15_spec() {
@@ -107,4 +108,5 @@ TEST(JobWorld, ThreadsRunTheJobAndAgree) {
 }
 
 }  // namespace
+}  // namespace test_case_lists
 }  // namespace moeplan::kernels

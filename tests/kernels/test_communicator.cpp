@@ -2,6 +2,7 @@
 #include "tests/kernels/collective_checks.hpp"
 
 namespace moeplan::kernels {
+namespace test_communicator {
 namespace {
 
 class InProcCollectives : public ::testing::TestWithParam<int> {};
@@ -21,4 +22,5 @@ TEST(InProc, ExceptionOnOneRankPropagates) {
 }
 
 }  // namespace
+}  // namespace test_communicator
 }  // namespace moeplan::kernels

@@ -24,6 +24,7 @@
 #endif
 
 namespace moeplan::kernels {
+namespace test_cuda_backend {
 namespace {
 
 std::size_t sz(int v) { return static_cast<std::size_t>(v); }
@@ -551,4 +552,5 @@ TEST_F(CudaOps, NcclCollectivesOnTwoGpus) {
 #endif
 
 }  // namespace
+}  // namespace test_cuda_backend
 }  // namespace moeplan::kernels

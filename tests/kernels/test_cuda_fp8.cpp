@@ -22,6 +22,7 @@
 #include "kernels/reference.hpp"
 
 namespace moeplan::kernels {
+namespace test_cuda_fp8 {
 namespace {
 
 std::size_t sz(int v) { return static_cast<std::size_t>(v); }
@@ -269,4 +270,5 @@ TEST_F(CudaFp8, ExpertFfnAndSharedExpertWithinTheReferenceBound) {
 }
 
 }  // namespace
+}  // namespace test_cuda_fp8
 }  // namespace moeplan::kernels

@@ -16,6 +16,7 @@
 #include "kernels/router_math.hpp"
 
 namespace moeplan::kernels::cuda {
+namespace test_cuda_host {
 namespace {
 
 // Device memory exhausted is a std::bad_alloc, so a profile marks the shape "not supported" and
@@ -282,4 +283,5 @@ TEST(RouterMathCore, RankOrderSelectionEqualsSequentialScan) {
 }
 
 }  // namespace
+}  // namespace test_cuda_host
 }  // namespace moeplan::kernels::cuda

@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_probe.hpp"
 
 namespace moeplan::kernels::cuda {
+namespace test_cuda_probe {
 namespace {
 
 class CudaProbeTest : public ::testing::Test {
@@ -40,4 +41,5 @@ TEST(CudaNccl, VersionIsReadable) {
 }
 
 }  // namespace
+}  // namespace test_cuda_probe
 }  // namespace moeplan::kernels::cuda

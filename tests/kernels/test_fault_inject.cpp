@@ -7,6 +7,7 @@
 #include "kernels/fault_inject.hpp"
 
 namespace moeplan::kernels {
+namespace test_fault_inject {
 namespace {
 
 TEST(FaultInject, ParsesEveryField) {
@@ -45,4 +46,5 @@ TEST(FaultInject, InertWithoutTheVariable) {
 }
 
 }  // namespace
+}  // namespace test_fault_inject
 }  // namespace moeplan::kernels

@@ -14,6 +14,7 @@
 #include "models/registry.hpp"
 
 namespace moeplan::kernels {
+namespace test_four_bit {
 namespace {
 
 TEST(E2m1, EveryCodeRoundTripsAndTiesGoToTheEvenCode) {
@@ -334,4 +335,5 @@ TEST(FourBitLayer, W4a16ZeroPointsComeFromTheFormat) {
 }
 
 }  // namespace
+}  // namespace test_four_bit
 }  // namespace moeplan::kernels

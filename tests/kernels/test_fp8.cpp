@@ -17,6 +17,7 @@
 #include "models/registry.hpp"
 
 namespace moeplan::kernels {
+namespace test_fp8 {
 namespace {
 
 bool is_nan_code(int c) { return (c & 0x7f) == 0x7f; }
@@ -422,4 +423,5 @@ TEST(Fp8Quant, UnsupportedFormatsAndSplitBlocksAreNamed) {
 }
 
 }  // namespace
+}  // namespace test_fp8
 }  // namespace moeplan::kernels

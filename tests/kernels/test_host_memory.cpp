@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+namespace test_host_memory {
 namespace {
 
 long minor_faults_of_this_thread() {
@@ -77,3 +78,5 @@ TEST(HostAllocator, AFreedBlockIsNotFaultedInAgain) {
   EXPECT_LE(other.second * 100, other.first)
       << "second use faulted " << other.second << " times, the first " << other.first;
 }
+
+}  // namespace test_host_memory

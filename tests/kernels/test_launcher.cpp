@@ -8,6 +8,7 @@
 #include "kernels/mpi_info.hpp"
 
 namespace moeplan::kernels {
+namespace test_launcher {
 namespace {
 
 Launcher detect(const std::map<std::string, std::string>& vars, bool open_mpi = true) {
@@ -140,4 +141,5 @@ TEST(Launcher, ThisProcessAndItsNode) {
 }
 
 }  // namespace
+}  // namespace test_launcher
 }  // namespace moeplan::kernels

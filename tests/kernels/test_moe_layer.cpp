@@ -12,6 +12,7 @@
 #include "models/registry.hpp"
 
 namespace moeplan::kernels {
+namespace test_moe_layer {
 namespace {
 
 models::MoeModel model(const std::string& name) {
@@ -379,4 +380,5 @@ TEST(MoeLayer, ParseLayoutAndDispatcher) {
 }
 
 }  // namespace
+}  // namespace test_moe_layer
 }  // namespace moeplan::kernels

@@ -3,6 +3,7 @@
 #include "tests/kernels/collective_checks.hpp"
 
 namespace moeplan::kernels {
+namespace test_mpi {
 namespace {
 
 TEST(MpiCollectives, AllCollectivesExact) {
@@ -14,4 +15,5 @@ TEST(MpiCollectives, AllCollectivesExact) {
 }
 
 }  // namespace
+}  // namespace test_mpi
 }  // namespace moeplan::kernels

@@ -12,6 +12,7 @@
 #include "tests/kernels/collective_checks.hpp"
 
 namespace moeplan::kernels {
+namespace test_mpi_nccl {
 namespace {
 
 TEST(CudaNcclMpi, CollectivesAndLayerOverNccl) {
@@ -52,4 +53,5 @@ TEST(CudaNcclMpi, CollectivesAndLayerOverNccl) {
 }
 
 }  // namespace
+}  // namespace test_mpi_nccl
 }  // namespace moeplan::kernels

@@ -12,6 +12,7 @@
 #include "kernels/norm_rope.hpp"
 
 namespace moeplan::kernels {
+namespace test_norm_rope {
 namespace {
 
 constexpr DType kDtypes[] = {DType::kFp32, DType::kBf16, DType::kFp16};
@@ -166,4 +167,5 @@ TEST(Rope, StridedInputWithinTheReferenceBound) {
 }
 
 }  // namespace
+}  // namespace test_norm_rope
 }  // namespace moeplan::kernels

@@ -13,6 +13,7 @@
 #include "kernels/router_math.hpp"
 
 namespace moeplan::kernels {
+namespace test_ops {
 namespace {
 
 constexpr DType kDtypes[] = {DType::kFp32, DType::kBf16, DType::kFp16};
@@ -410,4 +411,5 @@ TEST(SharedExpert, GatedMatchesReferenceOnEveryDtype) {
 }
 
 }  // namespace
+}  // namespace test_ops
 }  // namespace moeplan::kernels

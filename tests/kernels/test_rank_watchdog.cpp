@@ -18,6 +18,7 @@
 #include "kernels/rank_watchdog.hpp"
 
 namespace moeplan::kernels {
+namespace test_rank_watchdog {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -314,4 +315,5 @@ TEST(RankWatchdog, StarOverTcpBetweenInProcessRanks) {
 }
 
 }  // namespace
+}  // namespace test_rank_watchdog
 }  // namespace moeplan::kernels

@@ -9,6 +9,7 @@
 #include "models/registry.hpp"
 
 namespace moeplan::models {
+namespace test_bad_configs {
 namespace {
 
 // A valid tiny Qwen2-MoE config; each test breaks one thing.
@@ -211,4 +212,5 @@ TEST(BadConfig, DirectoryInsteadOfFile) {
 }
 
 }  // namespace
+}  // namespace test_bad_configs
 }  // namespace moeplan::models

@@ -9,6 +9,7 @@
 #include "models/units.hpp"
 
 namespace moeplan {
+namespace test_io {
 namespace {
 
 namespace fs = std::filesystem;
@@ -95,4 +96,5 @@ TEST(Units, Formatting) {
 }
 
 }  // namespace
+}  // namespace test_io
 }  // namespace moeplan

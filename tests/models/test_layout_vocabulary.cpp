@@ -8,6 +8,7 @@
 #include "models/result.hpp"
 
 namespace moeplan::models {
+namespace test_layout_vocabulary {
 namespace {
 
 TEST(LayoutVocabulary, NamesRoundTrip) {
@@ -138,4 +139,5 @@ TEST(ErrorInput, FrontEndsNameTheInputTheirWay) {
 }
 
 }  // namespace
+}  // namespace test_layout_vocabulary
 }  // namespace moeplan::models

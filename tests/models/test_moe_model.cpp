@@ -6,6 +6,7 @@
 #include "models/registry.hpp"
 
 namespace moeplan::models {
+namespace test_moe_model {
 namespace {
 
 MoeModel load(const std::string& name) {
@@ -248,4 +249,5 @@ TEST(ModelConfig, PathWorksAsWellAsName) {
 }
 
 }  // namespace
+}  // namespace test_moe_model
 }  // namespace moeplan::models

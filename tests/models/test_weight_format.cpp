@@ -10,6 +10,7 @@
 #include "tests/models/dsv3_checkpoint.hpp"
 
 namespace moeplan::models {
+namespace test_weight_format {
 namespace {
 
 MoeModel load(const std::string& name) {
@@ -295,4 +296,5 @@ TEST(WeightFormat, SummaryShowsWeightsAndActivations) {
 }
 
 }  // namespace
+}  // namespace test_weight_format
 }  // namespace moeplan::models

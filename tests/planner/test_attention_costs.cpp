@@ -15,6 +15,7 @@
 #include "tests/planner/roofline_recorder.hpp"
 
 namespace moeplan::planner {
+namespace test_attention_costs {
 namespace {
 
 models::MoeModel model(const std::string& name) { return models::load_model(name).value(); }
@@ -613,4 +614,5 @@ TEST(AttentionCost, DecodeParetoFront) {
 }
 
 }  // namespace
+}  // namespace test_attention_costs
 }  // namespace moeplan::planner

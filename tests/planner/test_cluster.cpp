@@ -7,6 +7,7 @@
 #include "planner/topology/cluster.hpp"
 
 namespace moeplan::planner {
+namespace test_cluster {
 namespace {
 
 nlohmann::json hgx(int nodes, const std::string& network, double oversubscription = 1.0) {
@@ -312,4 +313,5 @@ TEST(Cluster, BundledClusters) {
 }
 
 }  // namespace
+}  // namespace test_cluster
 }  // namespace moeplan::planner

@@ -11,6 +11,7 @@
 #include "planner/costs/cost_db.hpp"
 
 namespace moeplan::planner {
+namespace test_cost_db {
 namespace {
 
 namespace fs = std::filesystem;
@@ -422,4 +423,5 @@ TEST_F(CostDbTest, ANewerSchemaIsRefused) {
 }
 
 }  // namespace
+}  // namespace test_cost_db
 }  // namespace moeplan::planner

@@ -12,6 +12,7 @@
 #include "tests/planner/roofline_recorder.hpp"
 
 namespace moeplan::planner {
+namespace test_cost_model {
 namespace {
 
 struct Fixture {
@@ -437,4 +438,5 @@ TEST(Plan, Errors) {
 }
 
 }  // namespace
+}  // namespace test_cost_model
 }  // namespace moeplan::planner

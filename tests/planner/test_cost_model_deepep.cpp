@@ -17,6 +17,7 @@
 #include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
+namespace test_cost_model_deepep {
 namespace {
 
 struct Fixture {
@@ -353,4 +354,5 @@ TEST(DeepEpCost, ADatabaseWithoutDeepEpTables) {
 }
 
 }  // namespace
+}  // namespace test_cost_model_deepep
 }  // namespace moeplan::planner

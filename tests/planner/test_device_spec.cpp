@@ -7,6 +7,7 @@
 #include "planner/topology/device_spec.hpp"
 
 namespace moeplan::planner {
+namespace test_device_spec {
 namespace {
 
 TEST(DeviceSpec, BundledDevices) {
@@ -44,4 +45,5 @@ TEST(DeviceSpec, UnknownNameAndBadFile) {
 }
 
 }  // namespace
+}  // namespace test_device_spec
 }  // namespace moeplan::planner

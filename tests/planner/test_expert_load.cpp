@@ -4,6 +4,7 @@
 #include "planner/placement/expert_load.hpp"
 
 namespace moeplan::planner {
+namespace test_expert_load {
 namespace {
 
 TEST(ExpertLoad, UniformContiguous) {
@@ -62,4 +63,5 @@ TEST(ExpertLoad, MismatchedShapesRejected) {
 }
 
 }  // namespace
+}  // namespace test_expert_load
 }  // namespace moeplan::planner

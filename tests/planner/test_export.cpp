@@ -8,6 +8,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export {
 namespace {
 
 using export_test::bash_syntax_error;
@@ -355,4 +356,5 @@ TEST(Export, EveryGeneratedScriptIsValidBash) {
 }
 
 }  // namespace
+}  // namespace test_export
 }  // namespace moeplan::planner

@@ -6,6 +6,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export_deepep {
 namespace {
 
 using export_test::exported;
@@ -82,4 +83,5 @@ TEST(ExportDeepEp, LayoutFileKeepsDispatcherAndOverlap) {
 }
 
 }  // namespace
+}  // namespace test_export_deepep
 }  // namespace moeplan::planner

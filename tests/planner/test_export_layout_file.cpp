@@ -5,6 +5,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export_layout_file {
 namespace {
 
 using export_test::exported;
@@ -109,4 +110,5 @@ TEST(Export, LayoutFileIsATypedStruct) {
 }
 
 }  // namespace
+}  // namespace test_export_layout_file
 }  // namespace moeplan::planner

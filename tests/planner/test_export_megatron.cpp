@@ -5,6 +5,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export_megatron {
 namespace {
 
 using export_test::exported;
@@ -47,4 +48,5 @@ TEST(Export, MegatronTensorParallelNeedsSequenceParallelAndOneConnection) {
 }
 
 }  // namespace
+}  // namespace test_export_megatron
 }  // namespace moeplan::planner

@@ -5,6 +5,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export_paddle {
 namespace {
 
 using export_test::exported;
@@ -64,4 +65,5 @@ TEST(Export, Paddle281HasNoExpertParallelism) {
 }
 
 }  // namespace
+}  // namespace test_export_paddle
 }  // namespace moeplan::planner

@@ -10,6 +10,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export_quantization {
 namespace {
 
 using export_test::Fixture;
@@ -167,4 +168,5 @@ TEST(ExportWeights, AnUnknownFormatInThePlanIsNamed) {
 }
 
 }  // namespace
+}  // namespace test_export_quantization
 }  // namespace moeplan::planner

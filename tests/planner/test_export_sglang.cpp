@@ -5,6 +5,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export_sglang {
 namespace {
 
 using export_test::exported;
@@ -71,4 +72,5 @@ TEST(Export, SglangMultiNodeVariablesAreRequired) {
 }
 
 }  // namespace
+}  // namespace test_export_sglang
 }  // namespace moeplan::planner

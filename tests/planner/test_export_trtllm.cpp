@@ -7,6 +7,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export_trtllm {
 namespace {
 
 using export_test::exported;
@@ -57,4 +58,5 @@ TEST(Export, TrtllmPathReleasesNameTheBalancerSoServeFindsIt) {
 }
 
 }  // namespace
+}  // namespace test_export_trtllm
 }  // namespace moeplan::planner

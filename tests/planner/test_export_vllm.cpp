@@ -7,6 +7,7 @@
 #include "tests/planner/export_fixture.hpp"
 
 namespace moeplan::planner {
+namespace test_export_vllm {
 namespace {
 
 using export_test::exported;
@@ -87,4 +88,5 @@ TEST(Export, VllmTensorParallelAcrossNodes) {
 }
 
 }  // namespace
+}  // namespace test_export_vllm
 }  // namespace moeplan::planner

@@ -16,6 +16,7 @@
 #include "planner/placement/placement_file.hpp"
 
 namespace moeplan::planner {
+namespace test_fuzz_regressions {
 namespace {
 
 namespace fs = std::filesystem;
@@ -98,4 +99,5 @@ TEST(FuzzRegressions, NumberPastDoubleRangeIsAnError) {
 }
 
 }  // namespace
+}  // namespace test_fuzz_regressions
 }  // namespace moeplan::planner

@@ -8,6 +8,7 @@
 #include "planner/layout.hpp"
 
 namespace moeplan::planner {
+namespace test_layout {
 namespace {
 
 models::MoeModel model(const std::string& name) {
@@ -196,4 +197,5 @@ TEST(Layout, DispatcherNames) {
 }
 
 }  // namespace
+}  // namespace test_layout
 }  // namespace moeplan::planner

@@ -10,6 +10,7 @@
 #include "planner/placement/placement_metrics.hpp"
 
 namespace moeplan::planner {
+namespace test_layout_figures {
 namespace {
 
 TEST(LayoutFigures, ExpertGpuLoadsSplitReplicasAndSumToGpuLoads) {
@@ -86,4 +87,5 @@ TEST(LayoutFigures, UniformA2avTrafficIsEvenAndMatchesTheDispatchBytes) {
 }
 
 }  // namespace
+}  // namespace test_layout_figures
 }  // namespace moeplan::planner

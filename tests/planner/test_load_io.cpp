@@ -12,6 +12,7 @@
 #include "planner/placement/load_io.hpp"
 
 namespace moeplan::planner {
+namespace test_load_io {
 namespace {
 
 // A .npy file image: version 1.0 header padded to 64 bytes, then the raw values.
@@ -317,4 +318,5 @@ TEST(Synthetic, ABareNameOnDiskIsReadAsAFile) {
 }
 
 }  // namespace
+}  // namespace test_load_io
 }  // namespace moeplan::planner

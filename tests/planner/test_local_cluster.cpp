@@ -9,6 +9,7 @@
 #include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
+namespace test_local_cluster {
 namespace {
 
 namespace fs = std::filesystem;
@@ -208,4 +209,5 @@ TEST_F(LocalCostSetup, AProfileThatDidNotRecordItsRanksIsTakenAsOneNode) {
 }
 
 }  // namespace
+}  // namespace test_local_cluster
 }  // namespace moeplan::planner

@@ -9,6 +9,7 @@
 #include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
+namespace test_measured_costs {
 namespace {
 
 double linear_roof(const void*, double x) { return 2.0 * x; }
@@ -183,4 +184,5 @@ TEST(PaddedCapacity, LargestPerSourceCount) {
 }
 
 }  // namespace
+}  // namespace test_measured_costs
 }  // namespace moeplan::planner

@@ -14,6 +14,7 @@
 #include "planner/plan.hpp"
 
 namespace moeplan::planner {
+namespace test_measured_gpu_tables {
 namespace {
 
 namespace fs = std::filesystem;
@@ -357,4 +358,5 @@ TEST(GpuTables, PlanBooksEachRanksFusedKernelFromTheTables) {
 }
 
 }  // namespace
+}  // namespace test_measured_gpu_tables
 }  // namespace moeplan::planner

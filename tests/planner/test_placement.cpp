@@ -16,6 +16,7 @@
 #include "planner/placement/placement_metrics.hpp"
 
 namespace moeplan::planner {
+namespace test_placement {
 namespace {
 
 ExpertLoad readme_load() {
@@ -535,4 +536,5 @@ TEST(PlacementFile, RoundTripAndValidation) {
 }
 
 }  // namespace
+}  // namespace test_placement
 }  // namespace moeplan::planner

@@ -16,6 +16,7 @@
 #include "planner/plan_request.hpp"
 
 namespace moeplan::planner {
+namespace test_plan_request {
 namespace {
 
 models::MoeModel model(const std::string& name) { return models::load_model(name).value(); }
@@ -318,4 +319,5 @@ TEST(TrafficTotals, SplitsByNode) {
 }
 
 }  // namespace
+}  // namespace test_plan_request
 }  // namespace moeplan::planner

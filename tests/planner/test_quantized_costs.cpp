@@ -11,6 +11,7 @@
 #include "tests/planner/roofline_recorder.hpp"
 
 namespace moeplan::planner {
+namespace test_quantized_costs {
 namespace {
 
 using Recorder = RooflineRecorder;
@@ -182,4 +183,5 @@ TEST(QuantizedCosts, TableDtypes) {
 }
 
 }  // namespace
+}  // namespace test_quantized_costs
 }  // namespace moeplan::planner

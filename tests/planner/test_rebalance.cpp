@@ -11,6 +11,7 @@
 #include "planner/rebalance.hpp"
 
 namespace moeplan::planner {
+namespace test_rebalance {
 namespace {
 
 struct Fixture {
@@ -386,4 +387,5 @@ TEST(SimulateRebalancing, BadInputIsNamed) {
 }
 
 }  // namespace
+}  // namespace test_rebalance
 }  // namespace moeplan::planner

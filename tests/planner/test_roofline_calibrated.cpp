@@ -18,6 +18,7 @@
 #include "planner/costs/roofline_costs.hpp"
 
 namespace moeplan::planner {
+namespace test_roofline_calibrated {
 namespace {
 
 namespace fs = std::filesystem;
@@ -601,4 +602,5 @@ TEST(CalibrationNic, BadCurveIsOneErrorNamingFileAndKey) {
 }
 
 }  // namespace
+}  // namespace test_roofline_calibrated
 }  // namespace moeplan::planner

@@ -19,6 +19,7 @@
 #include "planner/topology/local_cluster.hpp"
 
 namespace moeplan::planner {
+namespace test_serving {
 namespace {
 
 struct Fixture {
@@ -596,4 +597,5 @@ TEST(Serving, BadRequestsNameTheInput) {
 }
 
 }  // namespace
+}  // namespace test_serving
 }  // namespace moeplan::planner

@@ -18,6 +18,7 @@
 #include "tests/profiler/recording_backend.hpp"
 
 namespace moeplan::profiler {
+namespace test_decoder_block {
 namespace {
 
 /// Qwen3-30B-A3B's architecture (GQA with q/k norms) at a test's size: 4 query heads over 2
@@ -505,4 +506,5 @@ TEST(Validate, EveryRankTakesRankZerosColdRotation) {
 }
 
 }  // namespace
+}  // namespace test_decoder_block
 }  // namespace moeplan::profiler

@@ -16,6 +16,7 @@
 #include "tests/profiler/recording_backend.hpp"
 
 namespace moeplan::profiler {
+namespace test_device_collectives {
 namespace {
 
 using fixtures::fast;
@@ -123,4 +124,5 @@ TEST(DeviceCollectives, DeviceProfileTimesCollectivesOnlyOnDeviceMemory) {
 }
 
 }  // namespace
+}  // namespace test_device_collectives
 }  // namespace moeplan::profiler

@@ -6,6 +6,7 @@
 #include "profiler/environment.hpp"
 
 namespace moeplan::profiler {
+namespace test_environment {
 namespace {
 
 TEST(Environment, DescribesThisMachine) {
@@ -33,4 +34,5 @@ TEST(Environment, CacheSizesReadAsSysfsWritesThem) {
 }
 
 }  // namespace
+}  // namespace test_environment
 }  // namespace moeplan::profiler

@@ -26,6 +26,7 @@
 #include "tests/profiler/recording_backend.hpp"
 
 namespace moeplan::profiler {
+namespace test_harness {
 namespace {
 
 // The layer the whole-layer tests run: Qwen1.5-MoE-A2.7B at 1/16 width, bf16, seed 7.
@@ -818,4 +819,5 @@ TEST(Profile, AResumedProfileGivesEarlierUnsettledPointsTheirSecondLook) {
 }
 
 }  // namespace
+}  // namespace test_harness
 }  // namespace moeplan::profiler

@@ -10,6 +10,7 @@
 #include "tests/profiler/recording_backend.hpp"
 
 namespace moeplan::profiler {
+namespace test_pace {
 namespace {
 
 using planner::MachinePace;
@@ -101,4 +102,5 @@ TEST(Pace, DriftIsTheLargestDepartureFromTheProfilesRange) {
 }
 
 }  // namespace
+}  // namespace test_pace
 }  // namespace moeplan::profiler

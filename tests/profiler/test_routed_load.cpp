@@ -7,6 +7,7 @@
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::profiler {
+namespace test_routed_load {
 namespace {
 
 TEST(RoutedLoad, CountsEveryTopkSelectionDeterministically) {
@@ -64,4 +65,5 @@ TEST(RoutedLoad, BadSpecs) {
 }
 
 }  // namespace
+}  // namespace test_routed_load
 }  // namespace moeplan::profiler

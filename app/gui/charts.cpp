@@ -98,6 +98,25 @@ int BreakdownChart::rowsThatFit() const {
   return std::clamp(plot / (fm.height() + 2), 1, kMaxRows);
 }
 
+QString shortCostSource(const QString& source) {
+  static const QString kMeasured = QStringLiteral("measured:");
+  if (source.startsWith(kMeasured)) {
+    // measured:PATH[ (statistic)]: the database's file name, and the statistic when not the median.
+    QString rest = source.mid(kMeasured.size());
+    QString statistic;
+    const qsizetype open = rest.lastIndexOf(QStringLiteral(" ("));
+    if (open >= 0 && rest.endsWith(QLatin1Char(')'))) {
+      statistic = rest.mid(open);
+      rest.truncate(open);
+    }
+    const qsizetype slash = rest.lastIndexOf(QLatin1Char('/'));
+    return kMeasured + rest.mid(slash + 1) + statistic;
+  }
+  // roofline-calibrated (aiconfigurator-core …, trtllm …): the kind, without its provenance.
+  const qsizetype open = source.indexOf(QStringLiteral(" ("));
+  return open >= 0 ? source.left(open) : source;
+}
+
 QFont BreakdownChart::labelFont() const {
   QFont small = font();
   small.setPointSizeF(small.pointSizeF() * 0.8);
@@ -115,9 +134,13 @@ void BreakdownChart::rebuild() {
   shownRows_ = rowsThatFit();
   const int n = view_ == nullptr ? 0 : std::min(view_->rowCount(), shownRows_);
   const planner::Plan* plan = source_ == nullptr ? nullptr : source_->plan();
-  // The cost source goes under the x axis, where a long name has the chart's width.
+  // The cost source goes under the x axis in its short form, which fits the chart's width at
+  // 1366 × 768 (the whole name, "roofline-calibrated (aiconfigurator-core 0.12.0, trtllm …)" or a
+  // database's full path, was cut off there); the whole name is the chart's tooltip and is in the
+  // view's header.
   const QString source =
       plan != nullptr ? QString::fromStdString(plan->cost_source) : tr("no plan");
+  chartView_->setToolTip(tr("Cost source: %1").arg(source));
   c->setTitle(tr("Time per MoE layer — first %1 rows of the table").arg(n));
   if (n == 0) return;
   auto* series = new QHorizontalStackedBarSeries();
@@ -150,7 +173,7 @@ void BreakdownChart::rebuild() {
   y->setTruncateLabels(false);
   y->setLabelsFont(labelFont());
   auto* x = new QValueAxis();
-  x->setTitleText(tr("ms per MoE layer (%1)").arg(source));
+  x->setTitleText(tr("ms per MoE layer (%1)").arg(shortCostSource(source)));
   x->setRange(0.0, maxTotal > 0.0 ? maxTotal * 1.05 : 1.0);
   x->applyNiceNumbers();
   x->setLabelFormat(QStringLiteral("%.1f"));

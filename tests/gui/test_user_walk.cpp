@@ -25,10 +25,12 @@
 #include <QToolTip>
 #include <QWheelEvent>
 
+#include <QAbstractAxis>
 #include <QAbstractButton>
 #include <QAction>
 #include <QBarCategoryAxis>
 #include <QChart>
+#include <QChartView>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -424,14 +426,30 @@ TEST(GuiStaleState, CostSourceNamedInTheChartAndMismatchWarnedInTheHeader) {
   w.show();
   w.waitForIdle();
   LayoutsView* v = w.layoutsView();
+  w.tabs()->setCurrentWidget(v);
+  QApplication::processEvents();
   auto xTitle = [v] {
     return v->breakdownChart()->chart()->axes(Qt::Horizontal).value(0)->titleText();
   };
-  EXPECT_TRUE(xTitle().contains(QStringLiteral("(roofline"))) << xTitle().toStdString();
+  // The axis names the source's kind in a title that fits the plot's width at 1366 × 768 (Qt
+  // cuts a longer one off); the whole name is the chart's tooltip.
+  const QString full = QString::fromStdString(w.session()->plan()->cost_source);
+  QChart* chart = v->breakdownChart()->chart();
+  const auto fits = [chart](const QString& title) {
+    const QFontMetricsF metrics(chart->axes(Qt::Horizontal).value(0)->titleFont());
+    return metrics.horizontalAdvance(title) <= chart->plotArea().width();
+  };
+  EXPECT_EQ(xTitle(), QStringLiteral("ms per MoE layer (roofline-calibrated)"));
+  EXPECT_TRUE(fits(xTitle())) << xTitle().toStdString() << " in " << chart->plotArea().width();
+  EXPECT_FALSE(fits(QStringLiteral("ms per MoE layer (%1)").arg(full)))
+      << "the whole name fits too: " << full.toStdString();
+  EXPECT_TRUE(v->breakdownChart()->findChild<QChartView*>()->toolTip().contains(full));
   EXPECT_TRUE(v->costWarning()->isHidden());
   ASSERT_TRUE(w.loadCosts(QString::fromStdString(tinyProfileDb())));
   w.waitForIdle();
   EXPECT_TRUE(xTitle().contains(QStringLiteral("(measured:"))) << xTitle().toStdString();
+  EXPECT_FALSE(xTitle().contains(QLatin1Char('/'))) << xTitle().toStdString();
+  EXPECT_TRUE(fits(xTitle())) << xTitle().toStdString();
   // A CPU profile for a 16 × H200 cluster: said in the Layouts header, not in a tooltip.
   EXPECT_FALSE(v->costWarning()->isHidden());
   EXPECT_TRUE(v->costWarning()->text().contains(QStringLiteral("cpu:")));
@@ -439,6 +457,19 @@ TEST(GuiStaleState, CostSourceNamedInTheChartAndMismatchWarnedInTheHeader) {
       << v->costWarning()->text().toStdString();
   ASSERT_TRUE(w.loadCosts(QString()));
   EXPECT_TRUE(v->costWarning()->isHidden());
+}
+
+TEST(GuiCharts, ShortCostSourceKeepsTheKindAndTheDatabasesName) {
+  EXPECT_EQ(shortCostSource(QStringLiteral(
+                "roofline-calibrated (aiconfigurator-core 0.12.0, trtllm 1.3.0rc20)")),
+            QStringLiteral("roofline-calibrated"));
+  EXPECT_EQ(shortCostSource(QStringLiteral("roofline")), QStringLiteral("roofline"));
+  EXPECT_EQ(shortCostSource(QStringLiteral("measured:/tmp/a b/h200.db")),
+            QStringLiteral("measured:h200.db"));
+  EXPECT_EQ(shortCostSource(QStringLiteral("measured:/tmp/a (1)/h200.db (p10)")),
+            QStringLiteral("measured:h200.db (p10)"));
+  EXPECT_EQ(shortCostSource(QStringLiteral("measured:local.db")),
+            QStringLiteral("measured:local.db"));
 }
 
 TEST(GuiStaleState, AnEditedClusterIsNamedAsEditedUntilSaved) {

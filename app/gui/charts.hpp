@@ -21,8 +21,8 @@ class PlanTableModel;
 
 /// A plan's cost source as the time chart's axis names it: the kind without its provenance
 /// ("roofline-calibrated" for "roofline-calibrated (aiconfigurator-core 0.12.0, trtllm …)"), a
-/// measured database by its file name ("measured:h200.db (p90)" for "measured:/a/b/h200.db
-/// (p90)"); other names unchanged.
+/// measured database by its file name ("measured:h200.db (p10)" for "measured:/a/b/h200.db
+/// (p10)"); other names unchanged.
 QString shortCostSource(const QString& source);
 
 /// Horizontal stacked bars of each layout's per-layer time (router .. shared) for the first

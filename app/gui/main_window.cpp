@@ -119,6 +119,7 @@ MainWindow::MainWindow(QWidget* parent, bool useSettings)
                                         .arg(plan->layouts.size())
                                         .arg(QString::fromStdString(plan->cost_source))
                                   : session_->planError());
+    showCostSource();
   });
   connect(session_, &Session::planCancelled, this, [this] {
     progress_->hide();
@@ -357,23 +358,32 @@ QWidget* MainWindow::buildModelView() {
   auto* redundantRow = new QHBoxLayout;
   redundantRow->addWidget(redundant_);
   redundantRow->addWidget(redundantKind_);
-  form->addRow(tr("Red&undant slots:"), redundantRow);
+  auto* redundantLabel = new QLabel(tr("Red&undant slots:"), box);
+  redundantLabel->setBuddy(redundant_);
+  form->addRow(redundantLabel, redundantRow);
   costSource_ = new QComboBox(box);
-  costSource_->addItem(tr("roofline (device spec + topology)"));
+  costSource_->addItem(tr("roofline (device spec + topology; calibrated where fitted)"));
   costSource_->addItem(tr("profile DB (measured; as moeplan plan --costs)"));
   costSource_->setToolTip(
-      tr("Roofline: figures from the device spec and topology. Profile DB: measured costs from a "
+      tr("Roofline: figures from the device spec and topology — for H100, H200 and HGX B200 "
+         "calibrated against measured GPU kernel and NCCL tables (roofline-calibrated; "
+         "docs/GPU_COSTS.md), for other devices uncalibrated. Profile DB: measured costs from a "
          "database written by `moeplan profile` or the Profiling view, as `moeplan plan --costs "
          "FILE` uses them (queries it lacks fall back to the roofline and say so)."));
-  form->addRow(tr("Cost sourc&e:"), costSource_);
+  // The DB button beside the source; the line saying what the source is gets a row of its own,
+  // where the form gives a wrapped label the height of all its lines (beside the button it kept
+  // one line's height and cut the rest off).
   auto* costRow = new QHBoxLayout();
-  costFile_ = new QLabel(box);
-  costFile_->setWordWrap(true);
-  costRow->addWidget(costFile_, 1);
+  costRow->addWidget(costSource_, 1);
   auto* openCosts = new QPushButton(tr("DB f&ile…"), box);
   openCosts->setToolTip(tr("Choose the cost database (a profile DB)"));
   costRow->addWidget(openCosts);
-  form->addRow(costRow);
+  auto* costLabel = new QLabel(tr("Cost sourc&e:"), box);
+  costLabel->setBuddy(costSource_);
+  form->addRow(costLabel, costRow);
+  costFile_ = new QLabel(box);
+  costFile_->setWordWrap(true);
+  form->addRow(costFile_);
   costError_ = new QLabel(box);
   costError_->setStyleSheet(QStringLiteral("color: #b00020;"));
   costError_->setWordWrap(true);
@@ -435,10 +445,25 @@ QWidget* MainWindow::buildModelView() {
 }
 
 void MainWindow::showCostSource() {
+  if (costFile_ == nullptr) return;  // a plan finished before the Model view was built
   const QString& db = session_->costDb();
   const QSignalBlocker block(costSource_);
   costSource_->setCurrentIndex(db.isEmpty() ? 0 : 1);
-  costFile_->setText(db.isEmpty() ? tr("No cost DB: every figure is a roofline estimate.")
+  // Without a DB the plan's own source says whether the roofline is calibrated for this device
+  // (the status bar names it too); a plan still from a DB just dropped is not asked.
+  const auto plan = session_->plan();
+  const QString source = plan ? QString::fromStdString(plan->cost_source) : QString();
+  const QString roofline =
+      source.startsWith(QStringLiteral("roofline-calibrated"))
+          ? tr("No cost DB: every figure is a roofline estimate, calibrated for this device "
+               "against "
+               "measured GPU tables (%1).")
+                .arg(source)
+      : source == QStringLiteral("roofline")
+          ? tr("No cost DB: every figure is a roofline estimate from the device spec and topology "
+               "(no calibration for this device).")
+          : tr("No cost DB: every figure is a roofline estimate.");
+  costFile_->setText(db.isEmpty() ? roofline
                      : session_->costWarning().isEmpty()
                          ? tr("Cost DB: %1").arg(db)
                          : tr("Cost DB: %1<br><span style='color:#7a3e00'>Warning: %2</span>")

@@ -78,6 +78,8 @@ class MainWindow : public QMainWindow {
   QComboBox* placementCombo() const { return policy_; }
   QSpinBox* redundantSpin() const { return redundant_; }
   QLabel* costErrorLabel() const { return costError_; }
+  /// The Model view's line under the cost source: the DB, or what the roofline is without one.
+  QLabel* costFileLabel() const { return costFile_; }
   ProfilingView* profilingView() const { return profiling_; }
   ServingView* servingView() const { return serving_; }
   /// The export dialog over the plan on screen and its selected layout (deleted on close; the

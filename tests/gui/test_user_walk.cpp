@@ -48,6 +48,7 @@
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTextDocument>
 #include <map>
 #include <set>
 
@@ -444,6 +445,22 @@ TEST(GuiStaleState, CostSourceNamedInTheChartAndMismatchWarnedInTheHeader) {
   EXPECT_FALSE(fits(QStringLiteral("ms per MoE layer (%1)").arg(full)))
       << "the whole name fits too: " << full.toStdString();
   EXPECT_TRUE(v->breakdownChart()->findChild<QChartView*>()->toolTip().contains(full));
+  // Without a DB the Model view says the roofline is calibrated for the H200 and by what.
+  const auto costLine = [&w] { return w.costFileLabel()->text(); };
+  EXPECT_TRUE(costLine().contains(QStringLiteral("calibrated for this device")))
+      << costLine().toStdString();
+  EXPECT_TRUE(costLine().contains(full)) << costLine().toStdString();
+  {
+    // Every line of it shows: the Model view gives the wrapped label the height of its lines.
+    w.tabs()->setCurrentIndex(0);
+    QApplication::processEvents();
+    QLabel* l = w.costFileLabel();
+    EXPECT_GT(l->heightForWidth(l->width()), QFontMetrics(l->font()).height() * 3 / 2)
+        << "the line no longer wraps at this width: the check below proves nothing";
+    EXPECT_GE(l->height(), l->heightForWidth(l->width())) << l->width() << " wide";
+    w.tabs()->setCurrentWidget(v);
+    QApplication::processEvents();
+  }
   EXPECT_TRUE(v->costWarning()->isHidden());
   ASSERT_TRUE(w.loadCosts(QString::fromStdString(tinyProfileDb())));
   w.waitForIdle();
@@ -455,8 +472,31 @@ TEST(GuiStaleState, CostSourceNamedInTheChartAndMismatchWarnedInTheHeader) {
   EXPECT_TRUE(v->costWarning()->text().contains(QStringLiteral("cpu:")));
   EXPECT_TRUE(v->costWarning()->text().contains(QStringLiteral("16 × h200")))
       << v->costWarning()->text().toStdString();
+  EXPECT_TRUE(costLine().startsWith(QStringLiteral("Cost DB: "))) << costLine().toStdString();
   ASSERT_TRUE(w.loadCosts(QString()));
   EXPECT_TRUE(v->costWarning()->isHidden());
+  w.waitForIdle();
+  EXPECT_TRUE(costLine().contains(QStringLiteral("calibrated for this device")))
+      << costLine().toStdString();
+  // A device with no calibration (the GB200 NVL72's GPU; 16 of its trays, 64 GPUs, where the
+  // model has layouts) says so.
+  QTemporaryDir tmp;
+  const QString rack = tmp.filePath(QStringLiteral("gb200-64.json"));
+  {
+    QFile f(rack);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(R"({"name": "gb200-64", "device": "b200", "nodes": 16, "gpus_per_node": 4,
+      "nvlink_domain_gpus": 64,
+      "intra_node": {"kind": "nvswitch", "bandwidth_gb_per_s": 900, "latency_us": 2.5},
+      "inter_node": {"nics_per_node": 4, "nic_bandwidth_gb_per_s": 100, "latency_us": 5.0,
+                     "network": "rail_optimized", "oversubscription": 1.0}})");
+  }
+  ASSERT_TRUE(w.loadCluster(rack));
+  w.waitForIdle();
+  ASSERT_TRUE(w.session()->plan() != nullptr) << w.session()->planError().toStdString();
+  ASSERT_EQ(w.session()->plan()->cost_source, "roofline");
+  EXPECT_TRUE(costLine().contains(QStringLiteral("no calibration for this device")))
+      << costLine().toStdString();
 }
 
 TEST(GuiCharts, ShortCostSourceKeepsTheKindAndTheDatabasesName) {
@@ -544,7 +584,14 @@ TEST(GuiKeyboard, MnemonicsAreUniquePerViewAndReachTheirTargets) {
           << w.tabs()->tabText(i).toStdString();
     };
     for (QLabel* l : page->findChildren<QLabel*>()) {
-      if (l->buddy() != nullptr) add(l->text());
+      if (l->buddy() != nullptr) {
+        add(l->text());
+      } else if (!Qt::mightBeRichText(l->text())) {
+        // A plain label's "&x" with no buddy is no key: Qt shows the ampersand as typed.
+        EXPECT_FALSE(mnemonicOf(l->text()).isLetterOrNumber())
+            << l->text().toStdString() << " on " << w.tabs()->tabText(i).toStdString()
+            << " has no buddy";
+      }
     }
     for (QAbstractButton* b : page->findChildren<QAbstractButton*>()) add(b->text());
   }

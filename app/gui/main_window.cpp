@@ -456,8 +456,7 @@ void MainWindow::showCostSource() {
   const QString roofline =
       source.startsWith(QStringLiteral("roofline-calibrated"))
           ? tr("No cost DB: every figure is a roofline estimate, calibrated for this device "
-               "against "
-               "measured GPU tables (%1).")
+               "against measured GPU tables (%1).")
                 .arg(source)
       : source == QStringLiteral("roofline")
           ? tr("No cost DB: every figure is a roofline estimate from the device spec and topology "

@@ -39,6 +39,7 @@
 #include "models/model_summary.hpp"
 #include "models/registry.hpp"
 #include "models/weight_format.hpp"
+#include "planner/costs/roofline_costs.hpp"
 #include "planner/plan_request.hpp"
 
 namespace moeplan::gui {
@@ -454,11 +455,11 @@ void MainWindow::showCostSource() {
   const auto plan = session_->plan();
   const QString source = plan ? QString::fromStdString(plan->cost_source) : QString();
   const QString roofline =
-      source.startsWith(QStringLiteral("roofline-calibrated"))
+      source.startsWith(QLatin1String(planner::kSourceCalibrated))
           ? tr("No cost DB: every figure is a roofline estimate, calibrated for this device "
                "against measured GPU tables (%1).")
                 .arg(source)
-      : source == QStringLiteral("roofline")
+      : source == QLatin1String(planner::kSourceRoofline)
           ? tr("No cost DB: every figure is a roofline estimate from the device spec and topology "
                "(no calibration for this device).")
           : tr("No cost DB: every figure is a roofline estimate.");

@@ -16,6 +16,7 @@
 #include "planner/placement/placement_file.hpp"
 #include "planner/placement/placement_metrics.hpp"
 #include "planner/rebalance.hpp"
+#include "planner/time_search.hpp"
 #include "profiler/routed_load.hpp"
 
 namespace moeplan::cli {
@@ -46,6 +47,7 @@ struct PlaceOptions {
   std::string costs;
   std::string phase;       // "" = prefill
   std::string dispatcher;  // "" = a2av
+  std::string objective;   // "" = tokens
 };
 
 /// The layout and cost model the placement is timed on (with --cluster).
@@ -59,6 +61,8 @@ struct TimeScoring {
   /// is none.
   std::optional<double> reference_seconds;
   std::string no_reference;
+  /// --objective time: what the search on predicted time did.
+  std::optional<planner::TimeSearchReport> search;
 };
 
 /// At most this many unseen steps are costed (each one costs every MoE layer).
@@ -116,6 +120,11 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
   j["imbalance"] = out.figures.imbalance;
   j["upper_bound"] = out.figures.upper_bound;
   j["layer_balancedness"] = out.figures.layer_balancedness;
+  const std::string& policy = out.placed.placement.policy;
+  if (policy == planner::policy_name(planner::PlacementPolicy::kBest) ||
+      policy == planner::kTimeSearchPolicy) {
+    j["objective"] = timing != nullptr && timing->search ? "time" : "tokens";
+  }
   j["seconds"] = out.placed.seconds;
   if (out.num_file_steps >= 2) j["fit_steps"] = out.fit_steps;
   if (out.held_out) j["held_out"] = scores_json(*out.held_out);
@@ -143,6 +152,25 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
                              {"tokens_per_gpu", timing->workload.tokens_per_gpu},
                              {"cluster", timing->setup.cluster->name()},
                              {"cost_source", timing->setup.costs().name()}};
+    if (timing->search) {
+      const planner::TimeSearchReport& r = *timing->search;
+      j["time_search"] = {{"search_steps", r.search_steps},
+                          {"check_steps", r.check_steps},
+                          {"rounds", r.rounds},
+                          {"moves_tried", r.moves_tried},
+                          {"moves_kept", r.moves_kept},
+                          {"layers", r.layers},
+                          {"layers_refined", r.layers_refined},
+                          {"layers_best", r.layers_best},
+                          {"layers_started_from_best", r.layers_from_best},
+                          {"eplb_search_ms_per_step", r.eplb_search_seconds * 1e3},
+                          {"start_search_ms_per_step", r.start_search_seconds * 1e3},
+                          {"refined_search_ms_per_step", r.refined_search_seconds * 1e3},
+                          {"eplb_check_ms_per_step", r.eplb_check_seconds * 1e3},
+                          {"best_check_ms_per_step", r.best_check_seconds * 1e3},
+                          {"result_check_ms_per_step", r.result_check_seconds * 1e3},
+                          {"seconds", r.seconds}};
+    }
     if (timing->reference_seconds) {
       j["predicted_moe_ms"]["balanced_reference_per_step"] = *timing->reference_seconds * 1e3;
     } else {
@@ -155,6 +183,23 @@ nlohmann::json place_json(const PlaceOptions& o, const planner::LoadData& data,
                   {"cross_node_fraction", out.spread->cross_node_fraction}};
   }
   return j;
+}
+
+/// The objective row of --objective time: what the search kept and what it gained.
+std::string time_search_text(const planner::TimeSearchReport& r) {
+  std::string t = "predicted MoE time: best and eplb refined on " + std::to_string(r.search_steps) +
+                  " search steps (";
+  t += std::to_string(r.moves_kept) + " of " + std::to_string(r.moves_tried) + " moves kept in " +
+       std::to_string(r.rounds) + " rounds, ";
+  t += format_fixed(r.start_search_seconds * 1e3, 3) + " → " +
+       format_fixed(r.refined_search_seconds * 1e3, 3) + " ms per step); on ";
+  t += std::to_string(r.check_steps) + " check steps each layer keeps the fastest map: refined " +
+       std::to_string(r.layers_refined) + ", best " + std::to_string(r.layers_best) + ", eplb " +
+       std::to_string(r.layers - r.layers_refined - r.layers_best) + " of " +
+       std::to_string(r.layers) + " (eplb " + format_fixed(r.eplb_check_seconds * 1e3, 3) +
+       ", best " + format_fixed(r.best_check_seconds * 1e3, 3) + ", this " +
+       format_fixed(r.result_check_seconds * 1e3, 3) + " ms per step)";
+  return t;
 }
 
 /// "4.66% above it" / "0.21% below it" for a placement's time over the reference's − 1.
@@ -171,6 +216,11 @@ std::string place_text(const PlaceOptions& o, const planner::LoadData& data,
   const int num_slots = out.placed.placement.num_slots;
   std::vector<std::pair<std::string, std::string>> rows;
   rows.emplace_back("policy", out.placed.placement.policy);
+  if (timing != nullptr && timing->search) {
+    rows.emplace_back("objective", time_search_text(*timing->search));
+  } else if (out.placed.placement.policy == planner::policy_name(planner::PlacementPolicy::kBest)) {
+    rows.emplace_back("objective", "routed tokens per GPU (balancedness on sampled steps)");
+  }
   rows.emplace_back("load", data.load.source + " (" + data.format + ", " +
                                 std::to_string(fit.num_layers()) + " layers × " +
                                 std::to_string(fit.num_experts) + " experts)");
@@ -284,6 +334,22 @@ int run_place(const PlaceOptions& o) {
       return report_error(input_error(flag, ": expected --cluster too (it times the placement)"));
     }
   }
+  const std::string objective = o.objective.empty() ? "tokens" : o.objective;
+  if (objective != "tokens" && objective != "time") {
+    return report_error(
+        input_error("objective", ": expected tokens or time, got '" + o.objective + "'"));
+  }
+  if (objective == "time") {
+    if (o.cluster.empty()) {
+      return report_error(input_error(
+          "objective", " time: expected --cluster too (the cost model the search runs on)"));
+    }
+    if (*policy != planner::PlacementPolicy::kBest) {
+      return report_error(
+          input_error("objective",
+                      " time: refines best's map, expected --policy best, got '" + o.policy + "'"));
+    }
+  }
   if (!o.cluster.empty()) {
     if (!model) return report_error(input_error("cluster", ": expected --model too"));
     if (data->steps.size() < 2 && o.eval_steps <= 0) {
@@ -334,7 +400,22 @@ int run_place(const PlaceOptions& o) {
     timing = std::move(t);
     request.keep_unseen_steps = kMaxTimedSteps;
   }
-  auto outcome = planner::run_placement(*data, request, mp);
+  planner::PlaceRefine refine;
+  if (objective == "time") {
+    refine =
+        [&](const planner::PlaceRefineInput& in) -> Result<std::pair<planner::Placement, double>> {
+      const planner::ExpertLoad none;
+      const planner::CostContext ctx{
+          *model, *timing->setup.cluster, timing->setup.costs(), timing->workload, none, nullptr};
+      auto r = planner::search_placement_by_time(ctx, timing->layout, in.eplb,
+                                                 in.outcome.placed.placement, in.search, in.check,
+                                                 data->load.source);
+      if (!r) return r.error();
+      timing->search = r->report;
+      return std::pair<planner::Placement, double>{std::move(r->placement), r->report.seconds};
+    };
+  }
+  auto outcome = planner::run_placement(*data, request, mp, refine);
   if (!outcome) return report_error(outcome.error());
   if (timing) {
     if (outcome->unseen_steps.empty()) {
@@ -430,6 +511,11 @@ void add_place_command(CLI::App& app, Action& action) {
   cmd->add_option("--phase", o->phase, "With --cluster: prefill (default) or decode");
   cmd->add_option("--dispatcher", o->dispatcher,
                   "With --cluster: the layout's dispatcher (default a2av)");
+  cmd->add_option("--objective", o->objective,
+                  "tokens (default: best balances routed tokens per GPU) or time (needs "
+                  "--cluster and --policy best: best's and eplb's maps refined on the cost "
+                  "model's predicted MoE layer time, kept per layer where faster than eplb's on "
+                  "check steps)");
   cmd->callback([&action, o] { action = [o] { return run_place(*o); }; });
 }
 

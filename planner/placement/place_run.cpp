@@ -41,7 +41,7 @@ Status check_place_request(const PlaceRequest& r) {
 }
 
 Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& r,
-                                   const models::MoeModel* model) {
+                                   const models::MoeModel* model, const PlaceRefine& refine) {
   MOEPLAN_TRY_STATUS(check_place_request(r));
   PlaceOutcome out;
   // Fit on the first steps of a [steps, L, E] load, score on the rest.
@@ -90,6 +90,34 @@ Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& r,
   auto placed = place_experts(out.fit, r.policy, out.config, best);
   if (!placed) return placed.error();
   out.placed = std::move(*placed);
+  if (refine) {
+    if (r.policy != PlacementPolicy::kBest) {
+      return Error{
+          "place: a refinement of the map needs {policy} best, got '" + policy_name(r.policy) + "'",
+          "policy"};
+    }
+    auto eplb = place_experts(out.fit, PlacementPolicy::kEplb, out.config);
+    if (!eplb) return eplb.error();
+    Steps search, check;
+    if (out.num_file_steps >= 2 && out.fit_steps >= 2 * kPlaceRefineSteps) {
+      // The fit steps' two halves, the first kPlaceRefineSteps of each.
+      const auto first = data.steps.begin();
+      const int half = out.fit_steps / 2;
+      search.assign(first, first + kPlaceRefineSteps);
+      check.assign(first + half, first + half + kPlaceRefineSteps);
+    } else {
+      // Other seeds than best's samples and the scored steps'.
+      search = sample_steps(out.fit, kPlaceRefineSteps, out.pairs_per_step,
+                            r.seed ^ 0xA5A5A5A55A5A5A5AULL);
+      check = sample_steps(out.fit, kPlaceRefineSteps, out.pairs_per_step,
+                           r.seed ^ 0x3C3C3C3CC3C3C3C3ULL);
+    }
+    auto refined = refine(PlaceRefineInput{out, eplb->placement, search, check});
+    if (!refined) return refined.error();
+    out.placed.placement = std::move(refined->first);
+    out.placed.seconds += refined->second;
+    fill_logical_maps(out.placed);
+  }
   auto figures = balance_figures(out.fit, out.placed.placement);
   if (!figures) return figures.error();
   out.figures = *figures;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "planner/placement/load_io.hpp"
@@ -52,8 +53,27 @@ struct PlaceOutcome {
   std::vector<std::vector<std::vector<double>>> unseen_steps;
 };
 
-/// Fits and scores. `model` (optional) gives the expert groups and top-k.
+/// Steps per side (search, check) a refinement of `best`'s map gets: the fit steps when the
+/// load has at least 2 × this many, else steps drawn from the fitted frequencies.
+inline constexpr int kPlaceRefineSteps = 32;
+
+/// What a refinement of `best`'s map is given: the outcome so far (`placed` holds `best`'s
+/// map), EPLB's map of the same fit and machine, and two disjoint sets of steps [S][L][E] — one
+/// to search on, one to check on — none of them the steps the outcome is scored on.
+struct PlaceRefineInput {
+  const PlaceOutcome& outcome;
+  const Placement& eplb;
+  const std::vector<std::vector<std::vector<double>>>& search;
+  const std::vector<std::vector<std::vector<double>>>& check;
+};
+/// Returns the placement to keep in place of `best`'s (the same layers, experts, EP size and
+/// slots) and how long it took (added to PlacementResult::seconds).
+using PlaceRefine =
+    std::function<Result<std::pair<Placement, double>>(const PlaceRefineInput& input)>;
+
+/// Fits and scores. `model` (optional) gives the expert groups and top-k. `refine` (policy
+/// `best` only; `moeplan place --objective time`) replaces `best`'s map before it is scored.
 Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& request,
-                                   const models::MoeModel* model);
+                                   const models::MoeModel* model, const PlaceRefine& refine = {});
 
 }  // namespace moeplan::planner

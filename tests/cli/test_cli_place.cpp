@@ -255,6 +255,62 @@ TEST(CliPlace, BalancedReferenceIsTheFloorOfPrefillTime) {
       << odd_text.out;
 }
 
+// --objective time: best's and EPLB's maps refined on the cost model's predicted MoE time.
+// The JSON and the text say so; on its check steps the result is never slower than either map;
+// without it the objective is tokens. Bad combinations are one clear error each.
+TEST(CliPlace, ObjectiveTimeSearchesOnPredictedTime) {
+  const std::string base = "place --load " + loads() +
+                           "/dsv2lite_esft.json --model deepseek-v2-lite --gpus 8 --slots 64 "
+                           "--cluster 1x-hgx-h200 --eval-steps 8 --step-tokens 128 --phase decode";
+  const auto tokens = run_json(base + " --policy best");
+  EXPECT_EQ(tokens.at("objective"), "tokens");
+  EXPECT_FALSE(tokens.contains("time_search"));
+  EXPECT_FALSE(run_json(base + " --policy eplb").contains("objective"));  // EPLB's own rule
+  const auto out = temp("time.json");
+  std::filesystem::remove(out);
+  const auto timed = run_json(base + " --policy best --objective time --out " + out.string());
+  ASSERT_TRUE(timed.contains("time_search")) << timed.dump();
+  EXPECT_EQ(timed.at("objective"), "time");
+  EXPECT_EQ(timed.at("policy"), "best-time");
+  const auto& ts = timed.at("time_search");
+  EXPECT_EQ(ts.at("search_steps"), 32);
+  EXPECT_EQ(ts.at("check_steps"), 32);
+  EXPECT_EQ(ts.at("layers"), 26);
+  EXPECT_LE(ts.at("result_check_ms_per_step").get<double>(),
+            ts.at("eplb_check_ms_per_step").get<double>());
+  EXPECT_LE(ts.at("result_check_ms_per_step").get<double>(),
+            ts.at("best_check_ms_per_step").get<double>());
+  EXPECT_LE(ts.at("refined_search_ms_per_step").get<double>(),
+            ts.at("start_search_ms_per_step").get<double>());
+  EXPECT_EQ(ts.at("layers_refined").get<int>() + ts.at("layers_best").get<int>() <= 26, true);
+  // Balance is still reported beside the time, and the map is a legal one of 64 slots.
+  EXPECT_GT(timed.at("balancedness").get<double>(), 0.0);
+  EXPECT_EQ(timed.at("physical_to_logical_map").size(), 26U);
+  EXPECT_EQ(timed.at("physical_to_logical_map")[0].size(), 64U);
+  // The placement file holds that map and reads back.
+  auto file = planner::load_placement_file(out.string());
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  EXPECT_EQ(file->result.placement.policy, "best-time");
+  EXPECT_EQ(nlohmann::json(file->result.placement.physical_to_logical),
+            timed.at("physical_to_logical_map"));
+  const auto text = run_cli(base + " --policy best --objective time");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("objective           predicted MoE time: best and eplb refined on 32 "
+                          "search steps ("),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("check steps each layer keeps the fastest map: refined "),
+            std::string::npos)
+      << text.out;
+  const std::string hot = "place --load " + loads() + "/synthetic_hot4_qwen3_30b.csv ";
+  expect_one_line_error(run_cli(hot + "--gpus 16 --objective time"),
+                        "--objective time: expected --cluster too");
+  expect_one_line_error(run_cli(base + " --policy eplb --objective time"),
+                        "--objective time: refines best's map, expected --policy best, got 'eplb'");
+  expect_one_line_error(run_cli(base + " --objective seconds"),
+                        "--objective: expected tokens or time, got 'seconds'");
+}
+
 TEST(CliPlace, BadInputsAreOneLineAndWriteNothing) {
   const auto out = temp("never.json");
   std::filesystem::remove(out);

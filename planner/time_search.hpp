@@ -1,0 +1,78 @@
+// Placement searched on the cost model's predicted MoE layer time (`moeplan place --objective
+// time`): EPLB's and `best`'s maps refined by slot moves, each move kept only when the predicted
+// time of its layer — the slowest EP rank's experts, the dispatch and combine on the cluster's
+// links, the weights of every active expert read once — falls on the search steps; at the end
+// each layer keeps the fastest of EPLB's, `best`'s and the refined map on held-back check steps.
+// One search serves prefill and decode: the phase and tokens are the context's workload.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/costs/cost_model.hpp"
+#include "planner/placement/placement.hpp"
+#include "planner/rebalance.hpp"
+
+namespace moeplan::planner {
+
+/// The policy name of a placement the search returns.
+inline constexpr const char* kTimeSearchPolicy = "best-time";
+
+/// Knobs of the search on predicted time.
+struct TimeSearchOptions {
+  int max_rounds = 100;  ///< rounds; each tries up to `candidates` moves in every open layer
+  int candidates = 4;    ///< moves per layer and round, each costed on all search steps
+  /// A layer stops after this many rounds in a row without a kept move.
+  int patience = 3;
+};
+
+/// What the search did, and the mean predicted MoE time per step (seconds, all MoE layers) of
+/// the maps it compared.
+struct TimeSearchReport {
+  int search_steps = 0;
+  int check_steps = 0;
+  int rounds = 0;
+  int moves_tried = 0;  ///< summed over layers
+  int moves_kept = 0;
+  int layers = 0;
+  int layers_from_best = 0;  ///< layers whose search started from `best`'s map (else EPLB's)
+  /// The final map per layer, the fastest on the check steps: the refined one, `best`'s, or
+  /// (the rest) EPLB's.
+  int layers_refined = 0;
+  int layers_best = 0;
+  double eplb_search_seconds = 0.0;
+  double start_search_seconds = 0.0;  ///< the better of EPLB's and `best`'s, layer by layer
+  double refined_search_seconds = 0.0;
+  double eplb_check_seconds = 0.0;
+  double best_check_seconds = 0.0;
+  double result_check_seconds = 0.0;
+  double seconds = 0.0;  ///< the search's own wall time
+};
+
+struct TimeSearchResult {
+  Placement placement;  ///< policy kTimeSearchPolicy
+  TimeSearchReport report;
+};
+
+/// Per-layer predicted MoE time of `placement` summed over `steps` (seconds; cost_layout on
+/// `layout` with the context's model, cluster, costs and workload, each step its own load).
+/// The steps' layers are the placement's (a one-layer placement applies to every layer).
+Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layout& layout,
+                                              const Placement& placement, const LoadSteps& steps,
+                                              const std::string& source);
+
+/// Searches the placement on predicted time. `eplb` and `best` are maps of the same layers,
+/// experts, EP size and slots (the search starts from the faster of the two per layer on
+/// `search`); `search` and `check` are disjoint steps [S][L][E]. Per layer the result is the
+/// fastest on `check` of EPLB's, `best`'s and the refined map. Every move keeps each rank's
+/// slot count and every expert's presence (a slot changes expert only when its old expert keeps
+/// another replica) and never puts two replicas of an expert on one rank. Deterministic.
+/// Errors: no steps, maps or steps that do not match, what cost_layout reports.
+Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const Layout& layout,
+                                                  const Placement& eplb, const Placement& best,
+                                                  const LoadSteps& search, const LoadSteps& check,
+                                                  const std::string& source,
+                                                  const TimeSearchOptions& options = {});
+
+}  // namespace moeplan::planner

@@ -5,9 +5,7 @@
 #include <array>
 #include <chrono>
 #include <numeric>
-#include <optional>
 #include <set>
-#include <thread>
 
 #include "models/index.hpp"
 
@@ -214,11 +212,8 @@ Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layo
       return Error{"predicted MoE time: the steps of '" + source + "' differ in layers"};
     }
   }
-  // Each step costed on its own (the cost sources are safe to share between threads), then
-  // summed in step order: the same sums whatever the threads.
-  std::vector<std::vector<double>> per_step(steps.size());
-  std::vector<std::optional<Error>> failed(steps.size());
-  auto cost_step = [&](std::size_t t) {
+  std::vector<double> out(layers, 0.0);
+  for (std::size_t t = 0; t < steps.size(); ++t) {
     ExpertLoad load;
     load.source = source + " step " + std::to_string(t);
     load.num_experts = steps[t].empty() ? 0 : static_cast<int>(steps[t][0].size());
@@ -228,41 +223,17 @@ Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layo
                   load,      [&placement](int) -> Result<Placement> { return placement; }};
     c.whole_model = false;
     auto cost = cost_layout(c, layout);
-    if (!cost) {
-      failed[t] = cost.error();
-      return;
-    }
-    std::vector<double>& out = per_step[t];
-    out.assign(layers, 0.0);
+    if (!cost) return cost.error();
     if (cost->layers.size() == layers) {
       // Each load row stands for num_moe / rows MoE layers.
       const double weight =
           static_cast<double>(ctx.model.num_moe_layers()) / static_cast<double>(layers);
-      for (std::size_t l = 0; l < layers; ++l) out[l] = cost->layers[l].total() * weight;
+      for (std::size_t l = 0; l < layers; ++l) out[l] += cost->layers[l].total() * weight;
     } else {  // every row alike: cost_layout keeps no per-layer costs
       for (std::size_t l = 0; l < layers; ++l) {
-        out[l] = cost->moe_seconds / static_cast<double>(layers);
+        out[l] += cost->moe_seconds / static_cast<double>(layers);
       }
     }
-  };
-  const std::size_t threads = std::min<std::size_t>(
-      steps.size(), std::max(1U, std::min(4U, std::thread::hardware_concurrency())));
-  if (threads <= 1) {
-    for (std::size_t t = 0; t < steps.size(); ++t) cost_step(t);
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (std::size_t w = 0; w < threads; ++w) {
-      pool.emplace_back([&, w] {
-        for (std::size_t t = w; t < steps.size(); t += threads) cost_step(t);
-      });
-    }
-    for (auto& th : pool) th.join();
-  }
-  std::vector<double> out(layers, 0.0);
-  for (std::size_t t = 0; t < steps.size(); ++t) {
-    if (failed[t]) return *failed[t];
-    for (std::size_t l = 0; l < layers; ++l) out[l] += per_step[t][l];
   }
   return out;
 }

@@ -445,7 +445,14 @@ Result<CostEstimate> RooflineCosts::ep_kernel(const EpKernelQuery& q) const {
     entry.nic = inter.empty() ? 0.0 : cluster_.route(inter).busiest_seconds;
     entry.nvlink = intra.empty() ? 0.0 : cluster_.route(intra).busiest_seconds;
     unit = std::pair{entry.nic, entry.nvlink};
+    std::size_t entry_cells = 1;
+    for (const UnitQuery& hop : entry.hops) entry_cells += cells(hop);
     const std::lock_guard<std::mutex> lock(mutex_);
+    if (ep_cache_cells_ + entry_cells > kMaxCachedCells) {
+      ep_cache_.clear();
+      ep_cache_cells_ = 0;
+    }
+    ep_cache_cells_ += entry_cells;
     ep_cache_[h].push_back(std::move(entry));
   }
   const double nic = unit->first * scale;
@@ -538,12 +545,30 @@ RooflineCosts::Shape RooflineCosts::routed_shape(const CollectiveQuery& q) const
   shape.primary = route(AllReduceAlgo::kRing);
   if (q.op == CollectiveOp::kAllReduce) shape.tree = route(AllReduceAlgo::kTree);
   {
-    const std::lock_guard<std::mutex> lock(mutex_);
     // bytes 1: q.bytes / q.bytes, exactly, as matches() computes it.
-    cache_[h].push_back(
-        ShapeEntry{UnitQuery{op, 1.0, std::move(unit.groups), std::move(unit.matrix)}, shape});
+    ShapeEntry entry{UnitQuery{op, 1.0, std::move(unit.groups), std::move(unit.matrix)}, shape};
+    const std::size_t entry_cells = cells(entry.query);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (cache_cells_ + entry_cells > kMaxCachedCells) {
+      cache_.clear();
+      cache_cells_ = 0;
+    }
+    cache_cells_ += entry_cells;
+    cache_[h].push_back(std::move(entry));
   }
   return shape;
+}
+
+std::size_t RooflineCosts::cached_cells() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return cache_cells_ + ep_cache_cells_;
+}
+
+std::size_t RooflineCosts::cells(const UnitQuery& q) {
+  std::size_t n = 1;
+  for (const auto& g : q.groups) n += g.size();
+  for (const auto& row : q.matrix) n += row.size();
+  return n;
 }
 
 std::vector<char> RooflineCosts::network_links(const Cluster& cluster) {

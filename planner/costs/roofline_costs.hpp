@@ -123,6 +123,15 @@ class RooflineCosts final : public CostSource {
   /// The calibration in use, or null.
   const Calibration* calibration() const { return calibration_.get(); }
 
+  /// The routed shapes' caches hold each query's groups and traffic matrix; a caller that
+  /// costs many different loads (the placement search on predicted time: every step and
+  /// candidate map its own matrix) would grow them without bound, so past this many cells in
+  /// all (64 MiB) a cache starts over. A routed shape recomputed is the same shape: answers do
+  /// not change.
+  static constexpr std::size_t kMaxCachedCells = std::size_t{8} << 20;
+  /// Cells held by the two caches now (groups' members and matrix entries, one per entry).
+  std::size_t cached_cells() const;
+
  private:
   const char* label() const { return calibration_ ? kSourceCalibrated : kSourceRoofline; }
 
@@ -175,9 +184,13 @@ class RooflineCosts final : public CostSource {
   const Cluster& cluster_;
   std::shared_ptr<const Calibration> calibration_;
   std::vector<char> network_;
+  static std::size_t cells(const UnitQuery& q);
+
   mutable std::mutex mutex_;
   mutable std::unordered_map<std::uint64_t, std::vector<ShapeEntry>> cache_;
   mutable std::unordered_map<std::uint64_t, std::vector<EpEntry>> ep_cache_;
+  mutable std::size_t cache_cells_ = 0;
+  mutable std::size_t ep_cache_cells_ = 0;
 };
 
 }  // namespace moeplan::planner

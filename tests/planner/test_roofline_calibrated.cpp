@@ -460,6 +460,41 @@ TEST(Calibration, RoutedShapesAreCachedByTheWholeQuery) {
   EXPECT_GT(ep(ep_shared, ll_across), ep(ep_shared, ll));
 }
 
+// The caches hold every query's matrix; a search that costs many different loads must not grow
+// them without bound. Past kMaxCachedCells a cache starts over, and an answer recomputed after
+// that is the answer given before.
+TEST(Calibration, RoutedShapeCachesStayBounded) {
+  const Cluster two = cluster("2x-hgx-h200");  // 16 GPUs: a 16 × 16 matrix per query
+  const RooflineCosts rc(two);
+  CollectiveQuery q{CollectiveOp::kAllToAllV, {{}}, 0.0, {}, DType::kBf16};
+  for (int g = 0; g < 16; ++g) q.groups[0].push_back(g);
+  const auto query = [&](int i) {
+    CollectiveQuery v = q;
+    v.matrix.assign(16, std::vector<double>(16, 1024.0));
+    v.matrix[static_cast<std::size_t>(i % 16)][0] += static_cast<double>(i);  // distinct shapes
+    v.bytes = 0.0;
+    for (const auto& row : v.matrix) {
+      for (const double b : row) v.bytes += b;
+    }
+    return v;
+  };
+  const auto first = rc.routed_collective(query(1));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  // Each entry holds 1 + 16 + 256 cells: enough queries to pass the bound once.
+  const int n = static_cast<int>(RooflineCosts::kMaxCachedCells / 273) + 100;
+  std::size_t most = 0;
+  for (int i = 2; i < n; ++i) {
+    ASSERT_TRUE(rc.routed_collective(query(i)).ok());
+    most = std::max(most, rc.cached_cells());
+  }
+  EXPECT_LE(most, RooflineCosts::kMaxCachedCells);
+  EXPECT_GT(most, RooflineCosts::kMaxCachedCells - 273);  // it did fill up
+  EXPECT_LT(rc.cached_cells(), 200U * 273U);              // and started over
+  const auto again = rc.routed_collective(query(1));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->seconds, first->seconds);
+}
+
 TEST(CalibrationNic, BundledCurvesWithTheirProvenance) {
   for (const char* device : {"h100", "h200"}) {
     const auto c = calibration(device);

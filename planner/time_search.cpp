@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <numeric>
 #include <set>
 
@@ -200,11 +201,43 @@ Status check_maps(const Placement& eplb, const Placement& best, const LoadSteps&
 
 double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
 
+/// Whether `other`'s layer l is faster than `base`'s by more than three standard errors of the
+/// paired per-step differences ([step][layer] seconds on the same steps).
+bool significant_gain(const std::vector<std::vector<double>>& base,
+                      const std::vector<std::vector<double>>& other, int l) {
+  const double n = static_cast<double>(base.size());
+  if (base.size() < 2) return false;
+  double mean = 0.0;
+  for (std::size_t t = 0; t < base.size(); ++t) mean += base[t][uz(l)] - other[t][uz(l)];
+  mean /= n;
+  double var = 0.0;
+  for (std::size_t t = 0; t < base.size(); ++t) {
+    const double d = base[t][uz(l)] - other[t][uz(l)] - mean;
+    var += d * d;
+  }
+  var /= n - 1.0;
+  return mean > 0.0 && mean > 3.0 * std::sqrt(var / n);
+}
+
 }  // namespace
 
 Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layout& layout,
                                               const Placement& placement, const LoadSteps& steps,
                                               const std::string& source) {
+  auto per_step = step_layer_seconds(ctx, layout, placement, steps, source);
+  if (!per_step) return per_step.error();
+  std::vector<double> out(per_step->front().size(), 0.0);
+  for (const auto& step : *per_step) {
+    for (std::size_t l = 0; l < out.size(); ++l) out[l] += step[l];
+  }
+  return out;
+}
+
+Result<std::vector<std::vector<double>>> step_layer_seconds(const CostContext& ctx,
+                                                            const Layout& layout,
+                                                            const Placement& placement,
+                                                            const LoadSteps& steps,
+                                                            const std::string& source) {
   if (steps.empty()) return Error{"predicted MoE time: no steps to score '" + source + "' on"};
   const std::size_t layers = steps[0].size();
   for (const auto& step : steps) {
@@ -212,7 +245,7 @@ Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layo
       return Error{"predicted MoE time: the steps of '" + source + "' differ in layers"};
     }
   }
-  std::vector<double> out(layers, 0.0);
+  std::vector<std::vector<double>> out(steps.size(), std::vector<double>(layers, 0.0));
   for (std::size_t t = 0; t < steps.size(); ++t) {
     ExpertLoad load;
     load.source = source + " step " + std::to_string(t);
@@ -228,10 +261,10 @@ Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layo
       // Each load row stands for num_moe / rows MoE layers.
       const double weight =
           static_cast<double>(ctx.model.num_moe_layers()) / static_cast<double>(layers);
-      for (std::size_t l = 0; l < layers; ++l) out[l] += cost->layers[l].total() * weight;
+      for (std::size_t l = 0; l < layers; ++l) out[t][l] = cost->layers[l].total() * weight;
     } else {  // every row alike: cost_layout keeps no per-layer costs
       for (std::size_t l = 0; l < layers; ++l) {
-        out[l] += cost->moe_seconds / static_cast<double>(layers);
+        out[t][l] = cost->moe_seconds / static_cast<double>(layers);
       }
     }
   }
@@ -350,33 +383,48 @@ Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const 
   }
   rep.refined_search_seconds = sum(times) / num_search;
 
-  // On the check steps each layer keeps the fastest of EPLB's, best's and the refined map
-  // (EPLB's on ties, then best's): never slower there than either.
-  auto eplb_check = layer_moe_seconds(ctx, layout, eplb, check, source);
-  if (!eplb_check) return eplb_check.error();
-  auto best_check = layer_moe_seconds(ctx, layout, best, check, source);
-  if (!best_check) return best_check.error();
-  auto refined_check = layer_moe_seconds(ctx, layout, current, check, source);
-  if (!refined_check) return refined_check.error();
+  // On the check steps a layer leaves EPLB's map only for a significantly faster one: of
+  // `best`'s and the refined map, the faster whose mean gain per step over EPLB's is more than
+  // three standard errors of the paired per-step gains (best's own rule, on time). Never slower
+  // there than EPLB's map, and noise is not taken for a gain.
+  auto eplb_steps = step_layer_seconds(ctx, layout, eplb, check, source);
+  if (!eplb_steps) return eplb_steps.error();
+  auto best_steps = step_layer_seconds(ctx, layout, best, check, source);
+  if (!best_steps) return best_steps.error();
+  auto refined_steps = step_layer_seconds(ctx, layout, current, check, source);
+  if (!refined_steps) return refined_steps.error();
+  const auto column = [](const std::vector<std::vector<double>>& m, int l) {
+    double total = 0.0;
+    for (const auto& step : m) total += step[uz(l)];
+    return total;
+  };
+  std::vector<double> eplb_check(uz(layers)), best_check(uz(layers));
   double total = 0.0;
   for (int l = 0; l < layers; ++l) {
-    const double e = (*eplb_check)[uz(l)];
-    const double b = (*best_check)[uz(l)];
-    const double r = (*refined_check)[uz(l)];
-    if (r < e && r < b) {
+    eplb_check[uz(l)] = column(*eplb_steps, l);
+    best_check[uz(l)] = column(*best_steps, l);
+    const double refined = column(*refined_steps, l);
+    // A layer whose search kept no move holds its starting map: that is EPLB's or best's.
+    const auto& map = current.physical_to_logical[uz(l)];
+    const bool moved =
+        map != eplb.physical_to_logical[uz(l)] && map != best.physical_to_logical[uz(l)];
+    const bool refined_wins =
+        moved && significant_gain(*eplb_steps, *refined_steps, l) &&
+        !(best_check[uz(l)] < refined && significant_gain(*eplb_steps, *best_steps, l));
+    if (refined_wins) {
       ++rep.layers_refined;
-      total += r;
-    } else if (b < e) {
+      total += refined;
+    } else if (significant_gain(*eplb_steps, *best_steps, l)) {
       current.physical_to_logical[uz(l)] = best.physical_to_logical[uz(l)];
       ++rep.layers_best;
-      total += b;
+      total += best_check[uz(l)];
     } else {
       current.physical_to_logical[uz(l)] = eplb.physical_to_logical[uz(l)];
-      total += e;
+      total += eplb_check[uz(l)];
     }
   }
-  rep.best_check_seconds = sum(*best_check) / num_check;
-  rep.eplb_check_seconds = sum(*eplb_check) / num_check;
+  rep.best_check_seconds = sum(best_check) / num_check;
+  rep.eplb_check_seconds = sum(eplb_check) / num_check;
   rep.result_check_seconds = total / num_check;
   MOEPLAN_TRY_STATUS(current.validate());
   result.placement = std::move(current);

@@ -2,7 +2,8 @@
 // time`): EPLB's and `best`'s maps refined by slot moves, each move kept only when the predicted
 // time of its layer — the slowest EP rank's experts, the dispatch and combine on the cluster's
 // links, the weights of every active expert read once — falls on the search steps; at the end
-// each layer keeps the fastest of EPLB's, `best`'s and the refined map on held-back check steps.
+// a layer leaves EPLB's map only for `best`'s or the refined map when that is significantly
+// faster on held-back check steps.
 // One search serves prefill and decode: the phase and tokens are the context's workload.
 #pragma once
 
@@ -37,8 +38,7 @@ struct TimeSearchReport {
   int moves_kept = 0;
   int layers = 0;
   int layers_from_best = 0;  ///< layers whose search started from `best`'s map (else EPLB's)
-  /// The final map per layer, the fastest on the check steps: the refined one, `best`'s, or
-  /// (the rest) EPLB's.
+  /// The final map per layer: the refined one, `best`'s, or (the rest) EPLB's.
   int layers_refined = 0;
   int layers_best = 0;
   double eplb_search_seconds = 0.0;
@@ -62,10 +62,18 @@ Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layo
                                               const Placement& placement, const LoadSteps& steps,
                                               const std::string& source);
 
+/// The same per step: [step][layer] seconds.
+Result<std::vector<std::vector<double>>> step_layer_seconds(const CostContext& ctx,
+                                                            const Layout& layout,
+                                                            const Placement& placement,
+                                                            const LoadSteps& steps,
+                                                            const std::string& source);
+
 /// Searches the placement on predicted time. `eplb` and `best` are maps of the same layers,
 /// experts, EP size and slots (the search starts from the faster of the two per layer on
-/// `search`); `search` and `check` are disjoint steps [S][L][E]. Per layer the result is the
-/// fastest on `check` of EPLB's, `best`'s and the refined map. Every move keeps each rank's
+/// `search`); `search` and `check` are disjoint steps [S][L][E]. Per layer the result is EPLB's
+/// map unless `best`'s or the refined map is faster on `check` by more than three standard
+/// errors of the paired per-step gains (then the faster of those). Every move keeps each rank's
 /// slot count and every expert's presence (a slot changes expert only when its old expert keeps
 /// another replica) and never puts two replicas of an expert on one rank. Deterministic.
 /// Errors: no steps, maps or steps that do not match, what cost_layout reports.

@@ -193,7 +193,8 @@ std::string time_search_text(const planner::TimeSearchReport& r) {
        std::to_string(r.rounds) + " rounds, ";
   t += format_fixed(r.start_search_seconds * 1e3, 3) + " → " +
        format_fixed(r.refined_search_seconds * 1e3, 3) + " ms per step); on ";
-  t += std::to_string(r.check_steps) + " check steps each layer keeps the fastest map: refined " +
+  t += std::to_string(r.check_steps) +
+       " check steps a layer leaves eplb's map only for a significant gain: refined " +
        std::to_string(r.layers_refined) + ", best " + std::to_string(r.layers_best) + ", eplb " +
        std::to_string(r.layers - r.layers_refined - r.layers_best) + " of " +
        std::to_string(r.layers) + " (eplb " + format_fixed(r.eplb_check_seconds * 1e3, 3) +
@@ -511,11 +512,12 @@ void add_place_command(CLI::App& app, Action& action) {
   cmd->add_option("--phase", o->phase, "With --cluster: prefill (default) or decode");
   cmd->add_option("--dispatcher", o->dispatcher,
                   "With --cluster: the layout's dispatcher (default a2av)");
-  cmd->add_option("--objective", o->objective,
-                  "tokens (default: best balances routed tokens per GPU) or time (needs "
-                  "--cluster and --policy best: best's and eplb's maps refined on the cost "
-                  "model's predicted MoE layer time, kept per layer where faster than eplb's on "
-                  "check steps)");
+  cmd->add_option(
+      "--objective", o->objective,
+      "tokens (default: best balances routed tokens per GPU) or time (needs "
+      "--cluster and --policy best: best's and eplb's maps refined on the cost "
+      "model's predicted MoE layer time, kept per layer where significantly faster than "
+      "eplb's on check steps)");
   cmd->callback([&action, o] { action = [o] { return run_place(*o); }; });
 }
 

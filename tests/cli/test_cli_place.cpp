@@ -299,8 +299,9 @@ TEST(CliPlace, ObjectiveTimeSearchesOnPredictedTime) {
                           "search steps ("),
             std::string::npos)
       << text.out;
-  EXPECT_NE(text.out.find("check steps each layer keeps the fastest map: refined "),
-            std::string::npos)
+  EXPECT_NE(
+      text.out.find("check steps a layer leaves eplb's map only for a significant gain: refined "),
+      std::string::npos)
       << text.out;
   const std::string hot = "place --load " + loads() + "/synthetic_hot4_qwen3_30b.csv ";
   expect_one_line_error(run_cli(hot + "--gpus 16 --objective time"),

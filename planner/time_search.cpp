@@ -380,8 +380,15 @@ Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const 
         if (++idle[uz(l)] >= options.patience) open[uz(l)] = false;
       }
     }
+    if (options.progress) {
+      const auto settled = static_cast<int>(std::count(open.begin(), open.end(), false));
+      options.progress(settled, layers, rep.rounds, sum(times) / num_search);
+    }
   }
   rep.refined_search_seconds = sum(times) / num_search;
+  if (options.progress && std::find(open.begin(), open.end(), true) != open.end()) {
+    options.progress(layers, layers, rep.rounds, rep.refined_search_seconds);  // out of rounds
+  }
 
   // On the check steps a layer leaves EPLB's map only for a significantly faster one: of
   // `best`'s and the refined map, the faster whose mean gain per step over EPLB's is more than

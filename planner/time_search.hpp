@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct TimeSearchOptions {
   int candidates = 4;    ///< moves per layer and round, each costed on all search steps
   /// A layer stops after this many rounds in a row without a kept move.
   int patience = 3;
+  /// Called after each round: layers settled (no move left to try) of all, the round, and the
+  /// mean predicted MoE time per step of the maps so far on the search steps (seconds).
+  std::function<void(int settled, int layers, int round, double seconds_per_step)> progress;
 };
 
 /// What the search did, and the mean predicted MoE time per step (seconds, all MoE layers) of

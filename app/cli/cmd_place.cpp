@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "app/cli/cli_common.hpp"
+#include "app/cli/progress.hpp"
 #include "app/cli/table.hpp"
 #include "models/registry.hpp"
 #include "models/units.hpp"
@@ -408,9 +409,16 @@ int run_place(const PlaceOptions& o) {
       const planner::ExpertLoad none;
       const planner::CostContext ctx{
           *model, *timing->setup.cluster, timing->setup.costs(), timing->workload, none, nullptr};
+      Progress bar("time search", in.eplb.num_layers());
+      planner::TimeSearchOptions options;
+      options.progress = [&bar](int settled, int, int round, double seconds_per_step) {
+        bar.update(settled, "round " + std::to_string(round) + ", " +
+                                format_fixed(seconds_per_step * 1e3, 3) + " ms/step");
+      };
       auto r = planner::search_placement_by_time(ctx, timing->layout, in.eplb,
                                                  in.outcome.placed.placement, in.search, in.check,
-                                                 data->load.source);
+                                                 data->load.source, options);
+      bar.finish();
       if (!r) return r.error();
       timing->search = r->report;
       return std::pair<planner::Placement, double>{std::move(r->placement), r->report.seconds};

@@ -138,9 +138,25 @@ TEST(TimeSearch, DecodeAtFewTokensBeatsTheTokenSearchOnUnseenSteps) {
   const LoadSteps search = sample_steps(load, 32, pairs, 11);
   const LoadSteps check = sample_steps(load, 32, pairs, 12);
   const LoadSteps unseen = sample_steps(load, 64, pairs, 13);
-  auto r = search_placement_by_time(ctx, layout, maps.eplb, maps.best, search, check, "power-law");
+  TimeSearchOptions options;
+  std::vector<std::pair<int, double>> reports;  // settled layers, ms per step, each round
+  options.progress = [&](int settled, int layers, int round, double seconds) {
+    EXPECT_EQ(layers, 2);
+    EXPECT_EQ(round, static_cast<int>(reports.size()) + 1);
+    reports.emplace_back(settled, seconds);
+  };
+  auto r = search_placement_by_time(ctx, layout, maps.eplb, maps.best, search, check, "power-law",
+                                    options);
   ASSERT_TRUE(r.ok()) << r.error().message;
   expect_legal(r->placement);
+  // One report per round, settled layers never fewer, the time never higher, all settled last.
+  ASSERT_EQ(static_cast<int>(reports.size()), r->report.rounds);
+  for (std::size_t i = 1; i < reports.size(); ++i) {
+    EXPECT_GE(reports[i].first, reports[i - 1].first);
+    EXPECT_LE(reports[i].second, reports[i - 1].second);
+  }
+  EXPECT_EQ(reports.back().first, 2);
+  EXPECT_DOUBLE_EQ(reports.back().second, r->report.refined_search_seconds);
   EXPECT_EQ(r->placement.policy, "best-time");
   const TimeSearchReport& rep = r->report;
   EXPECT_EQ(rep.search_steps, 32);

@@ -55,6 +55,17 @@ ExpertLoad power_law(double alpha, int experts = 64) {
   return load;
 }
 
+// The plain roofline of a fixture's cluster and a context for `phase` at `tokens` per
+// GPU, on the layout ep8 × tp1.
+struct Costed {
+  RooflineCosts rc;
+  ExpertLoad none;
+  CostContext ctx;
+  Layout layout = Layout::of(8, 1);
+  Costed(const Fixture& f, Phase phase, int tokens)
+      : rc(f.cluster), ctx{f.model, f.cluster, rc, Workload{phase, tokens}, none, nullptr} {}
+};
+
 struct Maps {
   Placement eplb;
   Placement best;
@@ -91,11 +102,9 @@ void expect_legal(const Placement& p) {
 // `place --cluster` reports (mean_moe_seconds), for a map per layer and for one map for all.
 TEST(TimeSearch, LayerTimesAddUpToTheMeanMoeTime) {
   const auto& f = fixture();
-  const RooflineCosts rc(f.cluster);
-  const Workload w{Phase::kDecode, 16};
-  const ExpertLoad none;
-  const CostContext ctx{f.model, f.cluster, rc, w, none, nullptr};
-  const Layout layout = Layout::of(8, 1);
+  const Costed setup(f, Phase::kDecode, 16);
+  const CostContext& ctx = setup.ctx;
+  const Layout& layout = setup.layout;
   ExpertLoad load = power_law(1.2);
   const auto maps = maps_for(load, 72, 8 * 16 * 6);
   const LoadSteps steps = sample_steps(load, 3, 8 * 16 * 6, 7);
@@ -127,11 +136,9 @@ TEST(TimeSearch, LayerTimesAddUpToTheMeanMoeTime) {
 // best's map.
 TEST(TimeSearch, DecodeAtFewTokensBeatsTheTokenSearchOnUnseenSteps) {
   static const Fixture f = two_layers_of("deepseek-v3");
-  const RooflineCosts rc(f.cluster);
-  const Workload w{Phase::kDecode, 8};
-  const ExpertLoad none;
-  const CostContext ctx{f.model, f.cluster, rc, w, none, nullptr};
-  const Layout layout = Layout::of(8, 1);
+  const Costed setup(f, Phase::kDecode, 8);
+  const CostContext& ctx = setup.ctx;
+  const Layout& layout = setup.layout;
   const std::int64_t pairs = 8 * 8 * 8;
   const ExpertLoad load = power_law(1.2, 256);
   const auto maps = maps_for(load, 256, pairs);
@@ -191,11 +198,9 @@ TEST(TimeSearch, DecodeAtFewTokensBeatsTheTokenSearchOnUnseenSteps) {
 // nothing and never counts as best's.
 TEST(TimeSearch, WithoutRoundsALayerLeavesEplbOnlyForASignificantGain) {
   const auto& f = fixture();
-  const RooflineCosts rc(f.cluster);
-  const Workload w{Phase::kPrefill, 512};
-  const ExpertLoad none;
-  const CostContext ctx{f.model, f.cluster, rc, w, none, nullptr};
-  const Layout layout = Layout::of(8, 1);
+  const Costed setup(f, Phase::kPrefill, 512);
+  const CostContext& ctx = setup.ctx;
+  const Layout& layout = setup.layout;
   const std::int64_t pairs = 8 * 512 * 6;
   const ExpertLoad load = power_law(1.2);
   // As EPLB's map the contiguous one (the hottest experts together), as best's EPLB's own
@@ -232,11 +237,9 @@ TEST(TimeSearch, WithoutRoundsALayerLeavesEplbOnlyForASignificantGain) {
 
 TEST(TimeSearch, RefusesMapsAndStepsThatDoNotMatch) {
   const auto& f = fixture();
-  const RooflineCosts rc(f.cluster);
-  const Workload w{Phase::kDecode, 16};
-  const ExpertLoad none;
-  const CostContext ctx{f.model, f.cluster, rc, w, none, nullptr};
-  const Layout layout = Layout::of(8, 1);
+  const Costed setup(f, Phase::kDecode, 16);
+  const CostContext& ctx = setup.ctx;
+  const Layout& layout = setup.layout;
   const ExpertLoad load = power_law(1.2);
   const auto maps = maps_for(load, 72, 768);
   const LoadSteps steps = sample_steps(load, 2, 768, 3);

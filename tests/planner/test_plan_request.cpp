@@ -283,6 +283,70 @@ TEST(PlaceRun, FitsOnTheFirstStepsAndScoresTheRest) {
   EXPECT_EQ(run_placement(data, r, nullptr).error().message, "place: expected {gpus} N with N ≥ 1");
 }
 
+// A refinement of best's map gets EPLB's map and two disjoint sets of steps — the halves of
+// the fit steps when there are 2 × kPlaceRefineSteps of them, else drawn ones — and the map it
+// returns is the one scored (with its logical maps and its time added).
+TEST(PlaceRun, RefineGetsEplbAndSearchAndCheckStepsAndItsMapIsScored) {
+  std::vector<std::vector<std::vector<double>>> steps;
+  for (int s = 0; s < 160; ++s) {
+    steps.push_back({{8.0 + s, 1, 1, 1, 6, 1, 1, 1}});  // step s has 8 + s on expert 0
+  }
+  LoadData data;
+  data.steps = steps;
+  data.load.num_experts = 8;
+  data.load.source = "test";
+  data.load.counts = {{8, 1, 1, 1, 6, 1, 1, 1}};
+  PlaceRequest r;
+  r.policy = PlacementPolicy::kBest;
+  r.num_gpus = 4;
+  r.num_slots = 12;
+  r.fit_steps = 130;  // halves from 0 and from 65
+  std::optional<Placement> eplb_seen;
+  std::vector<std::vector<std::vector<double>>> search_seen, check_seen;
+  const PlaceRefine refine =
+      [&](const PlaceRefineInput& in) -> Result<std::pair<Placement, double>> {
+    eplb_seen = in.eplb;
+    search_seen = in.search;
+    check_seen = in.check;
+    EXPECT_EQ(in.outcome.placed.placement.policy, "best");
+    Placement p = in.eplb;
+    p.policy = "refined";
+    return std::pair<Placement, double>{p, 1.5};
+  };
+  auto out = run_placement(data, r, nullptr, refine);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  ASSERT_TRUE(eplb_seen.has_value());
+  EXPECT_EQ(eplb_seen->policy, "eplb");
+  ASSERT_EQ(static_cast<int>(search_seen.size()), kPlaceRefineSteps);
+  ASSERT_EQ(static_cast<int>(check_seen.size()), kPlaceRefineSteps);
+  for (int s = 0; s < kPlaceRefineSteps; ++s) {
+    EXPECT_EQ(search_seen[static_cast<std::size_t>(s)], steps[static_cast<std::size_t>(s)]);
+    EXPECT_EQ(check_seen[static_cast<std::size_t>(s)], steps[static_cast<std::size_t>(65 + s)]);
+  }
+  EXPECT_EQ(out->placed.placement.policy, "refined");
+  EXPECT_EQ(out->placed.placement.physical_to_logical, eplb_seen->physical_to_logical);
+  EXPECT_GE(out->placed.seconds, 1.5);
+  ASSERT_EQ(out->placed.logical_count.size(), 1U);
+  EXPECT_EQ(out->placed.logical_count[0][0] + out->placed.logical_count[0][4],
+            6);  // 2 hot: 4 extra
+  ASSERT_TRUE(out->held_out.has_value());
+  EXPECT_EQ(out->held_out->num_steps, 30);
+
+  // Fewer fit steps: drawn steps, different for search and check, none of them file steps.
+  r.fit_steps = 40;
+  out = run_placement(data, r, nullptr, refine);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  ASSERT_EQ(static_cast<int>(search_seen.size()), kPlaceRefineSteps);
+  EXPECT_NE(search_seen, check_seen);
+  EXPECT_EQ(search_seen[0].size(), 1U);
+  EXPECT_EQ(search_seen[0][0].size(), 8U);
+  // Another policy cannot be refined.
+  r.policy = PlacementPolicy::kEplb;
+  auto bad = run_placement(data, r, nullptr, refine);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().input, "policy");
+}
+
 TEST(CompactCluster, ReadAndWrittenAsTheParserReadsIt) {
   const auto c = load_cluster("2x-hgx-h200").value();
   auto j = load_json_file(c.info().source).value();

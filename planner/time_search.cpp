@@ -233,6 +233,46 @@ Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layo
   return out;
 }
 
+Result<std::vector<double>> subset_layer_seconds(const CostContext& ctx, const Layout& layout,
+                                                 const Placement& placement, const LoadSteps& steps,
+                                                 const std::string& source,
+                                                 const std::vector<int>& subset) {
+  if (steps.empty()) return Error{"predicted MoE time: no steps to score '" + source + "' on"};
+  const std::size_t layers = steps[0].size();
+  if (subset.size() == layers || placement.num_layers() != static_cast<int>(layers)) {
+    return layer_moe_seconds(ctx, layout, placement, steps, source);
+  }
+  std::vector<double> out(layers, 0.0);
+  if (subset.empty()) return out;
+  // The model cut to the subset's MoE layers: a layer's cost does not depend on the others
+  // (cost_layout costs them one by one; the layer count enters the step's dense parts and
+  // memory, not costed here).
+  models::MoeModel cut = ctx.model;
+  cut.num_hidden_layers = static_cast<int>(subset.size());
+  cut.moe_layers.assign(subset.size(), true);
+  Placement part = placement;
+  part.physical_to_logical.clear();
+  for (const int l : subset)
+    part.physical_to_logical.push_back(placement.physical_to_logical[uz(l)]);
+  LoadSteps sub(steps.size());
+  for (std::size_t t = 0; t < steps.size(); ++t) {
+    if (steps[t].size() != layers) {
+      return Error{"predicted MoE time: the steps of '" + source + "' differ in layers"};
+    }
+    for (const int l : subset) sub[t].push_back(steps[t][uz(l)]);
+  }
+  const CostContext c{cut, ctx.cluster, ctx.costs, ctx.workload, ctx.load, ctx.placement};
+  auto part_seconds = layer_moe_seconds(c, layout, part, sub, source);
+  if (!part_seconds) return part_seconds.error();
+  // layer_moe_seconds weighs a row by MoE layers / rows: 1 for the cut model, this for the whole.
+  const double weight =
+      static_cast<double>(ctx.model.num_moe_layers()) / static_cast<double>(layers);
+  for (std::size_t i = 0; i < subset.size(); ++i) {
+    out[uz(subset[i])] = (*part_seconds)[i] * weight;
+  }
+  return out;
+}
+
 Result<std::vector<std::vector<double>>> step_layer_seconds(const CostContext& ctx,
                                                             const Layout& layout,
                                                             const Placement& placement,
@@ -356,7 +396,12 @@ Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const 
         }
       }
       if (!used) break;
-      auto t = layer_moe_seconds(ctx, layout, trial, search, source);
+      // Only the layers with a k-th candidate are costed.
+      std::vector<int> costed;
+      for (int l = 0; l < layers; ++l) {
+        if (k < static_cast<int>(moves[uz(l)].size())) costed.push_back(l);
+      }
+      auto t = subset_layer_seconds(ctx, layout, trial, search, source, costed);
       if (!t) return t.error();
       for (int l = 0; l < layers; ++l) {
         if (k >= static_cast<int>(moves[uz(l)].size())) continue;

@@ -66,6 +66,14 @@ Result<std::vector<double>> layer_moe_seconds(const CostContext& ctx, const Layo
                                               const Placement& placement, const LoadSteps& steps,
                                               const std::string& source);
 
+/// layer_moe_seconds of the layers in `subset` (ascending indices) only, the others 0: the model,
+/// placement and steps cut to those layers (each layer is costed on its own, so its time is the
+/// same), at the cost of those layers. Needs a placement with a map per layer.
+Result<std::vector<double>> subset_layer_seconds(const CostContext& ctx, const Layout& layout,
+                                                 const Placement& placement, const LoadSteps& steps,
+                                                 const std::string& source,
+                                                 const std::vector<int>& subset);
+
 /// The same per step: [step][layer] seconds.
 Result<std::vector<std::vector<double>>> step_layer_seconds(const CostContext& ctx,
                                                             const Layout& layout,

@@ -115,6 +115,17 @@ TEST(TimeSearch, LayerTimesAddUpToTheMeanMoeTime) {
   ASSERT_TRUE(mean.ok()) << mean.error().message;
   EXPECT_NEAR(((*layers)[0] + (*layers)[1]) / 3.0, *mean, 1e-12 * *mean);
   EXPECT_NE((*layers)[0], (*layers)[1]);  // two layers, two loads
+  // One layer costed alone (the model cut to it) is the same layer's time; the other is 0.
+  for (const int only : {0, 1}) {
+    auto part = subset_layer_seconds(ctx, layout, maps.eplb, steps, "power-law", {only});
+    ASSERT_TRUE(part.ok()) << part.error().message;
+    const auto l = static_cast<std::size_t>(only);
+    EXPECT_NEAR((*part)[l], (*layers)[l], 1e-12 * (*layers)[l]);
+    EXPECT_EQ((*part)[1 - l], 0.0);
+  }
+  auto nothing = subset_layer_seconds(ctx, layout, maps.eplb, steps, "power-law", {});
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_EQ(*nothing, (std::vector<double>{0.0, 0.0}));
   // Identical rows (no per-layer costs kept): the time splits evenly.
   const LoadSteps same = {{load.counts[0], load.counts[0]}};
   Placement one = maps.eplb;

@@ -10,7 +10,7 @@ row() { name=$1; shift; for ph in prefill decode; do
   if [ $ph = prefill ]; then tok=$PF; else tok=$DC; fi
   e=$($B place "$@" --phase $ph --step-tokens $tok --policy eplb --json | python3 -c "import json,sys; j=json.load(sys.stdin); t=j['predicted_moe_ms']; print(t['mean_per_step'], t['steps'], t.get('balanced_reference_per_step', 'nan'))")
   b=$($B place "$@" --phase $ph --step-tokens $tok --policy best --json | python3 -c "import json,sys; j=json.load(sys.stdin); print(j['predicted_moe_ms']['mean_per_step'])")
-  t=$($B place "$@" --phase $ph --step-tokens $tok --policy best --objective time --json | python3 -c "import json,sys; j=json.load(sys.stdin); print(j['predicted_moe_ms']['mean_per_step'], j['time_search']['seconds'], j['balancedness'])")
+  t=$($B place "$@" --phase $ph --step-tokens $tok --policy best --objective time --json 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print(j['predicted_moe_ms']['mean_per_step'], j['time_search']['seconds'], j['balancedness'])")
   python3 -c "
 e,n,r=map(float,'$e'.split()); b=float('$b'); t,s,bal=map(float,'$t'.split())
 print(f'| $name | $ph | {int($tok)} | {int(n)} | {e:.3f} | {b:.3f} ({100*(b/e-1):+.2f}%) | {t:.3f} ({100*(t/e-1):+.2f}%) | {r:.3f} | {100*(e/r-1):+.2f}% / {100*(b/r-1):+.2f}% / {100*(t/r-1):+.2f}% | {s:.1f} |')"

@@ -125,9 +125,9 @@ class RooflineCosts final : public CostSource {
 
   /// The routed shapes' caches hold each query's groups and traffic matrix; a caller that
   /// costs many different loads (the placement search on predicted time: every step and
-  /// candidate map its own matrix) would grow them without bound, so past this many cells in
-  /// all (64 MiB) a cache starts over. A routed shape recomputed is the same shape: answers do
-  /// not change.
+  /// candidate map its own matrix) would grow them without bound, so each cache starts over
+  /// past this many cells (64 MiB of doubles). A routed shape recomputed is the same shape:
+  /// answers do not change.
   static constexpr std::size_t kMaxCachedCells = std::size_t{8} << 20;
   /// Cells held by the two caches now (groups' members and matrix entries, one per entry).
   std::size_t cached_cells() const;

@@ -26,6 +26,7 @@
 
 #include "app/gui/plan_table_model.hpp"
 #include "app/gui/session.hpp"
+#include "planner/costs/measured_costs.hpp"
 
 namespace moeplan::gui {
 
@@ -99,7 +100,7 @@ int BreakdownChart::rowsThatFit() const {
 }
 
 QString shortCostSource(const QString& source) {
-  static const QString kMeasured = QStringLiteral("measured:");
+  static const QString kMeasured = QString::fromUtf8(planner::kSourceMeasuredPrefix);
   if (source.startsWith(kMeasured)) {
     // measured:PATH[ (statistic)]: the database's file name, and the statistic when not the median.
     QString rest = source.mid(kMeasured.size());

@@ -107,7 +107,7 @@ Result<AccuracyReport> accuracy_report(const CostDb& db, const Cluster& cluster,
   const RooflineCosts calibrated_held_out(cluster, cal_held_out);
 
   // Fused MoE at the bundled models' shapes, 8 GPUs.
-  const MeasuredCosts moe_db(moe, cluster, "measured:" + db.path());
+  const MeasuredCosts moe_db(moe, cluster, kSourceMeasuredPrefix + db.path());
   std::map<std::tuple<std::string, int, int, int, int, int, int>, bool> seen;
   for (const auto& p : moe) {
     MoeFusedQuery q;
@@ -186,7 +186,7 @@ Result<AccuracyReport> accuracy_report(const CostDb& db, const Cluster& cluster,
     if (!(p.m > 0.0) || !(p.median_s > 0.0)) continue;
     curves[{p.op, p.group_size}][p.m].push_back(p.median_s);
   }
-  const MeasuredCosts nccl_db(nccl, cluster, "measured:" + db.path());
+  const MeasuredCosts nccl_db(nccl, cluster, kSourceMeasuredPrefix + db.path());
   for (const auto& [key, samples] : curves) {
     const auto op = parse_collective(key.first);
     if (!op) continue;

@@ -218,7 +218,7 @@ Result<std::unique_ptr<MeasuredCosts>> MeasuredCosts::load(
   if (!points) return points.error();
   auto out = std::make_unique<MeasuredCosts>(
       *points, cluster,
-      "measured:" + db.path() +
+      kSourceMeasuredPrefix + db.path() +
           (statistic == CostStatistic::kMedian ? "" : " (" + statistic_name(statistic) + ")"),
       statistic, std::move(calibration));
   if (out->device_.empty()) out->device_ = chosen;

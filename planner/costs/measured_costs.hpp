@@ -25,6 +25,8 @@ inline constexpr const char* kSourceInterp = "db-interp";
 inline constexpr const char* kSourceExtrap = "db-extrap";
 inline constexpr const char* kSourceMiss = "roofline-miss";
 inline constexpr const char* kSourceTrivial = "trivial";  ///< no work: one-rank group, 0 bytes
+/// The start of a MeasuredCosts name: "measured:<db path>[ (statistic)]".
+inline constexpr const char* kSourceMeasuredPrefix = "measured:";
 
 /// One measured curve: time against one size (GEMM rows m, or bytes), ascending.
 struct CostCurve {

@@ -35,6 +35,12 @@ void apply_move(std::vector<int>& map, const Move& m) {
   }
 }
 
+/// Whether EP rank r (slots [r·spr, (r+1)·spr) of `map`) holds a replica of expert e.
+bool rank_holds(const std::vector<int>& map, int spr, int r, int e) {
+  const auto first = map.begin() + r * spr;
+  return std::find(first, first + spr, e) != first + spr;
+}
+
 /// Swaps of a slot on one of the two heaviest ranks by `metric` (a per-slot value summed per
 /// rank) with a lighter slot on any other rank, best first by the heaviest rank's value after
 /// the swap. Only legal swaps: no rank ends with two replicas of one expert.
@@ -44,12 +50,7 @@ std::vector<Move> swap_moves(const std::vector<int>& map, const std::vector<doub
   const int spr = slots / ep_size;
   std::vector<double> rank(uz(ep_size), 0.0);
   for (int s = 0; s < slots; ++s) rank[uz(s / spr)] += metric[uz(s)];
-  auto holds = [&](int r, int e) {
-    for (int s = r * spr; s < (r + 1) * spr; ++s) {
-      if (map[uz(s)] == e) return true;
-    }
-    return false;
-  };
+  auto holds = [&](int r, int e) { return rank_holds(map, spr, r, e); };
   std::vector<int> order(uz(ep_size));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -117,12 +118,7 @@ std::vector<Move> candidate_moves(const std::vector<int>& map, const std::vector
                    [&](int x, int y) { return per_replica(x) < per_replica(y); });
   std::stable_sort(takers.begin(), takers.end(),
                    [&](int x, int y) { return per_replica(x) > per_replica(y); });
-  auto holds = [&](int r, int e) {
-    for (int s = r * spr; s < (r + 1) * spr; ++s) {
-      if (map[uz(s)] == e) return true;
-    }
-    return false;
-  };
+  auto holds = [&](int r, int e) { return rank_holds(map, spr, r, e); };
   constexpr std::size_t kFew = 4;
   for (std::size_t xi = 0; xi < std::min(kFew, donors.size()); ++xi) {
     const int x = donors[xi];
@@ -460,13 +456,13 @@ Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const 
     const auto& map = current.physical_to_logical[uz(l)];
     const bool moved =
         map != eplb.physical_to_logical[uz(l)] && map != best.physical_to_logical[uz(l)];
-    const bool refined_wins =
-        moved && significant_gain(*eplb_steps, *refined_steps, l) &&
-        !(best_check[uz(l)] < refined && significant_gain(*eplb_steps, *best_steps, l));
+    const bool best_gains = significant_gain(*eplb_steps, *best_steps, l);
+    const bool refined_wins = moved && significant_gain(*eplb_steps, *refined_steps, l) &&
+                              !(best_check[uz(l)] < refined && best_gains);
     if (refined_wins) {
       ++rep.layers_refined;
       total += refined;
-    } else if (significant_gain(*eplb_steps, *best_steps, l)) {
+    } else if (best_gains) {
       current.physical_to_logical[uz(l)] = best.physical_to_logical[uz(l)];
       ++rep.layers_best;
       total += best_check[uz(l)];

@@ -363,7 +363,9 @@ Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const 
   std::vector<std::set<std::array<int, 4>>> tried(uz(layers));
   std::vector<int> idle(uz(layers), 0);
   std::vector<bool> open(uz(layers), true);
+  const auto stop = [&options] { return options.cancelled && options.cancelled(); };
   for (int round = 0; round < options.max_rounds; ++round) {
+    if (stop()) return Error{kTimeSearchCancelled};
     std::vector<std::vector<Move>> moves(uz(layers));
     bool any = false;
     for (int l = 0; l < layers; ++l) {
@@ -382,6 +384,7 @@ Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const 
     std::vector<int> chosen(uz(layers), -1);
     std::vector<double> chosen_time = times;
     for (int k = 0; k < options.candidates; ++k) {
+      if (stop()) return Error{kTimeSearchCancelled};
       Placement trial = current;
       bool used = false;
       for (int l = 0; l < layers; ++l) {
@@ -435,6 +438,7 @@ Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const 
   // `best`'s and the refined map, the faster whose mean gain per step over EPLB's is more than
   // three standard errors of the paired per-step gains (best's own rule, on time). Never slower
   // there than EPLB's map, and noise is not taken for a gain.
+  if (stop()) return Error{kTimeSearchCancelled};
   auto eplb_steps = step_layer_seconds(ctx, layout, eplb, check, source);
   if (!eplb_steps) return eplb_steps.error();
   auto best_steps = step_layer_seconds(ctx, layout, best, check, source);

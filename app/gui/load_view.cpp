@@ -11,6 +11,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "app/gui/session.hpp"
 #include "planner/costs/cost_setup.hpp"
 #include "planner/layout_figures.hpp"
+#include "planner/placement/place_run.hpp"
 #include "planner/placement/placement_file.hpp"
 
 namespace moeplan::gui {
@@ -36,6 +38,12 @@ QLabel* makeErrorLabel(QWidget* parent) {
 }
 
 QString tokens(double v) { return QString::number(v, 'f', v < 10.0 ? 2 : 0); }
+
+/// Index of `policy` in the compared policies (they hold eplb and best).
+std::size_t comparedIndex(planner::PlacementPolicy policy) {
+  const auto& all = LoadView::comparedPolicies();
+  return static_cast<std::size_t>(std::find(all.begin(), all.end(), policy) - all.begin());
+}
 
 }  // namespace
 
@@ -73,6 +81,13 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
       tr("Colour the heat maps on one scale spanning contiguous, eplb and best, so switching "
          "the policy compares like with like"));
   row->addWidget(sharedScale_);
+  timeObjective_ = new QCheckBox(tr("Search on predicted &time"), this);
+  timeObjective_->setToolTip(
+      tr("Add best-time: best's map refined on the cost model's predicted MoE time of the "
+         "selected layout (weights read, rows computed, dispatch and combine on the cluster's "
+         "links), as moeplan place --objective time; and show every placement's predicted time "
+         "per step on steps none of them saw. Takes seconds to a minute on large models."));
+  row->addWidget(timeObjective_);
   row->addStretch(1);
   progress_ = new QProgressBar(this);
   progress_->setRange(0, 0);
@@ -94,6 +109,13 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   layout->addWidget(header_);
   error_ = makeErrorLabel(this);
   layout->addWidget(error_);
+  timeText_ = new QLabel(this);
+  timeText_->setWordWrap(true);
+  timeText_->hide();
+  layout->addWidget(timeText_);
+  poll_ = new QTimer(this);
+  poll_->setInterval(100);
+  connect(poll_, &QTimer::timeout, this, &LoadView::showProgress);
 
   auto* grid = new QGridLayout();
   bars_ = new GroupedBarChart(this);
@@ -127,16 +149,24 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
   connect(layer_, &QSpinBox::valueChanged, this, &LoadView::redraw);
   connect(policy_, &QComboBox::currentIndexChanged, this, &LoadView::redraw);
   connect(sharedScale_, &QCheckBox::toggled, this, &LoadView::redraw);
+  connect(timeObjective_, &QCheckBox::toggled, this, &LoadView::recompute);
   connect(save, &QPushButton::clicked, this, &LoadView::onSave);
   connect(cancel_, &QPushButton::clicked, this, &LoadView::cancel);
   connect(session_, &Session::layoutSelected, this, &LoadView::recompute);
   connect(session_, &Session::planFinished, this, &LoadView::recompute);
 }
 
+LoadView::~LoadView() {
+  // A running search on predicted time stops; the worker holds copies of what it reads.
+  if (search_) search_->cancel = true;
+}
+
 void LoadView::recompute() {
   const planner::LayoutCost* lc = session_->selectedLayoutCost();
   const auto& load = session_->load();
   const int generation = ++generation_;
+  if (search_) search_->cancel = true;  // the abandoned computation's search stops
+  search_.reset();
   if (lc == nullptr || !load) {
     outcome_ = BalanceOutcome{};
     outcome_.error = !load ? tr("No expert load: the load in the Model view did not load.")
@@ -146,19 +176,39 @@ void LoadView::recompute() {
   }
   const int ep = lc->layout.ep_size;
   header_->setText(tr("Placing experts for ep%1…").arg(ep));
-  // What the rebalancing simulation needs, copied for the worker.
+  // What the cost model needs (rebalancing, the time objective), copied for the worker.
   std::optional<models::MoeModel> model = session_->model();
   std::optional<planner::Cluster> cluster = session_->cluster();
+  const bool timeObjective = timeObjective_->isChecked();
+  auto state = std::make_shared<SearchState>();
+  search_ = state;
   auto future = QtConcurrent::run([load = load->load, steps = load->steps,
-                                   fit = session_->policyFit(), ep, generation,
-                                   model = std::move(model), cluster = std::move(cluster),
+                                   fit = session_->policyFit(), ep, generation, timeObjective,
+                                   state, model = std::move(model), cluster = std::move(cluster),
                                    costDb = session_->costDb().toStdString(),
                                    workload = session_->workload(), layout = lc->layout]() {
     BalanceOutcome out;
     out.generation = generation;
     out.epSize = ep;
-    out.policies = comparedPolicies();
-    for (auto policy : out.policies) {
+    // A placement's figures and per-layer GPU loads, kept beside it.
+    auto add = [&out, &load, ep](const QString& name, planner::PlacementPolicy policy,
+                                 planner::PlacementResult placed) -> Status {
+      auto fig = planner::balance_figures(load, placed.placement);
+      if (!fig) return fig.error();
+      std::vector<std::vector<double>> loads;
+      for (int l = 0; l < load.num_layers(); ++l) {
+        const auto& map = placed.placement.physical_to_logical[static_cast<std::size_t>(
+            placed.placement.num_layers() == 1 ? 0 : l)];
+        loads.push_back(planner::gpu_loads(load.counts[static_cast<std::size_t>(l)], map, ep));
+      }
+      out.policies.push_back(policy);
+      out.names << name;
+      out.placements.push_back(std::move(placed));
+      out.figures.push_back(std::move(*fig));
+      out.gpuLoads.push_back(std::move(loads));
+      return Status::Ok();
+    };
+    for (auto policy : comparedPolicies()) {
       planner::PolicyFit f = fit;
       f.policy = policy;
       out.numNodes = planner::policy_config(f, load.num_experts, ep).num_nodes;
@@ -167,22 +217,67 @@ void LoadView::recompute() {
         out.error = errorText(placed.error());
         return out;
       }
-      auto fig = planner::balance_figures(load, placed->placement);
-      if (!fig) {
-        out.error = errorText(fig.error());
+      const Status added =
+          add(QString::fromStdString(planner::policy_name(policy)), policy, std::move(*placed));
+      if (!added.ok()) {
+        out.error = errorText(added.error());
         return out;
       }
-      std::vector<std::vector<double>> loads;
-      for (int l = 0; l < load.num_layers(); ++l) {
-        const auto& map = placed->placement.physical_to_logical[static_cast<std::size_t>(
-            placed->placement.num_layers() == 1 ? 0 : l)];
-        loads.push_back(planner::gpu_loads(load.counts[static_cast<std::size_t>(l)], map, ep));
-      }
-      out.placements.push_back(std::move(*placed));
-      out.figures.push_back(std::move(*fig));
-      out.gpuLoads.push_back(std::move(loads));
     }
-    if (steps.size() >= 2 && model && cluster) {
+    const bool rebalance = steps.size() >= 2;
+    if (!model || !cluster || (!rebalance && !timeObjective)) return out;
+    auto setup = planner::make_cost_setup(*cluster, costDb);
+    if (!setup) {
+      if (rebalance) out.rebalanceError = errorText(setup.error());
+      if (timeObjective) out.timeError = errorText(setup.error());
+      return out;
+    }
+    const planner::ExpertLoad none;
+    const planner::CostContext ctx{*model, *cluster, setup->costs(), workload, none, nullptr};
+    if (timeObjective) {
+      // Steps of the layout's tokens (ep × tp GPUs × tokens per GPU × top-k routed pairs): searched
+      // and checked on as `moeplan place --objective time` draws them, timed on others.
+      const std::int64_t pairs = static_cast<std::int64_t>(layout.ep_size) * layout.tp_size *
+                                 workload.tokens_per_gpu * model->num_experts_per_tok;
+      const planner::RefineSteps drawn = planner::draw_refine_steps(load, pairs, fit.seed);
+      planner::TimeSearchOptions options;
+      options.progress = [state](int settled, int layers, int, double) {
+        state->layers = layers;
+        state->settled = settled;
+      };
+      options.cancelled = [state] { return state->cancel.load(); };
+      auto searched = planner::search_placement_by_time(
+          ctx, layout, out.placements[comparedIndex(planner::PlacementPolicy::kEplb)].placement,
+          out.placements[comparedIndex(planner::PlacementPolicy::kBest)].placement, drawn.search,
+          drawn.check, load.source, options);
+      if (!searched) {
+        out.timeError = errorText(searched.error());
+      } else {
+        planner::PlacementResult placed;
+        placed.placement = std::move(searched->placement);
+        placed.seconds = searched->report.seconds;
+        planner::fill_logical_maps(placed);
+        out.timeSearch = searched->report;
+        const Status added = add(QString::fromLatin1(planner::kTimeSearchPolicy),
+                                 planner::PlacementPolicy::kBest, std::move(placed));
+        if (!added.ok()) out.timeError = errorText(added.error());
+      }
+      if (out.timeError.isEmpty()) {
+        const auto unseen = planner::draw_eval_steps(load, kTimedSteps, pairs, fit.seed);
+        for (const auto& placed : out.placements) {
+          auto mean = planner::mean_moe_seconds(ctx, layout, placed.placement, unseen, load.source);
+          if (!mean) {
+            out.timeError = errorText(mean.error());
+            out.predictedSeconds.clear();
+            break;
+          }
+          out.predictedSeconds.push_back(*mean);
+        }
+        out.timedSteps = kTimedSteps;
+        out.timeCosts = QString::fromStdString(setup->costs().name());
+      }
+    }
+    if (rebalance) {
       planner::PolicyFit f = fit;
       f.policy = planner::PlacementPolicy::kEplb;
       planner::RebalanceRequest req;
@@ -193,32 +288,40 @@ void LoadView::recompute() {
       for (const int w : rebalanceGrid()) {
         if (w < static_cast<int>(steps.size())) req.windows.push_back(w);
       }
-      auto setup = planner::make_cost_setup(*cluster, costDb);
-      if (!setup) {
-        out.rebalanceError = errorText(setup.error());
+      out.rebalanceCosts = QString::fromStdString(setup->costs().name());
+      auto r = planner::simulate_rebalancing(steps, load.source, ctx, layout, req);
+      if (r) {
+        out.rebalance = std::move(*r);
       } else {
-        const planner::ExpertLoad none;
-        const planner::CostContext ctx{*model, *cluster, setup->costs(), workload, none, nullptr};
-        out.rebalanceCosts = QString::fromStdString(setup->costs().name());
-        auto r = planner::simulate_rebalancing(steps, load.source, ctx, layout, req);
-        if (r) {
-          out.rebalance = std::move(*r);
-        } else {
-          out.rebalanceError = errorText(r.error());
-        }
+        out.rebalanceError = errorText(r.error());
       }
     }
     return out;
   });
   watcher_.setFuture(future);
   running_ = true;
+  progress_->setRange(0, 0);
+  progress_->setTextVisible(false);
   progress_->show();
   cancel_->show();
+  poll_->start();
+}
+
+void LoadView::showProgress() {
+  if (!search_ || search_->layers.load() == 0) return;
+  // The search on predicted time reports layers settled per round.
+  progress_->setRange(0, search_->layers.load());
+  progress_->setValue(search_->settled.load());
+  progress_->setFormat(tr("time search: %v/%m layers"));
+  progress_->setTextVisible(true);
 }
 
 void LoadView::cancel() {
   if (!running_) return;
   ++generation_;
+  if (search_) search_->cancel = true;
+  search_.reset();
+  poll_->stop();
   progress_->hide();
   cancel_->hide();
   header_->setText(tr("Placement cancelled; the figures shown are the previous ones."));
@@ -233,11 +336,25 @@ void LoadView::waitForIdle() {
 
 void LoadView::onDone() {
   running_ = false;
+  poll_->stop();
   progress_->hide();
   cancel_->hide();
   BalanceOutcome out = watcher_.result();
   if (out.generation != generation_) return;
+  search_.reset();
   outcome_ = std::move(out);
+  if (!outcome_.names.isEmpty()) {
+    // The heat maps' policies: the compared ones, and best-time when it was searched.
+    QStringList items;
+    for (int i = 0; i < policy_->count(); ++i) items << policy_->itemText(i);
+    if (items != outcome_.names) {
+      const QSignalBlocker block(policy_);
+      const QString current = policy_->currentText();
+      policy_->clear();
+      policy_->addItems(outcome_.names);
+      policy_->setCurrentIndex(std::max(0, static_cast<int>(outcome_.names.indexOf(current))));
+    }
+  }
   const int layers = outcome_.gpuLoads.empty() ? 1 : static_cast<int>(outcome_.gpuLoads[0].size());
   layer_->setRange(0, std::max(0, layers - 1));
   redraw();
@@ -246,6 +363,7 @@ void LoadView::onDone() {
 void LoadView::redraw() {
   error_->setText(outcome_.error);
   error_->setVisible(!outcome_.error.isEmpty());
+  drawTime();
   if (!outcome_.error.isEmpty() || outcome_.placements.empty()) {
     bars_->setData(tr("Tokens per GPU"), {}, {}, {}, {}, {});
     balance_->setData(tr("Balancedness per layer"), {}, {}, {}, {}, 0, 1);
@@ -265,7 +383,7 @@ void LoadView::redraw() {
   std::vector<std::vector<double>> balance;
   for (std::size_t p = 0; p < np; ++p) {
     names << QStringLiteral("%1 (%2)").arg(
-        QString::fromStdString(planner::policy_name(outcome_.policies[p])),
+        outcome_.names[static_cast<int>(p)],
         QString::number(
             outcome_.figures[p].layer_balancedness.empty()
                 ? outcome_.figures[p].balancedness
@@ -283,13 +401,14 @@ void LoadView::redraw() {
   double lo = 1.0;
   for (std::size_t p = 0; p < np; ++p) {
     lineNames << QStringLiteral("%1: mean %2")
-                     .arg(QString::fromStdString(planner::policy_name(outcome_.policies[p])),
+                     .arg(outcome_.names[static_cast<int>(p)],
                           QString::number(outcome_.figures[p].balancedness, 'f', 3));
     for (double b : balance[p]) lo = std::min(lo, b);
   }
   balance_->setData(tr("Balancedness per layer (mean / max GPU load; 1 = perfect)"), lineNames,
                     balance, tr("MoE layer"), tr("balancedness"), std::max(0.0, lo - 0.05), 1.0);
-  const auto hp = static_cast<std::size_t>(policy_->currentIndex());
+  const auto hp =
+      static_cast<std::size_t>(std::clamp(policy_->currentIndex(), 0, static_cast<int>(np) - 1));
   auto expertLoads = [&](std::size_t policy) {
     const auto& placement = outcome_.placements[policy].placement;
     const auto& map =
@@ -323,11 +442,11 @@ void LoadView::redraw() {
       sharedScale_->isChecked() ? tr(" (scale shared by the policies)") : QString();
   expertMap_->setData(tr("Expert × EP rank, layer %1, %2: routed tokens%3")
                           .arg(layer)
-                          .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp])))
+                          .arg(outcome_.names[static_cast<int>(hp)])
                           .arg(scale),
                       expertLoads(hp), tr("expert"), tr("EP rank"), tr("tokens"));
   layerMap_->setData(tr("Layer × EP rank, %1: routed tokens%2")
-                         .arg(QString::fromStdString(planner::policy_name(outcome_.policies[hp])))
+                         .arg(outcome_.names[static_cast<int>(hp)])
                          .arg(scale),
                      outcome_.gpuLoads[hp], tr("MoE layer"), tr("EP rank"), tr("tokens"));
   const int perNode = outcome_.numNodes > 1 ? outcome_.epSize / outcome_.numNodes : 0;
@@ -345,7 +464,60 @@ void LoadView::redraw() {
           .arg(outcome_.numNodes)
           .arg(outcome_.numNodes == 1 ? QString() : QStringLiteral("s"))
           .arg(QString::fromStdString(session_->policyFit().redundancy.describe()))
-          .arg(QString::number(outcome_.placements.back().seconds, 'f', 2)));
+          .arg(QString::number(
+              outcome_.placements[comparedIndex(planner::PlacementPolicy::kBest)].seconds, 'f',
+              2)));
+}
+
+void LoadView::drawTime() {
+  if (!outcome_.error.isEmpty() ||
+      (outcome_.predictedSeconds.empty() && outcome_.timeError.isEmpty())) {
+    timeText_->hide();
+    return;
+  }
+  if (!outcome_.timeError.isEmpty()) {
+    timeText_->setText(tr("Search on predicted time: %1").arg(outcome_.timeError));
+    timeText_->show();
+    return;
+  }
+  const planner::LayoutCost* lc = session_->selectedLayoutCost();
+  QStringList times;
+  for (std::size_t p = 0; p < outcome_.predictedSeconds.size(); ++p) {
+    times << tr("%1 <b>%2 ms</b>")
+                 .arg(outcome_.names[static_cast<int>(p)])
+                 .arg(1e3 * outcome_.predictedSeconds[p], 0, 'f', 3);
+  }
+  QString search;
+  if (outcome_.timeSearch) {
+    const planner::TimeSearchReport& r = *outcome_.timeSearch;
+    const double eplb = outcome_.predictedSeconds[comparedIndex(planner::PlacementPolicy::kEplb)];
+    const double found = outcome_.predictedSeconds.back();
+    search = tr(" best-time against eplb: %1 %. The search: %2 rounds, %3 of %4 moves kept; "
+                "layers refined / best's / eplb's: %5 / %6 / %7; %8 s.")
+                 .arg(eplb > 0.0 ? 100.0 * (found / eplb - 1.0) : 0.0, 0, 'f', 2)
+                 .arg(r.rounds)
+                 .arg(r.moves_kept)
+                 .arg(r.moves_tried)
+                 .arg(r.layers_refined)
+                 .arg(r.layers_best)
+                 .arg(r.layers - r.layers_refined - r.layers_best)
+                 .arg(r.seconds, 0, 'f', 2);
+  }
+  const planner::Workload& w = session_->workload();
+  timeText_->setText(
+      tr("Predicted MoE time per step (all MoE layers; cost model: %1) on %2, %3 %4 tokens per "
+         "GPU, over %5 steps none of the placements saw: %6.%7")
+          .arg(outcome_.timeCosts)
+          .arg(lc != nullptr
+                   ? QString::fromStdString(lc->layout.shape_name() + " " +
+                                            planner::dispatcher_name(lc->layout.dispatcher))
+                   : QString())
+          .arg(QString::fromStdString(planner::phase_name(w.phase)))
+          .arg(w.tokens_per_gpu)
+          .arg(outcome_.timedSteps)
+          .arg(times.join(QStringLiteral(" · ")))
+          .arg(search));
+  timeText_->show();
 }
 
 void LoadView::drawRebalance() {
@@ -420,12 +592,13 @@ void LoadView::drawRebalance() {
 }
 
 bool LoadView::savePlacement(const QString& path) {
-  if (outcome_.placements.empty() || !session_->load()) {
+  const int index = policy_->currentIndex();
+  if (!session_->load() || index < 0 || index >= static_cast<int>(outcome_.placements.size())) {
     error_->setText(tr("No placement to save."));
     error_->show();
     return false;
   }
-  const auto hp = static_cast<std::size_t>(policy_->currentIndex());
+  const auto hp = static_cast<std::size_t>(index);
   planner::PolicyFit fit = session_->policyFit();
   fit.policy = outcome_.policies[hp];
   const auto& load = *session_->load();

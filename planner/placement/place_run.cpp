@@ -40,6 +40,20 @@ Status check_place_request(const PlaceRequest& r) {
   return Status::Ok();
 }
 
+RefineSteps draw_refine_steps(const ExpertLoad& fit, std::int64_t pairs_per_step,
+                              std::uint64_t seed) {
+  // Other seeds than best's samples and the scored steps'.
+  return RefineSteps{
+      sample_steps(fit, kPlaceRefineSteps, pairs_per_step, seed ^ 0xA5A5A5A55A5A5A5AULL),
+      sample_steps(fit, kPlaceRefineSteps, pairs_per_step, seed ^ 0x3C3C3C3CC3C3C3C3ULL)};
+}
+
+Steps draw_eval_steps(const ExpertLoad& fit, int num_steps, std::int64_t pairs_per_step,
+                      std::uint64_t seed) {
+  // Another seed than best's own samples: the placement never saw these steps.
+  return sample_steps(fit, num_steps, pairs_per_step, seed ^ 0x9E3779B97F4A7C15ULL);
+}
+
 Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& r,
                                    const models::MoeModel* model, const PlaceRefine& refine) {
   MOEPLAN_TRY_STATUS(check_place_request(r));
@@ -106,11 +120,9 @@ Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& r,
       search.assign(first, first + kPlaceRefineSteps);
       check.assign(first + half, first + half + kPlaceRefineSteps);
     } else {
-      // Other seeds than best's samples and the scored steps'.
-      search = sample_steps(out.fit, kPlaceRefineSteps, out.pairs_per_step,
-                            r.seed ^ 0xA5A5A5A55A5A5A5AULL);
-      check = sample_steps(out.fit, kPlaceRefineSteps, out.pairs_per_step,
-                           r.seed ^ 0x3C3C3C3CC3C3C3C3ULL);
+      RefineSteps drawn = draw_refine_steps(out.fit, out.pairs_per_step, r.seed);
+      search = std::move(drawn.search);
+      check = std::move(drawn.check);
     }
     auto refined = refine(PlaceRefineInput{out, eplb->placement, search, check});
     if (!refined) return refined.error();
@@ -132,9 +144,7 @@ Result<PlaceOutcome> run_placement(const LoadData& data, const PlaceRequest& r,
     out.unseen_steps.assign(first, first + static_cast<std::ptrdiff_t>(keep));
   }
   if (r.eval_steps > 0) {
-    // Another seed than best's own samples: the placement never saw these steps.
-    auto steps =
-        sample_steps(out.fit, r.eval_steps, out.pairs_per_step, r.seed ^ 0x9E3779B97F4A7C15ULL);
+    auto steps = draw_eval_steps(out.fit, r.eval_steps, out.pairs_per_step, r.seed);
     auto s = score_steps(steps, out.placed.placement);
     if (!s) return s.error();
     out.sampled = *s;

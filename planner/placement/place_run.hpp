@@ -57,6 +57,22 @@ struct PlaceOutcome {
 /// load has at least 2 × this many, else steps drawn from the fitted frequencies.
 inline constexpr int kPlaceRefineSteps = 32;
 
+/// Steps drawn from `fit`'s frequencies (`pairs_per_step` routed pairs each) for a refinement
+/// of `best`'s map when the load has too few steps of its own: one set to search on, one to
+/// check on, with seeds other than `best`'s samples (`seed`) and the scored steps'.
+struct RefineSteps {
+  std::vector<std::vector<std::vector<double>>> search;  ///< [kPlaceRefineSteps][L][E]
+  std::vector<std::vector<std::vector<double>>> check;
+};
+RefineSteps draw_refine_steps(const ExpertLoad& fit, std::int64_t pairs_per_step,
+                              std::uint64_t seed);
+
+/// `num_steps` unseen steps drawn from `fit`'s frequencies to score a placement on
+/// (PlaceRequest::eval_steps): another seed than `best`'s samples and the refinement's steps.
+std::vector<std::vector<std::vector<double>>> draw_eval_steps(const ExpertLoad& fit, int num_steps,
+                                                              std::int64_t pairs_per_step,
+                                                              std::uint64_t seed);
+
 /// What a refinement of `best`'s map is given: the outcome so far (`placed` holds `best`'s
 /// map), EPLB's map of the same fit and machine, and two disjoint sets of steps [S][L][E] — one
 /// to search on, one to check on — none of them the steps the outcome is scored on.

@@ -38,7 +38,10 @@
 #include "planner/costs/roofline_costs.hpp"
 #include "planner/layout_figures.hpp"
 #include "planner/placement/load_io.hpp"
+#include "planner/placement/place_run.hpp"
 #include "planner/placement/placement_file.hpp"
+#include "planner/rebalance.hpp"
+#include "planner/time_search.hpp"
 #include "tests/gui/gui_app.hpp"
 
 namespace moeplan::gui {
@@ -566,6 +569,94 @@ TEST(GuiLoadBalance, CancelKeepsThePreviousFigures) {
   v->waitForIdle();
   EXPECT_FALSE(v->busy());
   EXPECT_EQ(v->outcome().placements.front().placement.physical_to_logical, before);
+}
+
+// The time objective: best-time is the library's search on predicted time for the selected
+// layout, from the view's own eplb and best maps, on the steps `moeplan place --objective time`
+// draws; every placement's predicted time is mean_moe_seconds on steps none of them saw; the
+// heat maps and the placement file offer it; unchecked, the view is as before.
+TEST(GuiLoadBalance, TimeObjectiveIsTheLibrarysSearchOnPredictedTime) {
+  app();
+  MainWindow w;
+  ASSERT_TRUE(w.loadLoad(QString::fromLatin1(kSkewed)));
+  w.waitForIdle();
+  LoadView* v = w.loadView();
+  ASSERT_EQ(v->outcome().names.size(), 3);
+  EXPECT_TRUE(v->timeLabel()->isHidden());
+  v->timeObjectiveCheck()->setChecked(true);  // recomputes
+  EXPECT_TRUE(v->busy());
+  w.waitForIdle();
+  const BalanceOutcome& out = v->outcome();
+  ASSERT_TRUE(out.error.isEmpty()) << out.error.toStdString();
+  ASSERT_TRUE(out.timeError.isEmpty()) << out.timeError.toStdString();
+  ASSERT_EQ(out.names, (QStringList{QStringLiteral("contiguous"), QStringLiteral("eplb"),
+                                    QStringLiteral("best"), QStringLiteral("best-time")}));
+  ASSERT_TRUE(out.timeSearch.has_value());
+  ASSERT_EQ(out.placements.size(), 4U);
+  // The same search through the library.
+  const auto& s = *w.session();
+  const planner::LayoutCost* lc = s.selectedLayoutCost();
+  ASSERT_NE(lc, nullptr);
+  auto setup = planner::make_cost_setup(*s.cluster(), s.costDb().toStdString());
+  ASSERT_TRUE(setup);
+  const planner::ExpertLoad none;
+  const planner::CostContext ctx{*s.model(),   *s.cluster(), setup->costs(),
+                                 s.workload(), none,         nullptr};
+  const auto& load = s.load()->load;
+  const std::int64_t pairs = static_cast<std::int64_t>(lc->layout.ep_size) * lc->layout.tp_size *
+                             s.workload().tokens_per_gpu * s.model()->num_experts_per_tok;
+  const planner::RefineSteps drawn = planner::draw_refine_steps(load, pairs, s.policyFit().seed);
+  auto r = planner::search_placement_by_time(ctx, lc->layout, out.placements[1].placement,
+                                             out.placements[2].placement, drawn.search, drawn.check,
+                                             load.source);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(out.placements[3].placement.physical_to_logical, r->placement.physical_to_logical);
+  EXPECT_EQ(out.placements[3].placement.policy, planner::kTimeSearchPolicy);
+  EXPECT_EQ(out.timeSearch->moves_kept, r->report.moves_kept);
+  EXPECT_EQ(out.timeSearch->result_check_seconds, r->report.result_check_seconds);
+  // Never slower than EPLB's map on the check steps.
+  EXPECT_LE(out.timeSearch->result_check_seconds, out.timeSearch->eplb_check_seconds);
+  const auto unseen =
+      planner::draw_eval_steps(load, LoadView::kTimedSteps, pairs, s.policyFit().seed);
+  ASSERT_EQ(out.predictedSeconds.size(), 4U);
+  EXPECT_EQ(out.timedSteps, LoadView::kTimedSteps);
+  EXPECT_EQ(out.timeCosts.toStdString(), setup->costs().name());
+  for (std::size_t p = 0; p < 4; ++p) {
+    auto mean =
+        planner::mean_moe_seconds(ctx, lc->layout, out.placements[p].placement, unseen, "load");
+    ASSERT_TRUE(mean) << mean.error().message;
+    EXPECT_DOUBLE_EQ(out.predictedSeconds[p], *mean)
+        << out.names[static_cast<int>(p)].toStdString();
+    EXPECT_TRUE(v->timeLabel()->text().contains(QStringLiteral("%1 <b>%2 ms</b>")
+                                                    .arg(out.names[static_cast<int>(p)])
+                                                    .arg(1e3 * out.predictedSeconds[p], 0, 'f', 3)))
+        << v->timeLabel()->text().toStdString();
+  }
+  EXPECT_FALSE(v->timeLabel()->isHidden());
+  // The heat maps and the placement file offer best-time.
+  ASSERT_EQ(v->policyCombo()->count(), 4);
+  EXPECT_EQ(v->policyCombo()->itemText(3), QStringLiteral("best-time"));
+  v->policyCombo()->setCurrentIndex(3);
+  EXPECT_EQ(v->layerHeatMap()->values(), out.gpuLoads[3]);
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("best_time.json"));
+  ASSERT_TRUE(v->savePlacement(path));
+  auto file = planner::load_placement_file(path.toStdString());
+  ASSERT_TRUE(file) << file.error().message;
+  EXPECT_EQ(file->result.placement.physical_to_logical,
+            out.placements[3].placement.physical_to_logical);
+  // Unchecked: the three policies again, no times; the heat maps keep a policy they offer.
+  v->timeObjectiveCheck()->setChecked(false);
+  w.waitForIdle();
+  EXPECT_EQ(v->outcome().names.size(), 3);
+  EXPECT_TRUE(v->outcome().predictedSeconds.empty());
+  EXPECT_TRUE(v->timeLabel()->isHidden());
+  EXPECT_EQ(v->policyCombo()->count(), 3);
+  // Checked and cancelled at once: the figures shown stay.
+  v->timeObjectiveCheck()->setChecked(true);
+  v->cancel();
+  v->waitForIdle();
+  EXPECT_EQ(v->outcome().names.size(), 3);
 }
 
 TEST(GuiViews, SettingsRememberTheLastFiles) {

@@ -278,6 +278,46 @@ TEST(TimeSearch, RefusesMapsAndStepsThatDoNotMatch) {
   EXPECT_FALSE(layer_moe_seconds(ctx, layout, maps.eplb, {}, "none").ok());
 }
 
+// A front end's Cancel: the search asks before each round and each costing of candidates and
+// stops with kTimeSearchCancelled; asked "no", it runs to the end as without the callback.
+TEST(TimeSearch, CancelledStopsTheSearchWithoutAResult) {
+  const auto& f = fixture();
+  const Costed setup(f, Phase::kDecode, 8);
+  const ExpertLoad load = power_law(1.2);
+  const std::int64_t pairs = 8 * 8 * 6;
+  const auto maps = maps_for(load, 72, pairs);
+  const LoadSteps search = sample_steps(load, 8, pairs, 31);
+  const LoadSteps check = sample_steps(load, 8, pairs, 32);
+  int asked = 0;
+  int rounds_seen = 0;
+  TimeSearchOptions options;
+  options.progress = [&rounds_seen](int, int, int round, double) { rounds_seen = round; };
+  // "Yes" from the second question on: asked before round 1, then before its first costing.
+  options.cancelled = [&asked] { return ++asked >= 2; };
+  auto r = search_placement_by_time(setup.ctx, setup.layout, maps.eplb, maps.best, search, check,
+                                    "power-law", options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, kTimeSearchCancelled);
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(rounds_seen, 0);  // no round finished
+  // Never cancelled: the same result as a search without the callback.
+  TimeSearchOptions never;
+  never.cancelled = [&asked] {
+    ++asked;
+    return false;
+  };
+  asked = 0;
+  auto a = search_placement_by_time(setup.ctx, setup.layout, maps.eplb, maps.best, search, check,
+                                    "power-law", never);
+  auto b = search_placement_by_time(setup.ctx, setup.layout, maps.eplb, maps.best, search, check,
+                                    "power-law");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->placement.physical_to_logical, b->placement.physical_to_logical);
+  EXPECT_GT(a->report.rounds, 0);
+  // Asked before every round (and once more before the check), and before every costing.
+  EXPECT_GT(asked, a->report.rounds);
+}
+
 }  // namespace
 }  // namespace test_time_search
 }  // namespace moeplan::planner

@@ -81,7 +81,7 @@ LoadView::LoadView(Session* session, QWidget* parent) : QWidget(parent), session
       tr("Colour the heat maps on one scale spanning contiguous, eplb and best, so switching "
          "the policy compares like with like"));
   row->addWidget(sharedScale_);
-  timeObjective_ = new QCheckBox(tr("Search on predicted &time"), this);
+  timeObjective_ = new QCheckBox(tr("Search on pre&dicted time"), this);
   timeObjective_->setToolTip(
       tr("Add best-time: best's map refined on the cost model's predicted MoE time of the "
          "selected layout (weights read, rows computed, dispatch and combine on the cluster's "
@@ -275,6 +275,11 @@ void LoadView::recompute() {
         }
         out.timedSteps = kTimedSteps;
         out.timeCosts = QString::fromStdString(setup->costs().name());
+        out.timedOn = tr("%1 %2, %3 %4 tokens per GPU")
+                          .arg(QString::fromStdString(layout.shape_name()),
+                               QString::fromStdString(planner::dispatcher_name(layout.dispatcher)),
+                               QString::fromStdString(planner::phase_name(workload.phase)))
+                          .arg(workload.tokens_per_gpu);
       }
     }
     if (rebalance) {
@@ -480,7 +485,6 @@ void LoadView::drawTime() {
     timeText_->show();
     return;
   }
-  const planner::LayoutCost* lc = session_->selectedLayoutCost();
   QStringList times;
   for (std::size_t p = 0; p < outcome_.predictedSeconds.size(); ++p) {
     times << tr("%1 <b>%2 ms</b>")
@@ -503,20 +507,11 @@ void LoadView::drawTime() {
                  .arg(r.layers - r.layers_refined - r.layers_best)
                  .arg(r.seconds, 0, 'f', 2);
   }
-  const planner::Workload& w = session_->workload();
-  timeText_->setText(
-      tr("Predicted MoE time per step (all MoE layers; cost model: %1) on %2, %3 %4 tokens per "
-         "GPU, over %5 steps none of the placements saw: %6.%7")
-          .arg(outcome_.timeCosts)
-          .arg(lc != nullptr
-                   ? QString::fromStdString(lc->layout.shape_name() + " " +
-                                            planner::dispatcher_name(lc->layout.dispatcher))
-                   : QString())
-          .arg(QString::fromStdString(planner::phase_name(w.phase)))
-          .arg(w.tokens_per_gpu)
-          .arg(outcome_.timedSteps)
-          .arg(times.join(QStringLiteral(" · ")))
-          .arg(search));
+  timeText_->setText(tr("Predicted MoE time per step (all MoE layers; cost model: %1) on %2, over "
+                        "%3 steps none of the placements saw: %4.%5")
+                         .arg(outcome_.timeCosts, outcome_.timedOn)
+                         .arg(outcome_.timedSteps)
+                         .arg(times.join(QStringLiteral(" · ")), search));
   timeText_->show();
 }
 

@@ -56,6 +56,7 @@ struct BalanceOutcome {
   int timedSteps = 0;
   QString timeError;  ///< why the search or the timing could not run (the other figures stand)
   QString timeCosts;  ///< the cost source's name
+  QString timedOn;    ///< the layout, phase and tokens per GPU the placements were timed on
   /// A load with steps: eplb fitted once against re-fitted every N steps on the last W
   /// (planner::simulate_rebalancing on the selected layout); empty otherwise.
   std::optional<planner::RebalanceResult> rebalance;

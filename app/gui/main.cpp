@@ -2,6 +2,7 @@
 // `--walk DIR` (in a real X server, driven by scripts/gui-walk.sh) captures the screen each time
 // the user switches to a view, until every view has been captured.
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QCommandLineParser>
 #include <QDir>
@@ -17,6 +18,7 @@
 #include <memory>
 #include <set>
 
+#include "app/gui/load_view.hpp"
 #include "app/gui/main_window.hpp"
 #include "app/gui/profiling_view.hpp"
 #include "app/gui/serving_view.hpp"
@@ -92,6 +94,13 @@ int main(int argc, char** argv) {
                      "serving for them)."),
       QStringLiteral("ISL,OSL"));
   parser.addOption(context);
+  const QCommandLineOption objective(
+      QStringLiteral("objective"),
+      QStringLiteral("The Load balance view's placement objective: tokens (contiguous, eplb, "
+                     "best) or time (best-time added: best refined on the cost model's predicted "
+                     "MoE time of the selected layout, as moeplan place --objective time)."),
+      QStringLiteral("tokens|time"), QStringLiteral("tokens"));
+  parser.addOption(objective);
   const QCommandLineOption targets(
       QStringLiteral("targets"),
       QStringLiteral("The Serving view's TTFT and TPOT targets in ms, as moeplan plan --ttft-ms "
@@ -165,6 +174,13 @@ int main(int argc, char** argv) {
     }
     view->ttftSpin()->setValue(ttft);
     view->tpotSpin()->setValue(tpot);
+  }
+  if (parser.isSet(objective)) {
+    const QString value = parser.value(objective);
+    if (value != QStringLiteral("tokens") && value != QStringLiteral("time")) {
+      return fail(QStringLiteral("--objective: expected tokens or time, got '%1'").arg(value));
+    }
+    window.loadView()->timeObjectiveCheck()->setChecked(value == QStringLiteral("time"));
   }
   if (parser.isSet(placement) || parser.isSet(redundant)) {
     if (!window.setPlacement(parser.value(placement), parser.value(redundant))) {

@@ -93,7 +93,8 @@ Result<std::vector<std::vector<double>>> step_layer_seconds(const CostContext& c
 /// map unless `best`'s or the refined map is faster on `check` by more than three standard
 /// errors of the paired per-step gains (then the faster of those). Every move keeps each rank's
 /// slot count and every expert's presence (a slot changes expert only when its old expert keeps
-/// another replica) and never puts two replicas of an expert on one rank. Deterministic.
+/// another replica) and never puts a replica on a rank that holds its expert (the start maps
+/// may: EPLB's, for an expert with more replicas than ranks). Deterministic.
 /// Errors: no steps, maps or steps that do not match, what cost_layout reports.
 Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const Layout& layout,
                                                   const Placement& eplb, const Placement& best,

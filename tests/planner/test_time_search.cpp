@@ -278,6 +278,59 @@ TEST(TimeSearch, RefusesMapsAndStepsThatDoNotMatch) {
   EXPECT_FALSE(layer_moe_seconds(ctx, layout, maps.eplb, {}, "none").ok());
 }
 
+// The GUI searches on the layout the user selected, TP included: on ep4 × tp2 (each EP rank's
+// experts split over 2 GPUs) the search keeps the rules and is never slower than EPLB's map on
+// the check steps, which it reports as the cost model's times of those maps.
+TEST(TimeSearch, OnALayoutWithTensorParallelExperts) {
+  const auto& f = fixture();
+  RooflineCosts rc(f.cluster);
+  const ExpertLoad none;
+  const CostContext ctx{f.model, f.cluster, rc, Workload{Phase::kDecode, 8}, none, nullptr};
+  const Layout layout = Layout::of(4, 2);
+  const ExpertLoad load = power_law(1.2);
+  const std::int64_t pairs = 8 * 8 * 6;
+  PlacementConfig config;
+  config.num_gpus = 4;
+  config.num_slots = 72;
+  auto eplb = place_experts(load, PlacementPolicy::kEplb, config);
+  BestOptions options;
+  options.samples = samples_by_layer(sample_steps(load, 256, pairs, 1));
+  auto best = place_experts(load, PlacementPolicy::kBest, config, options);
+  ASSERT_TRUE(eplb.ok() && best.ok());
+  const LoadSteps search = sample_steps(load, 8, pairs, 41);
+  const LoadSteps check = sample_steps(load, 8, pairs, 42);
+  auto r = search_placement_by_time(ctx, layout, eplb->placement, best->placement, search, check,
+                                    "power-law");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->placement.validate().ok()) << r->placement.validate().error().message;
+  EXPECT_EQ(r->placement.ep_size, 4);
+  // The hottest experts have more replicas than there are ranks, so EPLB's map holds two of
+  // one expert on a rank; the search's moves never add such a pair.
+  const auto doubled = [](const std::vector<int>& map) {
+    int n = 0;
+    for (int rank = 0; rank < 4; ++rank) {
+      const std::set<int> held(map.begin() + rank * 18, map.begin() + (rank + 1) * 18);
+      n += 18 - static_cast<int>(held.size());
+    }
+    return n;
+  };
+  for (std::size_t l = 0; l < 2; ++l) {
+    const auto& map = r->placement.physical_to_logical[l];
+    EXPECT_EQ(std::set<int>(map.begin(), map.end()).size(), 64U);
+    EXPECT_LE(doubled(map), std::max(doubled(eplb->placement.physical_to_logical[l]),
+                                     doubled(best->placement.physical_to_logical[l])));
+  }
+  EXPECT_GT(r->report.rounds, 0);
+  EXPECT_LE(r->report.result_check_seconds, r->report.eplb_check_seconds);
+  auto e = layer_moe_seconds(ctx, layout, eplb->placement, check, "check");
+  auto got = layer_moe_seconds(ctx, layout, r->placement, check, "check");
+  ASSERT_TRUE(e.ok() && got.ok());
+  EXPECT_NEAR(r->report.eplb_check_seconds, ((*e)[0] + (*e)[1]) / 8.0,
+              1e-12 * r->report.eplb_check_seconds);
+  EXPECT_NEAR(r->report.result_check_seconds, ((*got)[0] + (*got)[1]) / 8.0,
+              1e-12 * r->report.result_check_seconds);
+}
+
 // A front end's Cancel: the search asks before each round and each costing of candidates and
 // stops with kTimeSearchCancelled; asked "no", it runs to the end as without the callback.
 TEST(TimeSearch, CancelledStopsTheSearchWithoutAResult) {

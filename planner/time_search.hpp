@@ -30,8 +30,8 @@ struct TimeSearchOptions {
   /// Called after each round: layers settled (no move left to try) of all, the round, and the
   /// mean predicted MoE time per step of the maps so far on the search steps (seconds).
   std::function<void(int settled, int layers, int round, double seconds_per_step)> progress;
-  /// Asked before each round and each costing of candidates: true stops the search with the
-  /// error kTimeSearchCancelled (a front end's Cancel; nothing of the search is returned).
+  /// Asked before each round, each costing of candidates and the final check: true stops the
+  /// search with the error kTimeSearchCancelled (a front end's Cancel; nothing is returned).
   std::function<bool()> cancelled;
 };
 

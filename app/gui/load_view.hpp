@@ -93,7 +93,6 @@ class LoadView : public QWidget {
   QCheckBox* timeObjectiveCheck() const { return timeObjective_; }
   /// The predicted times per step and what the search did.
   QLabel* timeLabel() const { return timeText_; }
-  QProgressBar* progressBar() const { return progress_; }
   /// Unseen steps the placements are timed on (drawn from the load's frequencies).
   static constexpr int kTimedSteps = 32;
   /// Recomputes now (a running computation is abandoned).

@@ -307,6 +307,11 @@ Result<std::vector<std::vector<double>>> step_layer_seconds(const CostContext& c
   return out;
 }
 
+double step_pairs(const CostContext& ctx, const Layout& layout) {
+  return static_cast<double>(layout.ep_size) * layout.tp_size * ctx.workload.tokens_per_gpu *
+         ctx.model.num_experts_per_tok;
+}
+
 Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const Layout& layout,
                                                   const Placement& eplb, const Placement& best,
                                                   const LoadSteps& search, const LoadSteps& check,
@@ -357,9 +362,7 @@ Result<TimeSearchResult> search_placement_by_time(const CostContext& ctx, const 
     for (double& v : share[uz(l)]) v = total > 0.0 ? v / total : 1.0 / eplb.num_experts;
   }
 
-  // The routed pairs of one step as the cost model prices it (the layout's tokens × top-k).
-  const double pairs = static_cast<double>(layout.ep_size) * layout.tp_size *
-                       ctx.workload.tokens_per_gpu * ctx.model.num_experts_per_tok;
+  const double pairs = step_pairs(ctx, layout);
   std::vector<std::set<std::array<int, 4>>> tried(uz(layers));
   std::vector<int> idle(uz(layers), 0);
   std::vector<bool> open(uz(layers), true);

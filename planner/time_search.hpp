@@ -65,6 +65,11 @@ struct TimeSearchResult {
   TimeSearchReport report;
 };
 
+/// The routed pairs of one step as the cost model prices it on `layout`: its ep × tp GPUs' tokens
+/// per GPU (the context's workload) × the model's top-k. The search's steps are drawn at this
+/// many pairs; its move heuristics read rows per slot from it.
+double step_pairs(const CostContext& ctx, const Layout& layout);
+
 /// Per-layer predicted MoE time of `placement` summed over `steps` (seconds; cost_layout on
 /// `layout` with the context's model, cluster, costs and workload, each step its own load).
 /// The steps' layers are the placement's (a one-layer placement applies to every layer).

@@ -235,10 +235,9 @@ void LoadView::recompute() {
     const planner::ExpertLoad none;
     const planner::CostContext ctx{*model, *cluster, setup->costs(), workload, none, nullptr};
     if (timeObjective) {
-      // Steps of the layout's tokens (ep × tp GPUs × tokens per GPU × top-k routed pairs): searched
-      // and checked on as `moeplan place --objective time` draws them, timed on others.
-      const std::int64_t pairs = static_cast<std::int64_t>(layout.ep_size) * layout.tp_size *
-                                 workload.tokens_per_gpu * model->num_experts_per_tok;
+      // Steps of the layout's tokens: searched and checked on as `moeplan place --objective
+      // time` draws them, timed on others.
+      const auto pairs = static_cast<std::int64_t>(planner::step_pairs(ctx, layout));
       const planner::RefineSteps drawn = planner::draw_refine_steps(load, pairs, fit.seed);
       planner::TimeSearchOptions options;
       options.progress = [state](int settled, int layers, int, double) {
